@@ -1,0 +1,243 @@
+"""Site config: YAML in, typed settings out.
+
+The file is /etc/slurmkit/config.yaml unless `--config` or $SLURMKIT_CONFIG names another. A missing default file
+means "all defaults"; a missing file that was asked for, a YAML syntax error, an unknown key or a wrong type is a
+UsageError (exit 2) naming the file, the line and the key, with the closest valid key where there is one.
+
+Each section is a dataclass below; its fields, with their types and defaults, are the schema. To add a setting,
+add a field: the loader, the checks and the error messages follow from the type annotation.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import sys
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .errors import UsageError
+
+DEFAULT_PATH = "/etc/slurmkit/config.yaml"
+
+
+@dataclass
+class SlurmSettings:
+    backend: Literal["auto", "cli", "pyslurm"] = "auto"
+    timeout: float = 10.0            # seconds for every call to a Slurm command
+    bin_dir: str | None = None       # where sbatch/scontrol/sinfo live when they are not on PATH
+
+
+@dataclass
+class ToolsSettings:
+    """Paths of the node tools the checks run (absolute paths recommended: prolog/epilog get no PATH)."""
+    nvidia_smi: str = "nvidia-smi"
+    dmesg: str = "dmesg"
+    all_reduce_perf: str = "all_reduce_perf"
+
+
+@dataclass
+class PathsSettings:
+    state_dir: str = "/var/lib/slurmkit"
+    health_log: str = "/var/log/slurmkit/health.jsonl"
+
+
+@dataclass
+class DrainSettings:
+    prefix: str = "slurmkit:"        # every reason slurmkit writes starts with this; the only reasons it may undo
+
+
+@dataclass
+class Settings:
+    slurm: SlurmSettings = field(default_factory=SlurmSettings)
+    tools: ToolsSettings = field(default_factory=ToolsSettings)
+    paths: PathsSettings = field(default_factory=PathsSettings)
+    drain: DrainSettings = field(default_factory=DrainSettings)
+    # where the settings came from, and the line of each key ("slurm.timeout" -> 3), for messages
+    source: str | None = field(default=None, metadata={"internal": True})
+    lines: dict[str, int] = field(default_factory=dict, metadata={"internal": True})
+
+
+def config_path(explicit: str | None = None) -> tuple[str, bool]:
+    """The config path to use, and whether the user asked for it (then it must exist)."""
+    if explicit:
+        return explicit, True
+    env = os.environ.get("SLURMKIT_CONFIG")
+    if env:
+        return env, True
+    return DEFAULT_PATH, False
+
+
+def load(explicit: str | None = None) -> Settings:
+    path, required = config_path(explicit)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        if required:
+            raise UsageError("config file not found", path=path) from None
+        return Settings()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read config: {e}", path=path) from None
+    return loads(text, path)
+
+
+def loads(text: str, path: str = "<config>") -> Settings:
+    return parse_yaml(text, Settings, path)
+
+
+# --- a small typed YAML loader that keeps line numbers -------------------------------------------------------
+
+def parse_yaml(text: str, schema: type, path: str, *, top: str = "") -> Any:
+    """Parse YAML text into an instance of the dataclass `schema`, with errors that name path:line and key."""
+    import yaml  # not at module level: most commands never read YAML
+
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = mark.line + 1 if mark else None
+        raise UsageError(f"YAML syntax error: {e.problem or e.context}", path=path, line=line) from None
+    except yaml.YAMLError as e:
+        raise UsageError(f"YAML error: {e}", path=path) from None
+    lines: dict[str, int] = {}
+    if node is None or (isinstance(node, yaml.ScalarNode) and node.tag.endswith(":null")):
+        obj = schema()
+    else:
+        obj = _convert(node, schema, top, path, lines)
+    if any(f.name == "source" for f in dataclasses.fields(schema)):
+        obj.source = path
+        obj.lines = lines
+    return obj
+
+
+def _line(node) -> int:
+    return node.start_mark.line + 1
+
+
+def _kind(node) -> str:
+    import yaml
+    if isinstance(node, yaml.MappingNode):
+        return "a mapping"
+    if isinstance(node, yaml.SequenceNode):
+        return "a list"
+    tag = node.tag.rsplit(":", 1)[-1]
+    return {"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean",
+            "null": "null"}.get(tag, tag) + f" ({node.value!r})"
+
+
+def _typename(tp) -> str:
+    origin = typing.get_origin(tp)
+    if tp is str:
+        return "a string"
+    if tp is int:
+        return "an integer"
+    if tp is float:
+        return "a number"
+    if tp is bool:
+        return "true or false"
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (list, tuple):
+        return "a list"
+    if origin is dict or dataclasses.is_dataclass(tp):
+        return "a mapping"
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_typename(a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return "null"
+    return str(tp)
+
+
+def _hints(cls) -> dict[str, Any]:
+    mod = sys.modules.get(cls.__module__)
+    return typing.get_type_hints(cls, vars(mod) if mod else None)
+
+
+def _convert(node, tp, key: str, path: str, lines: dict[str, int]):
+    import yaml
+
+    if key:
+        lines.setdefault(key, _line(node))
+    label = key or "the top level"
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":null") and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _convert(node, a, key, path, lines)
+            except UsageError as e:
+                errors.append(e)
+        raise UsageError(f"{label}: expected {_typename(tp)}, got {_kind(node)}", path=path, line=_line(node))
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(node, yaml.MappingNode):
+            raise UsageError(f"{label}: expected a mapping, got {_kind(node)}", path=path, line=_line(node))
+        hints = _hints(tp)
+        names = [f.name for f in dataclasses.fields(tp) if not f.metadata.get("internal")]
+        kwargs = {}
+        for knode, vnode in node.value:
+            k = str(knode.value)
+            sub = f"{key}.{k}" if key else k
+            if k not in names:
+                hint = difflib.get_close_matches(k, names, n=1)
+                msg = f"unknown key '{sub}'"
+                msg += f"; did you mean '{hint[0]}'?" if hint else f" (expected one of: {', '.join(names)})"
+                raise UsageError(msg, path=path, line=_line(knode))
+            if k in kwargs:
+                raise UsageError(f"duplicate key '{sub}'", path=path, line=_line(knode))
+            lines[sub] = _line(knode)
+            kwargs[k] = _convert(vnode, hints[k], sub, path, lines)
+        try:
+            return tp(**kwargs)
+        except (TypeError, ValueError) as e:  # a __post_init__ check
+            raise UsageError(f"{label}: {e}", path=path, line=_line(node)) from None
+    if origin in (list, tuple):
+        (item,) = typing.get_args(tp)[:1] or (Any,)
+        if not isinstance(node, yaml.SequenceNode):
+            raise UsageError(f"{label}: expected a list, got {_kind(node)}", path=path, line=_line(node))
+        return [_convert(n, item, f"{key}[{i}]", path, lines) for i, n in enumerate(node.value)]
+    if origin is dict:
+        _, vt = typing.get_args(tp)
+        if not isinstance(node, yaml.MappingNode):
+            raise UsageError(f"{label}: expected a mapping, got {_kind(node)}", path=path, line=_line(node))
+        out = {}
+        for knode, vnode in node.value:
+            k = str(knode.value)
+            out[k] = _convert(vnode, vt, f"{key}.{k}" if key else k, path, lines)
+        return out
+    if not isinstance(node, yaml.ScalarNode):
+        raise UsageError(f"{label}: expected {_typename(tp)}, got {_kind(node)}", path=path, line=_line(node))
+    tag = node.tag.rsplit(":", 1)[-1]
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+        if node.value in [str(a) for a in allowed]:
+            return next(a for a in allowed if str(a) == node.value)
+        hint = difflib.get_close_matches(node.value, [str(a) for a in allowed], n=1)
+        msg = f"{label}: expected {_typename(tp)}, got {node.value!r}"
+        raise UsageError(msg + (f"; did you mean {hint[0]!r}?" if hint else ""), path=path, line=_line(node))
+    if tp is str:
+        if tag == "null":
+            raise UsageError(f"{label}: expected a string, got null", path=path, line=_line(node))
+        return node.value  # the text as written: `cuda: 12.10` stays "12.10", not the float 12.1
+    if tp is bool:
+        if tag != "bool":
+            raise UsageError(f"{label}: expected true or false, got {_kind(node)}", path=path, line=_line(node))
+        return node.value.lower() in ("true", "yes", "on", "y")
+    if tp is int:
+        if tag != "int":
+            raise UsageError(f"{label}: expected an integer, got {_kind(node)}", path=path, line=_line(node))
+        return yaml.constructor.SafeConstructor().construct_yaml_int(node)
+    if tp is float:
+        if tag not in ("int", "float"):
+            raise UsageError(f"{label}: expected a number, got {_kind(node)}", path=path, line=_line(node))
+        return float(yaml.constructor.SafeConstructor().construct_object(node))
+    raise TypeError(f"config schema: unsupported type {tp!r} for {label}")

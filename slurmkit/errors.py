@@ -1,0 +1,39 @@
+"""Errors a user can act on. The CLI turns them into one line on stderr and an exit code, never a traceback."""
+from __future__ import annotations
+
+
+class SlurmkitError(Exception):
+    """An operation failed (exit 1)."""
+
+    exit_code = 1
+
+
+class UsageError(SlurmkitError):
+    """Bad input: a config, a spec, a captured file or an argument we cannot use (exit 2).
+
+    The message names the file, line and what was expected, where there is one.
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None):
+        self.path = path
+        self.line = line
+        where = ""
+        if path is not None:
+            where = f"{path}:{line}: " if line is not None else f"{path}: "
+        super().__init__(where + message)
+
+
+class CommandError(SlurmkitError):
+    """An external command could not run, timed out, or failed."""
+
+    def __init__(self, message: str, *, argv: list[str] | None = None, returncode: int | None = None,
+                 stdout: str = "", stderr: str = "", timed_out: bool = False, missing: bool = False):
+        super().__init__(message)
+        self.argv = argv or []
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        self.timed_out = timed_out
+        self.missing = missing

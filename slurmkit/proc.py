@@ -1,0 +1,92 @@
+"""The one place that runs external commands.
+
+Every call takes an argv list (never a shell string), has a timeout, and captures output. A command that hangs
+past its timeout is killed with its whole process group; one that cannot be killed (a process stuck in the kernel,
+as nvidia-smi is on a GPU that fell off the bus) is abandoned after a short grace period, so the caller never hangs.
+
+Light on purpose: the prolog imports this.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+
+from .errors import CommandError
+
+# Slurm runs prolog/epilog with no PATH at all; look where the tools live on Debian/RHEL.
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+KILL_GRACE = 1.0
+
+
+@dataclass(frozen=True)
+class Result:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+def _env(env: dict[str, str] | None) -> dict[str, str]:
+    base = dict(os.environ if env is None else env)
+    if not base.get("PATH"):
+        base["PATH"] = DEFAULT_PATH
+    return base
+
+
+def run(argv: list[str] | tuple[str, ...], *, timeout: float, input: str | None = None, check: bool = True,
+        env: dict[str, str] | None = None, cwd: str | None = None) -> Result:
+    """Run argv; return its Result, or raise CommandError (missing binary, timeout, non-zero exit with check)."""
+    if isinstance(argv, str):  # a programming error, not a user one: never hand a string to a shell
+        raise TypeError("proc.run takes an argv list, not a string")
+    argv = [str(a) for a in argv]
+    name = argv[0]
+    start = time.monotonic()
+    try:
+        p = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                             env=_env(env), cwd=cwd, start_new_session=True)
+    except FileNotFoundError:
+        path = _env(env)["PATH"]
+        raise CommandError(f"{name}: command not found (PATH={path})", argv=argv, missing=True) from None
+    except PermissionError as e:
+        raise CommandError(f"{name}: cannot execute: {e.strerror}", argv=argv, missing=True) from None
+    try:
+        out, err = p.communicate(input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        out, err = _kill(p)
+        raise CommandError(f"{name}: timed out after {timeout:g}s", argv=argv, stdout=out, stderr=err,
+                           timed_out=True) from None
+    res = Result(tuple(argv), p.returncode, out or "", err or "", time.monotonic() - start)
+    if check and p.returncode != 0:
+        detail = (err or out or "").strip().splitlines()
+        last = detail[-1] if detail else f"exit code {p.returncode}"
+        raise CommandError(f"{name}: {last}", argv=argv, returncode=p.returncode, stdout=res.stdout,
+                           stderr=res.stderr)
+    return res
+
+
+def _kill(p: subprocess.Popen) -> tuple[str, str]:
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        out, err = p.communicate(timeout=KILL_GRACE)
+        return out or "", err or ""
+    except subprocess.TimeoutExpired:
+        # Unkillable (uninterruptible sleep in the driver) or a grandchild holding the pipes: give up on it.
+        for f in (p.stdout, p.stderr, p.stdin):
+            try:
+                if f:
+                    f.close()
+            except OSError:
+                pass
+        return "", ""

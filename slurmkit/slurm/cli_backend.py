@@ -1,0 +1,112 @@
+"""The default Slurm backend: Slurm's own command-line tools, through slurmkit.proc (argv lists, timeouts)."""
+from __future__ import annotations
+
+import os
+import re
+import time
+
+from .. import proc
+from ..errors import CommandError, SlurmkitError
+from .records import (JobRecord, NodeRecord, parse_scontrol_job_oneliner, parse_scontrol_nodes_oneliner,
+                      parse_sinfo_json)
+
+
+class SlurmError(SlurmkitError):
+    """Slurm refused or could not be reached."""
+
+
+class CliBackend:
+    name = "cli"
+
+    def __init__(self, timeout: float = 10.0, bin_dir: str | None = None):
+        self.timeout = timeout
+        self.bin_dir = bin_dir
+        self._json_ok: bool | None = None
+        self._version: str | None = None
+
+    # -- plumbing ------------------------------------------------------------------------------------------------
+    def _run(self, argv: list[str], *, input: str | None = None) -> proc.Result:
+        if self.bin_dir:
+            argv = [os.path.join(self.bin_dir, argv[0]), *argv[1:]]
+        try:
+            return proc.run(argv, timeout=self.timeout, input=input)
+        except CommandError as e:
+            msg = str(e)
+            if e.timed_out:
+                msg += " (is slurmctld up? check SLURM_CONF and `scontrol ping`)"
+            elif "Unable to contact slurm controller" in (e.stderr + e.stdout):
+                msg = f"{os.path.basename(argv[0])}: unable to contact the Slurm controller (is slurmctld up?)"
+            raise SlurmError(msg) from e
+
+    # -- queries ---------------------------------------------------------------------------------------------------
+    def version(self) -> str:
+        if self._version is None:
+            out = self._run(["sinfo", "--version"]).stdout.strip()   # "slurm 22.05.8" / "slurm-wlm 22.05.8"
+            m = re.search(r"(\d+\.\d+(?:\.\d+)?)", out)
+            self._version = m.group(1) if m else out
+        return self._version
+
+    def nodes(self, names: str | None = None) -> list[NodeRecord]:
+        """All nodes (or those in the hostlist `names`), from `sinfo --json` where Slurm has it, else scontrol."""
+        records: list[NodeRecord] | None = None
+        if self._json_ok is not False:
+            try:
+                res = self._run(["sinfo", "--json"])
+                records = parse_sinfo_json(res.stdout)
+                self._json_ok = True
+            except SlurmError as e:
+                if isinstance(e.__cause__, CommandError) and (e.__cause__.timed_out or e.__cause__.missing):
+                    raise
+                if "controller" in str(e):
+                    raise
+                self._json_ok = False   # an older Slurm without --json: fall back below
+            except ValueError:
+                self._json_ok = False
+        if records is None:
+            records = parse_scontrol_nodes_oneliner(self._run(["scontrol", "-o", "-d", "show", "node"]).stdout)
+        if names:
+            from . import expand_hostlist
+            wanted = set(expand_hostlist(names))
+            records = [r for r in records if r.name in wanted]
+        return records
+
+    def job(self, job_id: int) -> JobRecord:
+        res = self._run(["scontrol", "-o", "show", "job", str(int(job_id))])
+        return parse_scontrol_job_oneliner(res.stdout)
+
+    # -- actions ---------------------------------------------------------------------------------------------------
+    def submit(self, script: str, args: list[str] | tuple[str, ...] = ()) -> int:
+        """sbatch the script text (on stdin); return the job id."""
+        res = self._run(["sbatch", "--parsable", *args], input=script)
+        first = res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
+        m = re.match(r"^(\d+)", first)
+        if not m:
+            raise SlurmError(f"sbatch printed no job id: {res.stdout.strip()!r} {res.stderr.strip()!r}")
+        return int(m.group(1))
+
+    def drain(self, nodes: str, reason: str) -> None:
+        if not reason.strip():
+            raise SlurmError("a drain needs a reason")
+        self._run(["scontrol", "update", f"NodeName={nodes}", "State=DRAIN", f"Reason={reason}"])
+
+    def resume(self, nodes: str) -> None:
+        self._run(["scontrol", "update", f"NodeName={nodes}", "State=RESUME"])
+
+    def requeue(self, job_id: int, hold: bool = False, start_now: bool = False) -> None:
+        """Requeue a job. Slurm holds a requeued batch job back with a BeginTime a while ahead; `start_now`
+        clears that so it can start again as soon as resources allow."""
+        self._run(["scontrol", "requeuehold" if hold else "requeue", str(int(job_id))])
+        if start_now and not hold:
+            # The requeue completes asynchronously (the job goes through COMPLETING first): set the start time
+            # once it is pending again, or Slurm's own BeginTime wins. Not `now`: slurmd revokes the old run's
+            # credential by the second and kills a restart within that second ("Job credential revoked").
+            deadline = time.monotonic() + self.timeout
+            while time.monotonic() < deadline:
+                if self.job(job_id).state == "PENDING":
+                    self._run(["scontrol", "update", f"JobId={int(job_id)}", "StartTime=now+2"])
+                    return
+                time.sleep(0.1)
+            raise SlurmError(f"job {job_id} was requeued but did not turn PENDING within {self.timeout:g}s")
+
+    def cancel(self, job_id: int) -> None:
+        self._run(["scancel", str(int(job_id))])

@@ -1,0 +1,249 @@
+"""Node and job records, and pure parsers from Slurm's text/JSON output to them.
+
+Parsers take text and return data; nothing here runs a command. They are tested on real captured output.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+
+# State words Slurm prints (scontrol upper case; sinfo %T long and %t short forms, lower case) -> base + flags.
+_STATE_WORDS = {
+    "idle": ("IDLE", []), "mix": ("MIXED", []), "mixed": ("MIXED", []), "alloc": ("ALLOCATED", []),
+    "allocated": ("ALLOCATED", []), "down": ("DOWN", []), "unk": ("UNKNOWN", []), "unknown": ("UNKNOWN", []),
+    "futr": ("FUTURE", []), "future": ("FUTURE", []), "drain": ("IDLE", ["DRAIN"]), "drained": ("IDLE", ["DRAIN"]),
+    "drng": ("MIXED", ["DRAIN"]), "draining": ("MIXED", ["DRAIN"]), "fail": ("DOWN", ["FAIL"]),
+    "failg": ("ALLOCATED", ["FAIL"]), "failing": ("ALLOCATED", ["FAIL"]), "maint": ("IDLE", ["MAINTENANCE"]),
+    "resv": ("IDLE", ["RESERVED"]), "reserved": ("IDLE", ["RESERVED"]), "comp": ("IDLE", ["COMPLETING"]),
+    "completing": ("IDLE", ["COMPLETING"]), "plnd": ("IDLE", ["PLANNED"]), "planned": ("IDLE", ["PLANNED"]),
+    "boot": ("IDLE", ["REBOOT_ISSUED"]), "npc": ("IDLE", ["PERFCTRS"]), "pow_dn": ("IDLE", ["POWERED_DOWN"]),
+    "pow_up": ("IDLE", ["POWERING_UP"]), "inval": ("UNKNOWN", ["INVALID_REG"]),
+}
+_SUFFIX_FLAGS = {"*": "NOT_RESPONDING", "~": "POWERED_DOWN", "#": "POWERING_UP", "!": "POWERING_DOWN",
+                 "%": "POWERING_DOWN", "$": "MAINTENANCE", "@": "REBOOT_REQUESTED", "^": "REBOOT_ISSUED",
+                 "-": "PLANNED"}
+_REASON_RE = re.compile(r"^(?P<text>.*?)\s*\[(?P<user>[^\[\]@]+)@(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\]\s*$")
+_GRES_ITEM_RE = re.compile(r"^(?P<name>[^:(]+)(?::(?P<type>[^:(]+))?(?::(?P<count>\d+))?(?P<rest>\(.*\))?$")
+
+
+@dataclass
+class NodeRecord:
+    name: str
+    state: str                       # base state, upper case: IDLE, MIXED, ALLOCATED, DOWN, ...
+    flags: list[str] = field(default_factory=list)   # DRAIN, NOT_RESPONDING, MAINTENANCE, REBOOT_REQUESTED ...
+    reason: str = ""
+    reason_user: str | None = None
+    reason_time: str | None = None   # ISO 8601 as Slurm prints it (local time of the controller)
+    gres: str = ""
+    gres_used: str = ""
+    gpus_total: int = 0
+    gpus_used: int = 0
+    partitions: list[str] = field(default_factory=list)
+    cpus: int | None = None
+    cpus_alloc: int | None = None
+
+    @property
+    def drained(self) -> bool:
+        return "DRAIN" in self.flags
+
+    @property
+    def state_text(self) -> str:
+        """How sinfo/scontrol would show it: IDLE+DRAIN, DOWN+NOT_RESPONDING..."""
+        return "+".join([self.state, *self.flags])
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["state_text"] = self.state_text
+        return d
+
+
+@dataclass
+class JobRecord:
+    job_id: int
+    name: str = ""
+    state: str = ""                  # PENDING, RUNNING, COMPLETED, FAILED, CANCELLED ...
+    reason: str = ""
+    nodes: str = ""                  # hostlist expression
+    user: str = ""
+    exit_code: str = ""
+    restarts: int = 0
+    partition: str = ""
+    raw: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("raw")
+        return d
+
+
+def parse_state(text: str) -> tuple[str, list[str]]:
+    """'IDLE+DRAIN' -> ('IDLE', ['DRAIN']); 'idle*' -> ('IDLE', ['NOT_RESPONDING']); 'drng@' -> MIXED+DRAIN+REBOOT."""
+    parts = [p for p in text.strip().split("+") if p]
+    if not parts:
+        return "UNKNOWN", []
+    base, flags = "UNKNOWN", []
+    for i, word in enumerate(parts):
+        suffix = []
+        while word and word[-1] in _SUFFIX_FLAGS:
+            suffix.insert(0, _SUFFIX_FLAGS[word[-1]])
+            word = word[:-1]
+        if i == 0:
+            base, extra = _STATE_WORDS.get(word.lower(), (word.upper(), []))
+            flags += extra
+        else:
+            flags.append(word.upper())
+        flags += suffix
+    return base, list(dict.fromkeys(f for f in flags if f))
+
+
+def parse_reason(text: str) -> tuple[str, str | None, str | None]:
+    """'Kill task failed [root@2024-01-05T10:00:00]' -> ('Kill task failed', 'root', '2024-01-05T10:00:00')."""
+    text = (text or "").strip()
+    if text in ("", "none", "(null)", "None"):
+        return "", None, None
+    m = _REASON_RE.match(text)
+    if m:
+        return m["text"], m["user"], m["time"]
+    return text, None, None
+
+
+def gres_gpu_count(gres: str) -> int:
+    """GPUs in a gres string: 'gpu:8', 'gpu:a100:4(S:0-1)', 'gpu:h100:4,gpu:a100:2', 'gpu:0(IDX:N/A)' -> count."""
+    total = 0
+    for item in split_gres(gres):
+        m = _GRES_ITEM_RE.match(item.strip())
+        if not m or m["name"] != "gpu":
+            continue
+        if m["count"] is not None:
+            total += int(m["count"])
+        elif m["type"] is not None and m["type"].isdigit():
+            total += int(m["type"])
+        else:
+            total += 1
+    return total
+
+
+def split_gres(gres: str) -> list[str]:
+    """Split on commas outside parentheses: 'gpu:2(IDX:0,2),nic:1' -> ['gpu:2(IDX:0,2)', 'nic:1']."""
+    out, depth, cur = [], 0, []
+    for ch in gres or "":
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if cur:
+        out.append("".join(cur))
+    return [s for s in (x.strip() for x in out) if s and s not in ("(null)", "N/A")]
+
+
+# --- scontrol ---------------------------------------------------------------------------------------------------
+
+# A key is a capitalised word (NodeName, CfgTRES, ExtSensorsJoules, ...). Reason and Comment run to the end of the
+# record in `scontrol -o` output and may hold anything, so they are cut out before the key=value split.
+_KV_RE = re.compile(r"(?:^|(?<=\s))([A-Z][A-Za-z0-9_:]*(?:/[A-Za-z0-9_:]+)?)=")
+
+
+def parse_kv_line(line: str, tail_keys: tuple[str, ...] = ("Reason",)) -> dict[str, str]:
+    """One `scontrol -o show ...` record -> {key: value}. Values may contain spaces (OS=Linux 5.15 #1 SMP)."""
+    tail: dict[str, str] = {}
+    for k in tail_keys:
+        m = re.search(rf"(?:^|\s){k}=", line)
+        if m:
+            tail[k] = line[m.end():].rstrip()
+            line = line[:m.start()]
+    out: dict[str, str] = {}
+    matches = list(_KV_RE.finditer(line))
+    for i, m in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
+        out[m.group(1)] = line[m.end():end].strip()
+    out.update(tail)
+    return out
+
+
+def node_from_kv(kv: dict[str, str]) -> NodeRecord:
+    state, flags = parse_state(kv.get("State", "UNKNOWN"))
+    reason, user, when = parse_reason(kv.get("Reason", ""))
+    gres = kv.get("Gres", "")
+    gres = "" if gres in ("(null)", "N/A") else gres
+    used = kv.get("GresUsed", "")
+    cpus = kv.get("CPUTot")
+    alloc = kv.get("CPUAlloc")
+    return NodeRecord(
+        name=kv.get("NodeName", ""), state=state, flags=flags, reason=reason, reason_user=user,
+        reason_time=when, gres=gres, gres_used=used, gpus_total=gres_gpu_count(gres),
+        gpus_used=gres_gpu_count(used) if used else _alloc_tres_gpus(kv.get("AllocTRES", "")),
+        partitions=[p for p in kv.get("Partitions", "").split(",") if p],
+        cpus=int(cpus) if cpus and cpus.isdigit() else None,
+        cpus_alloc=int(alloc) if alloc and alloc.isdigit() else None,
+    )
+
+
+def _alloc_tres_gpus(tres: str) -> int:
+    m = re.search(r"gres/gpu=(\d+)", tres or "")
+    return int(m.group(1)) if m else 0
+
+
+def parse_scontrol_nodes_oneliner(text: str) -> list[NodeRecord]:
+    """`scontrol -o [-d] show node` output: one node per line."""
+    return [node_from_kv(parse_kv_line(line)) for line in text.splitlines() if line.startswith("NodeName=")]
+
+
+def parse_scontrol_job_oneliner(text: str) -> JobRecord:
+    for line in text.splitlines():
+        if line.startswith("JobId="):
+            kv = parse_kv_line(line, tail_keys=())
+            exit_code = kv.get("ExitCode", "")
+            return JobRecord(
+                job_id=int(kv["JobId"]), name=kv.get("JobName", ""), state=kv.get("JobState", ""),
+                reason=kv.get("Reason", ""), nodes=kv.get("NodeList", ""), user=kv.get("UserId", "").split("(")[0],
+                exit_code=exit_code, restarts=int(kv.get("Restarts", "0") or 0), partition=kv.get("Partition", ""),
+                raw=kv)
+    raise ValueError("no JobId= record in scontrol output")
+
+
+# --- sinfo --json (openapi v0.0.38 in Slurm 22.05; later versions nest some fields) -----------------------------
+
+def _epoch_to_iso(v) -> str | None:
+    if isinstance(v, dict):  # newer Slurm: {"set": true, "infinite": false, "number": 1700000000}
+        if not v.get("set", True) or v.get("infinite"):
+            return None
+        v = v.get("number")
+    if not v:
+        return None
+    # Slurm prints reason times in the controller's local time without a zone; do the same.
+    return datetime.fromtimestamp(int(v)).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def parse_sinfo_json(text: str) -> list[NodeRecord]:
+    data = json.loads(text)
+    out = []
+    for n in data.get("nodes", []):
+        st = n.get("state", "UNKNOWN")
+        if isinstance(st, list):  # newer Slurm: ["IDLE", "DRAIN"]
+            base, flags = (st[0] if st else "UNKNOWN"), list(st[1:])
+        else:
+            base, flags = st, []
+        flags += [f for f in n.get("state_flags", []) if f not in flags]
+        base = base.upper()
+        gres = n.get("gres", "") or ""
+        used = n.get("gres_used", "") or ""
+        reason = n.get("reason", "") or ""
+        out.append(NodeRecord(
+            name=n["name"], state=base, flags=[f.upper() for f in flags], reason=reason,
+            reason_user=n.get("reason_set_by_user") or None if reason else None,
+            reason_time=_epoch_to_iso(n.get("reason_changed_at")) if reason else None,
+            gres="" if gres in ("(null)", "N/A") else gres, gres_used=used,
+            gpus_total=gres_gpu_count(gres), gpus_used=gres_gpu_count(used),
+            partitions=list(n.get("partitions") or []), cpus=n.get("cpus"), cpus_alloc=n.get("alloc_cpus")))
+    return out
+
+
+def utc_now_iso() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
