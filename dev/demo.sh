@@ -22,7 +22,7 @@ out=$SLURMKIT_DEV_DIR/demo-job.out
 job=$(printf '#!/bin/sh\necho "job $SLURM_JOB_ID on $SLURMD_NODENAME sees GPUs $CUDA_VISIBLE_DEVICES"\nsleep 3\n' |
       sbatch --parsable --gpus-per-node=2 --output="$out")
 echo "submitted job $job"
-sleep 1
+for _ in $(seq 50); do [ "$(squeue -h -j "$job" -o %T)" = RUNNING ] && break; sleep 0.2; done
 
 step "slurmkit nodes (while the job runs)"
 $sk nodes

@@ -37,7 +37,27 @@ class Ctx:
 pass_ctx = click.make_pass_decorator(Ctx)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+# Subcommands load lazily: `slurmkit submit` must not pay for paramiko, nor the prolog for jinja2.
+# name -> "module:attribute"; each module holds one command (or group), a thin layer over the packages.
+COMMANDS = {
+    "nodes": "slurmkit.commands.nodes:nodes",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx, name):
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        import importlib
+        mod, attr = target.split(":")
+        return getattr(importlib.import_module(mod), attr)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.option("--config", "config", metavar="FILE",
               help="Site config (default: $SLURMKIT_CONFIG, else /etc/slurmkit/config.yaml).")
 @click.option("-v", "--verbose", count=True, help="Say more on stderr.")
@@ -46,27 +66,6 @@ pass_ctx = click.make_pass_decorator(Ctx)
 def cli(ctx, config, verbose):
     """Make Slurm GPU clusters safe and cheap to run."""
     ctx.obj = Ctx(config, verbose)
-
-
-@cli.command()
-@click.argument("nodelist", required=False)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (see README for the format).")
-@pass_ctx
-def nodes(ctx: Ctx, nodelist, as_json):
-    """Nodes with their state, GPUs (used/total) and reason (who set it, when). NODELIST is a hostlist."""
-    recs = ctx.backend().nodes(nodelist)
-    if as_json:
-        from .output import emit_json
-        emit_json({"nodes": [r.to_dict() for r in recs]})
-        return
-    from .output import table
-    rows = []
-    for r in recs:
-        reason = r.reason
-        if reason and (r.reason_user or r.reason_time):
-            reason += f" [{r.reason_user or '?'}@{r.reason_time or '?'}]"
-        rows.append([r.name, r.state_text.lower(), f"{r.gpus_used}/{r.gpus_total}", reason])
-    click.echo(table(rows, ["NODE", "STATE", "GPUS", "REASON"]))
 
 
 def main(argv=None) -> None:

@@ -1,0 +1,1 @@
+"""One module per CLI command (registered in slurmkit.cli.COMMANDS, imported only when that command runs)."""
