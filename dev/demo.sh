@@ -17,19 +17,11 @@ step "Start a local Slurm cluster: slurmctld + 4 slurmd nodes, 8 GPUs each (fake
 $py dev/cluster.py up
 . "$SLURMKIT_DEV_DIR/env.sh"
 
-step "Submit a 2-GPU job"
-out=$SLURMKIT_DEV_DIR/demo-job.out
-job=$(printf '#!/bin/sh\necho "job $SLURM_JOB_ID on $SLURMD_NODENAME sees GPUs $CUDA_VISIBLE_DEVICES"\nsleep 3\n' |
-      sbatch --parsable --gpus-per-node=2 --output="$out")
-echo "submitted job $job"
-for _ in $(seq 50); do [ "$(squeue -h -j "$job" -o %T)" = RUNNING ] && break; sleep 0.2; done
-
-step "slurmkit nodes (while the job runs)"
-$sk nodes
-
-step "The job's output"
-for _ in $(seq 50); do [ -s "$out" ] && break; sleep 0.2; done
-cat "$out"
+# Each capability adds its part of the demo as dev/demo.d/NN-name.sh, sourced in order (step, $sk, $py available).
+for part in dev/demo.d/*.sh; do
+    # shellcheck disable=SC1090
+    . "$part"
+done
 
 if [ "$keep" = "--keep" ]; then
     printf '\nThe cluster is still up: source %s/env.sh to use it; stop it with\n  %s dev/cluster.py down\n' \
