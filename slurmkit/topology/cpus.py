@@ -210,7 +210,7 @@ def parse_numactl(text: str, path: str | None = None, sockets: int | None = None
 
 def parse_cpu_layout(text: str, path: str | None = None) -> CpuLayout:
     """Any of the three text forms, recognised by their content."""
-    if re.search(r"^#\s*CPU,", text, re.M):
+    if re.search(r"^#\s*CPU,", text, re.M) or re.match(r"\s*\d+,\d*,", text):
         return parse_lscpu_p(text, path)
     if re.search(r"^node \d+ cpus:", text, re.M):
         return parse_numactl(text, path)

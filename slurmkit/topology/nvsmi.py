@@ -17,7 +17,7 @@ from ..errors import UsageError
 from .model import NV_RE, PATH_RANK, Gpu, Nic, Topology, format_cpulist, parse_cpulist
 
 # ESC[...m and its remnant once a copy/paste dropped the ESC byte.
-_ESCAPE_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|(?<![\w\]])\[[0-9;]{1,8}m")
+_ESCAPE_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\[[0-9;]{1,8}m")
 _HEADER_TOKEN_RE = re.compile(r"CPU Affinity|NUMA Affinity|GPU NUMA ID|\S+")
 _GPU_RE = re.compile(r"^GPU(\d+)$")
 _NICN_RE = re.compile(r"^NIC(\d+)$")
