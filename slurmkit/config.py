@@ -50,11 +50,21 @@ class DrainSettings:
 
 
 @dataclass
+class TopologySettings:
+    """`slurmkit topo` on a node: how long nvidia-smi/lscpu may take, where the CPU layout and GPU devices are."""
+    timeout: float = 20.0            # seconds for `nvidia-smi topo -m` (it hangs on a GPU that fell off the bus)
+    lscpu: str = "lscpu"             # fallback when sysfs has no CPU topology
+    sysfs_root: str = "/"            # read <root>/sys/devices/system/{cpu,node}
+    dev_dir: str = "/dev"            # File=<dev_dir>/nvidiaN in generated gres.conf lines
+
+
+@dataclass
 class Settings:
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
     tools: ToolsSettings = field(default_factory=ToolsSettings)
     paths: PathsSettings = field(default_factory=PathsSettings)
     drain: DrainSettings = field(default_factory=DrainSettings)
+    topology: TopologySettings = field(default_factory=TopologySettings)
     # where the settings came from, and the line of each key ("slurm.timeout" -> 3), for messages
     source: str | None = field(default=None, metadata={"internal": True})
     lines: dict[str, int] = field(default_factory=dict, metadata={"internal": True})
