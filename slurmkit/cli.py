@@ -89,4 +89,8 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # `python -m slurmkit.cli` loads this file as __main__; commands import slurmkit.cli, a second copy with its own
+    # Ctx class, and click then finds no Ctx ("Managed to invoke callback without a context object"). Run the one
+    # real module instead.
+    from slurmkit.cli import main as _main
+    _main()
