@@ -113,3 +113,28 @@ def test_live_mode_missing_nvidia_smi_exit_1(tmp_path):
     cfg.write_text("tools:\n  nvidia_smi: /nonexistent/nvidia-smi\n")
     r = sk("--config", str(cfg), "topo")
     assert r.returncode == 1 and "command not found" in r.stderr
+
+
+def test_live_mode_fills_missing_numa_from_pci_sysfs(tmp_path):
+    # DGX-1 V100 capture has no NUMA Affinity column; the fake nvidia-smi also answers the bus-id query and a
+    # SYNTHETIC sysfs tree gives each GPU's numa_node
+    d = tmp_path / "scen"
+    d.mkdir()
+    (d / "topo.txt").write_bytes((FIX / "topo" / "dgx1-v100-msccl-tools-4xmlx5-old-legend.txt").read_bytes())
+    bus = [f"00000000:{0x10 + i:02X}:00.0" for i in range(8)]
+    (d / "ids.csv").write_text("".join(f"{i}, {b}\n" for i, b in enumerate(bus)))
+    (d / "responses").write_text("nvidia-smi\ttopo -m\ttopo.txt\nnvidia-smi\t--query-gpu=index,pci.bus_id*\tids.csv\n")
+    root = tmp_path / "root"
+    for i, b in enumerate(bus):
+        p = root / "sys" / "bus" / "pci" / "devices" / f"0000:{0x10 + i:02x}:00.0"
+        p.mkdir(parents=True)
+        (p / "numa_node").write_text("0\n" if i < 4 else "1\n")
+    cfg = tmp_path / "site.yaml"
+    cfg.write_text(f"tools:\n  nvidia_smi: {FAKE}\ntopology:\n  sysfs_root: {root}\n")
+    env = dict(__import__("os").environ, SLURMKIT_FAKEGPU_SCENARIO=str(d), SLURMKIT_CONFIG=str(cfg))
+    r = sk("topo", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert [g["numa"] for g in doc["gpus"]] == [[0]] * 4 + [[1]] * 4
+    assert any("NUMA node read from /sys/bus/pci/devices" in w for w in doc["warnings"])
+    assert not any("no NUMA Affinity" in w for w in doc["warnings"])
