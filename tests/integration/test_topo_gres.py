@@ -7,6 +7,8 @@ cluster's) whose CPU layout matches the fixture's machine: --sockets/--cores-per
   node0 = even CPUs, which Slurm numbers as cores 0-47).
 - H20 HGX node: real `nvidia-smi topo -m` + a SYNTHETIC `lscpu -p` (2 x 48 cores, SMT2, siblings at cpu+96, the
   layout its CPU Affinity column 0-47,96-143 / 48-95,144-191 implies); no lscpu was captured for it.
+- DGX-1 V100: real matrix (hybrid cube-mesh NV1/NV2, so Links= mixes 2, 1 and 0) + SYNTHETIC `lscpu -p`
+  (2 x 20 cores, SMT2, from its affinity 0-19,40-59 / 20-39,60-79).
 Control: the naive gres.conf (nvidia-smi's CPU Affinity pasted into Cores=) is rejected by the same slurmd with
 "invalid GRES core specification", so this test can tell a right file from a wrong one.
 """
@@ -27,11 +29,18 @@ BASE = Path(os.environ.get("SLURMKIT_DEV_DIR", "/tmp/slurmkit-test") + "-topo")
 PORT = int(os.environ.get("SLURMKIT_DEV_PORT", "6917")) + 5
 
 
-def synthetic_h20_lscpu_p() -> str:
-    rows = ["# synthetic: 2 sockets x 48 cores x 2 threads, siblings at cpu+96 (H20 HGX host class)",
+def synthetic_lscpu_p(cores_per_socket: int, what: str) -> str:
+    """SYNTHETIC `lscpu -p`: 2 sockets x N cores x 2 threads, siblings at cpu + 2N (the layout an affinity column
+    like 0-47,96-143 / 48-95,144-191 implies)."""
+    n = 2 * cores_per_socket
+    rows = [f"# synthetic: 2 sockets x {cores_per_socket} cores x 2 threads, siblings at cpu+{n} ({what})",
             "# CPU,Core,Socket,Node"]
-    rows += [f"{c},{c % 96},{(c % 96) // 48},{(c % 96) // 48}" for c in range(192)]
+    rows += [f"{c},{c % n},{(c % n) // cores_per_socket},{(c % n) // cores_per_socket}" for c in range(2 * n)]
     return "\n".join(rows) + "\n"
+
+
+def synthetic_h20_lscpu_p() -> str:
+    return synthetic_lscpu_p(48, "H20 HGX host class")
 
 
 @contextmanager
@@ -89,25 +98,29 @@ CASES = [
     ("princeton-della-pli-h100-8gpu-nv18-6nic-odd-cpu-affinity.txt", "princeton-pli-h100-node-xeon8468-lscpu.txt",
      2, 48, 1, ["0-47"] * 4 + ["48-95"] * 4),
     ("h20-8gpu-nv18-8nic-driver535-sglang-24966.txt", None, 2, 48, 2, ["0-47"] * 4 + ["48-95"] * 4),
+    # DGX-1 V100, hybrid cube-mesh: Links= mixes 2, 1 and 0 (no NVLink) per pair
+    ("dgx1-v100-msccl-tools-4xmlx5-old-legend.txt", 20, 2, 20, 2, ["0-19"] * 4 + ["20-39"] * 4),
 ]
+LINKS0 = {"princeton": "-1,18,18,18,18,18,18,18", "h20": "-1,18,18,18,18,18,18,18", "dgx1": "-1,1,1,2,2,0,0,0"}
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("topo,lscpu,sockets,cores,threads,expect", CASES, ids=["princeton-lscpu", "h20-synthetic"])
+@pytest.mark.parametrize("topo,lscpu,sockets,cores,threads,expect", CASES,
+                         ids=["princeton-lscpu", "h20-synthetic", "dgx1-synthetic"])
 def test_real_slurmd_loads_generated_gres_conf_and_binds_gpus_to_sockets(cluster, tmp_path, topo, lscpu, sockets,
                                                                          cores, threads, expect):
     name = topo.split("-")[0]
     devdir = BASE / name / "dev"
-    if lscpu is None:
-        lscpu_file = tmp_path / "synthetic-h20-lscpu-p.txt"
-        lscpu_file.write_text(synthetic_h20_lscpu_p())
+    if not isinstance(lscpu, str):
+        lscpu_file = tmp_path / f"synthetic-{name}-lscpu-p.txt"
+        lscpu_file.write_text(synthetic_h20_lscpu_p() if lscpu is None else synthetic_lscpu_p(lscpu, name))
     else:
         lscpu_file = FIX / "lscpu" / lscpu
     gres, text = gres_from_fixture(cluster, tmp_path, topo, lscpu_file, devdir)
     lines = [ln for ln in text.splitlines() if not ln.startswith("#")]
     assert [re.search(r"Cores=(\S+)", ln).group(1) for ln in lines] == expect
     assert all(f"File={devdir}/nvidia{i} " in ln for i, ln in enumerate(lines))
-    assert lines[0].endswith("Links=-1,18,18,18,18,18,18,18")
+    assert lines[0].endswith("Links=" + LINKS0[name])
 
     with one_node_cluster(name, gres, sockets, cores, threads) as (d, env):
         node = show_node(env)
