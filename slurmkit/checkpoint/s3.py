@@ -23,23 +23,38 @@ from . import manifest as mf
 from .sync import Deferred, SyncError, open_nofollow, run_parallel
 
 
-class S3Dest:
-    def __init__(self, url: str, settings=None):
+_CLIENTS: dict = {}
+
+
+def client(settings=None):
+    """The boto3 S3 client for these settings, made once per process (sync.preload makes it before a privilege
+    drop, with the service and paginator models loaded)."""
+    endpoint = getattr(settings, "s3_endpoint", None) or os.environ.get("SLURMKIT_S3_ENDPOINT") or None
+    region = getattr(settings, "s3_region", None) or "us-east-1"
+    key = (endpoint, region)
+    if key not in _CLIENTS:
         try:
             import boto3
             from botocore.config import Config
         except ImportError:
             raise SyncError("s3:// destinations need boto3: pip install 'slurmkit[s3]'") from None
+        c = boto3.client("s3", endpoint_url=endpoint, region_name=region,
+                         config=Config(retries={"max_attempts": 3, "mode": "standard"},
+                                       connect_timeout=10, read_timeout=60))
+        c.get_paginator("list_objects_v2")
+        _ = c.exceptions.NoSuchKey
+        _CLIENTS[key] = c
+    return _CLIENTS[key]
+
+
+class S3Dest:
+    def __init__(self, url: str, settings=None):
         rest = url[len("s3://"):]
         self.bucket, _, prefix = rest.partition("/")
         self.prefix = (prefix.strip("/") + "/") if prefix.strip("/") else ""
         self.url = url
-        endpoint = getattr(settings, "s3_endpoint", None) or os.environ.get("SLURMKIT_S3_ENDPOINT") or None
-        region = getattr(settings, "s3_region", None) or "us-east-1"
         self.part_size = int(getattr(settings, "s3_part_size", 0) or (64 << 20))
-        self.s3 = boto3.client("s3", endpoint_url=endpoint, region_name=region,
-                               config=Config(retries={"max_attempts": 3, "mode": "standard"},
-                                             connect_timeout=10, read_timeout=60))
+        self.s3 = client(settings)
 
     def __str__(self):
         return self.url

@@ -27,8 +27,10 @@ Light: standard library only on this path; boto3 is imported only for an s3:// d
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
+import pwd
 import re
 import select
 import shutil
@@ -103,7 +105,6 @@ def validate_location(loc: str, what: str = "path") -> str:
 
 def job_identity(environ: dict[str, str], allow_root: bool = False) -> tuple[int, int, str]:
     """(uid, gid, user) of the job from Slurm's variables, cross-checked against the passwd database."""
-    import pwd
     try:
         uid = int(environ["SLURM_JOB_UID"])
     except (KeyError, ValueError):
@@ -302,7 +303,6 @@ class FsDest:
             os.makedirs(self.root, exist_ok=True)
 
     def lock(self, deadline: float | None) -> None:
-        import fcntl
         fd = os.open(os.path.join(self.root, LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         while True:
             try:
@@ -550,10 +550,27 @@ def drop_privileges(uid: int, gid: int, user: str) -> None:
         raise SyncError("privilege drop failed")
 
 
-def run_as(identity: tuple[int, int, str] | None, fn, *args, timeout: float | None = None, **kw) -> dict:
+def preload(dest: str, settings=None) -> None:
+    """Import (and set up) everything the dropped child needs while it is still root: after the drop, the
+    interpreter's own files may be unreadable (a Python under /root), and root never reads user files anyway."""
+    import dataclasses  # noqa: F401
+
+    import yaml  # noqa: F401 - the job file
+
+    from .. import config  # noqa: F401
+    if dest.startswith("s3://"):
+        from . import s3
+        s3.client(settings)
+
+
+def run_as(identity: tuple[int, int, str] | None, fn, *args, timeout: float | None = None, before=None,
+           **kw) -> dict:
     """Run fn(*args, **kw) -> dict in a forked child as `identity` (uid, gid, user); None = as we are, in this
-    process. The child dies at `timeout` seconds (SIGKILL) if it has not answered."""
+    process. `before()` runs in the child before the drop (imports). The child dies at `timeout` seconds
+    (SIGKILL) if it has not answered."""
     if identity is None:
+        if before:
+            before()
         return fn(*args, **kw)
     uid, gid, user = identity
     if os.geteuid() != 0 and os.geteuid() != uid:
@@ -565,6 +582,8 @@ def run_as(identity: tuple[int, int, str] | None, fn, *args, timeout: float | No
         try:
             os.close(r)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            if before:
+                before()
             if os.geteuid() == 0:
                 drop_privileges(uid, gid, user)
             os.environ["HOME"] = _home(uid)
@@ -606,7 +625,6 @@ def run_as(identity: tuple[int, int, str] | None, fn, *args, timeout: float | No
 
 
 def _home(uid: int) -> str:
-    import pwd
     try:
         return pwd.getpwuid(uid).pw_dir
     except KeyError:
@@ -714,7 +732,8 @@ def sync_for_job(settings, environ, *, budget: float | None = None, background: 
     fields = _cfg_fields(cfg)
     deadline_in = None if budget == float("inf") else budget - margin
     rep = run_as(identity, _job_sync_rel, source, dest, fields, deadline_in,
-                 timeout=None if deadline_in is None else budget)
+                 timeout=None if deadline_in is None else budget,
+                 before=lambda: preload(dest, _S3Cfg(fields)))
     rep.setdefault("source", source)
     rep.setdefault("dest", dest)
     for k, v in empty_report().items():

@@ -59,7 +59,7 @@ def sync(ctx: Ctx, source, dest, keep, as_user, marker, dry_run, as_json):
     try:
         rep = cs.run_as(identity, cs.sync_dir, source, dest, keep=keep or cfg.keep, marker=marker or cfg.marker,
                         algo=cfg.algo, workers=cfg.workers, dry_run=dry_run, progress=progress,
-                        on_total=on_total, settings=cfg)
+                        on_total=on_total, settings=cfg, before=lambda: cs.preload(dest, cfg))
     except cs.SyncError as e:
         raise SlurmkitError(str(e)) from None
     finally:
