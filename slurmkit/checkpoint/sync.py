@@ -748,7 +748,8 @@ def sync_for_job(settings, environ, *, budget: float | None = None, background: 
     if rep["status"] == "ok" and not rep["copied"] and not rep["skipped"] and not rep["incomplete"]:
         rep["status"] = "nothing"
     rep["seconds"] = round(time.monotonic() - t0, 3)
-    _log(settings, rep, job_id, context, rep.get("finish"))
+    if rep["status"] != "nothing":  # a job without checkpoints leaves no record on every node
+        _log(settings, rep, job_id, context, rep.get("finish"))
     return rep
 
 
