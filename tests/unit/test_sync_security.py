@@ -163,3 +163,38 @@ def test_cli_sync_as_user(world):
     assert r.returncode == 1, r.stdout + r.stderr  # step 2 refused
     assert sorted(n for n in os.listdir(dest) if not n.startswith(".")) == ["step-0000000001"]
     assert os.stat(dest).st_uid == world["alice"].pw_uid
+
+
+def test_budget_spent_in_the_epilog_is_finished_by_a_background_sync(world):
+    import time
+    base, alice = world["base"], world["alice"]
+    cfg = base / "site.yaml"
+    cfg.write_text(f"""
+paths:
+  health_log: {base}/health.jsonl
+  state_dir: {base}/state
+sync:
+  enabled: true
+  source: {base}/local/$SLURM_JOB_USER/$SLURM_JOB_ID/ckpt
+  dest: {base}/shared/$SLURM_JOB_USER/$SLURM_JOB_NAME
+  keep: 5
+  background: true
+""")
+    s = config.load(str(cfg))
+    shutil.rmtree(world["src"] / "step-0000000002")  # only good checkpoints: the background run ends "ok"
+    rep = cs.sync_for_job(s, env(alice), budget=0.001)  # the epilog's budget is already spent
+    assert rep["status"] == "partial" and rep["deferred"] and rep["finish"] == "background", rep
+    first = list(healthlog.read(str(base / "health.jsonl")))[-1]
+    assert first["action"] == "deferred-background" and "background" in first["reason"]
+    dest = world["shared"] / ALICE / "train"
+    deadline = time.monotonic() + 60
+    recs = []
+    while time.monotonic() < deadline:
+        recs = [r for r in healthlog.read(str(base / "health.jsonl")) if r.get("phase") == "sync-background"]
+        if recs:
+            break
+        time.sleep(0.2)
+    assert recs, open(base / "state" / "sync-background.log").read()
+    assert recs[-1]["status"] == "ok" and recs[-1]["action"] == "copied", recs[-1]
+    assert sorted(n for n in os.listdir(dest) if not n.startswith(".")) == ["step-0000000001"]
+    assert mf.verify(str(dest / "step-0000000001"), mf.read(str(dest / "step-0000000001"))) == []
