@@ -45,7 +45,9 @@ def sync(ctx: Ctx, source, dest, keep, as_user, marker, dry_run, as_json):
     bar = None
     progress = on_total = None
     if not as_json and not dry_run and identity is None and sys.stderr.isatty():
+        import threading
         state = {}
+        lock = threading.Lock()  # the copy reports from its worker threads
 
         def on_total(n):  # noqa: F811
             state["bar"] = click.progressbar(length=max(n, 1), label="sync", file=sys.stderr,
@@ -54,7 +56,8 @@ def sync(ctx: Ctx, source, dest, keep, as_user, marker, dry_run, as_json):
 
         def progress(n):  # noqa: F811
             if "bar" in state:
-                state["bar"].update(n)
+                with lock:
+                    state["bar"].update(n)
         bar = state
     try:
         rep = cs.run_as(identity, cs.sync_dir, source, dest, keep=keep or cfg.keep, marker=marker or cfg.marker,
