@@ -324,3 +324,26 @@ def test_cli_sync_dry_run_json_and_errors(tmp_path):
     assert r.returncode == 2
     r = sk("sync", src, "s3://Bad_Bucket/x")
     assert r.returncode == 2 and "bucket" in r.stderr and "Traceback" not in r.stderr
+
+
+def _hang():
+    import time
+    time.sleep(30)
+    return {"status": "ok"}
+
+
+def test_a_hung_sync_child_is_killed_at_the_budget():
+    import pwd
+    import time
+    me = pwd.getpwuid(os.getuid())
+    t = time.monotonic()
+    rep = cs.run_as((me.pw_uid, me.pw_gid, me.pw_name), _hang, timeout=0.5)  # a filesystem that never answers
+    assert time.monotonic() - t < 5
+    assert rep["killed"] and rep["deferred"] == ["*"] and rep["status"] == "partial"
+
+
+def test_the_child_reports_its_failure():
+    import pwd
+    me = pwd.getpwuid(os.getuid())
+    rep = cs.run_as((me.pw_uid, me.pw_gid, me.pw_name), lambda: 1 / 0, timeout=10)
+    assert rep["status"] == "failed" and "ZeroDivisionError" in rep["errors"][0]
