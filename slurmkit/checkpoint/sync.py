@@ -284,6 +284,15 @@ def _start_writeback(fd: int, off: int, n: int) -> None:
         pass
 
 
+def _exchange(a: str, b: str) -> bool:
+    """Swap two paths atomically (renameat2 RENAME_EXCHANGE); False where the kernel or filesystem can't."""
+    try:
+        libc = _libc()
+        return libc.renameat2(-100, os.fsencode(a), -100, os.fsencode(b), 2) == 0  # AT_FDCWD, RENAME_EXCHANGE
+    except (ImportError, OSError, AttributeError):
+        return False
+
+
 def durable(root: str, files: list[str]) -> None:
     """Make `files` (all under root) durable: syncfs(2) on root's filesystem, else an fsync per file."""
     try:
@@ -537,11 +546,14 @@ class FsDest:
             raise Deferred()
         mf.write(tmp, man)  # the manifest last: from here on the copy is complete
         final = os.path.join(self.root, name)
-        if os.path.lexists(final):  # a changed checkpoint of the same name: move the old one out of sight
+        if os.path.lexists(final):  # a changed checkpoint of the same name: swap, then delete the old one
             old = os.path.join(self.root, OLD_PREFIX + name)
             shutil.rmtree(old, ignore_errors=True)
-            os.rename(final, old)
-            os.rename(tmp, final)
+            if _exchange(tmp, final):  # one atomic step: NAME is never missing
+                os.rename(tmp, old)
+            else:
+                os.rename(final, old)
+                os.rename(tmp, final)
             mf.fsync_dir(self.root)
             shutil.rmtree(old, ignore_errors=True)
         else:

@@ -29,9 +29,10 @@ sys.exit(0 if rep["status"] == "ok" else 1)
 """
 
 
-def make_ckpt(root, step, nfiles=12, size=40_000):
+def make_ckpt(root, step, nfiles=12, size=40_000, salt=0):
     d = os.path.join(root, f"step-{step:010d}")
-    rnd = random.Random(step)
+    shutil.rmtree(d, ignore_errors=True)
+    rnd = random.Random(step * 1000 + salt)
     for i in range(nfiles):
         p = os.path.join(d, "shards" if i % 2 else "", f"f{i:02d}.bin")
         os.makedirs(os.path.dirname(p), exist_ok=True)
@@ -40,14 +41,17 @@ def make_ckpt(root, step, nfiles=12, size=40_000):
     mf.write(d, mf.build(d, step))
 
 
-def state(dest):
-    """The visible checkpoints, each verified; a visible checkpoint that does not verify fails the test."""
+def state(dest, content=False):
+    """The visible checkpoints, each verified; a visible checkpoint that does not verify fails the test.
+    With content=True each name comes with its content (the first file's hash), to tell versions apart."""
     names = sorted(n for n in os.listdir(dest) if not n.startswith("."))
+    out = []
     for n in names:
         m = mf.read(os.path.join(dest, n))
         assert m is not None, f"{n} visible without a manifest"
         assert mf.verify(os.path.join(dest, n), m) == [], f"{n} visible but does not verify"
-    return tuple(names)
+        out.append((n, m["files"][0]["hash"][:8]) if content else n)
+    return tuple(out)
 
 
 def run_child(src, dst, keep, delay):
@@ -65,23 +69,27 @@ def run_child(src, dst, keep, delay):
     return time.monotonic() - t0, p.returncode
 
 
-def kill_loop(tmp_path, keep, old, new, extra_ok=(), kills=KILLS):
+def kill_loop(tmp_path, keep, old, new, extra_ok=(), kills=KILLS, change=lambda src: make_ckpt(src, 3),
+              content=False):
     src = str(tmp_path / "src")
     base = str(tmp_path / "base")
     dst = str(tmp_path / "dst")
     for s in (1, 2):
         make_ckpt(src, s)
     cs.sync_dir(src, base, keep=keep)
-    assert state(base) == old
-    make_ckpt(src, 3)
+    assert state(base) == old or content
+    old = state(base, content)
+    change(src)
     # how long an undisturbed sync takes, to spread the kills over it
     runs = []
     for _ in range(3):
         shutil.rmtree(dst, ignore_errors=True)
         shutil.copytree(base, dst)
         took, rc = run_child(src, dst, keep, None)
-        assert rc == 0 and state(dst) == new
+        assert rc == 0 and (state(dst) == new or content)
+        new = state(dst, content)
         runs.append(took)
+    assert new != old
     took = sorted(runs)[1]
     seen = {}
     rnd = random.Random(1234 + keep)
@@ -89,13 +97,13 @@ def kill_loop(tmp_path, keep, old, new, extra_ok=(), kills=KILLS):
         shutil.rmtree(dst)
         shutil.copytree(base, dst)
         run_child(src, dst, keep, rnd.uniform(0, took * 1.1))
-        st = state(dst)
+        st = state(dst, content)
         assert st in (old, new, *extra_ok), f"after a kill the destination holds {st}"
         temps = [n for n in os.listdir(dst) if n.startswith((cs.TMP_PREFIX, cs.OLD_PREFIX))]
         assert len(temps) <= 1, temps  # at most one temporary directory
         seen[(st, bool(temps))] = seen.get((st, bool(temps)), 0) + 1
         rep = cs.sync_dir(src, dst, keep=keep)  # the next run cleans up or resumes, and finishes
-        assert rep["status"] == "ok" and state(dst) == new
+        assert rep["status"] == "ok" and state(dst, content) == new
         assert [n for n in os.listdir(dst) if n.startswith((cs.TMP_PREFIX, cs.OLD_PREFIX))] == []
     return seen
 
@@ -119,3 +127,12 @@ def test_sigkill_with_retention(tmp_path):
     print("states after kills:", seen)
     assert any(st == old and tmp for (st, tmp) in seen), seen
     assert any(st == new for (st, _) in seen), seen
+
+
+def test_sigkill_while_replacing_a_changed_checkpoint(tmp_path):
+    """Step 2 rewritten at the source (new content, same name): the copy at the destination is swapped in one
+    atomic exchange, so step 2 is never missing and never a mix."""
+    seen = kill_loop(tmp_path, 3, None, None, kills=max(1, KILLS // 2), content=True,
+                     change=lambda src: make_ckpt(src, 2, salt=1))
+    print("states after kills:", seen)
+    assert len({st for (st, _) in seen}) == 2, seen  # both versions seen, nothing else
