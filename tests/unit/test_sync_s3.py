@@ -178,3 +178,19 @@ sync:
         assert list(healthlog.read(f"{base}/health.jsonl"))[-1]["action"] == "copied"
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_cli_sync_to_s3(tmp_path, bucket):
+    src = str(tmp_path / "src")
+    make_ckpt(src, 1)
+    make_ckpt(src, 2)
+    cfg = tmp_path / "site.yaml"
+    cfg.write_text(f"sync:\n  s3_endpoint: {Cfg.s3_endpoint}\n")
+    exe = os.path.join(os.path.dirname(sys.executable), "slurmkit")
+    env = dict(os.environ, SLURMKIT_CONFIG=str(cfg), AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing")
+    r = subprocess.run([exe, "sync", src, f"s3://{bucket}/cli", "--keep", "1", "--json"], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    import json
+    assert json.loads(r.stdout)["copied"] == ["step-0000000002"]
+    assert sorted(s3mod.S3Dest(f"s3://{bucket}/cli", Cfg).scan()[0]) == ["step-0000000002"]
