@@ -177,6 +177,12 @@ tools:
 paths:
   state_dir: {d}/slurmkit/state
   health_log: {d}/slurmkit/health.jsonl
+sync:
+  enabled: true
+  source: {d}/local/$SLURM_JOB_USER/$SLURM_JOB_ID/ckpt
+  dest: {d}/shared/ckpt/$SLURM_JOB_USER/$SLURM_JOB_NAME
+  keep: 3
+  budget: 20
 """
 
 
@@ -257,6 +263,9 @@ def up(a) -> None:
         h = d / "hooks" / which
         h.write_text(render_hook(d, which, a.hooks))
         h.chmod(0o755)
+    for sub in ("local", "shared/ckpt"):  # node-local checkpoints and the "shared filesystem" (issue 5)
+        (d / sub).mkdir(parents=True, exist_ok=True)
+        (d / sub).chmod(0o1777)
     make_gpu_devices(d, a.gpus)
     setup_fakegpu(a, d)
     (d / "env.sh").write_text(env_lines(d))

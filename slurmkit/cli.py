@@ -42,6 +42,7 @@ pass_ctx = click.make_pass_decorator(Ctx)
 COMMANDS = {
     "nodes": "slurmkit.commands.nodes:nodes",
     "topo": "slurmkit.commands.topo:topo",
+    "sync": "slurmkit.commands.sync:sync",
 }
 
 

@@ -59,12 +59,42 @@ class TopologySettings:
 
 
 @dataclass
+class SyncSettings:
+    """The epilog's checkpoint sync (slurmkit/checkpoint/sync.py). Patterns may use only the variables in
+    slurmkit.checkpoint.sync.VARIABLES ($SLURM_JOB_USER, $SLURM_JOB_ID, $SLURM_JOB_NAME, ...)."""
+    enabled: bool = False
+    source: str = ""                 # e.g. /local/$SLURM_JOB_USER/$SLURM_JOB_ID/ckpt
+    dest: str = ""                   # e.g. /shared/ckpt/$SLURM_JOB_USER/$SLURM_JOB_NAME or s3://bucket/prefix
+    keep: int = 3                    # complete checkpoints kept at the destination
+    marker: str | None = None        # for other writers: a file whose presence marks a checkpoint complete
+    algo: str = "sha256"             # hash for manifests built at sync time (sha256: SHA-NI, fastest measured)
+    budget: float = 60.0             # seconds the epilog may spend; keep well below Slurm's EpilogMsgTime/timeout
+    background: bool = True          # finish what the budget left over in a detached background sync
+    job_file: str = ".slurmkit-sync.yaml"  # a job's narrowing file in its source dir (read as the job's user)
+    workers: int = 2                 # files copied and hashed in parallel
+    s3_endpoint: str | None = None   # S3-compatible endpoint URL (None: AWS)
+    s3_region: str = "us-east-1"
+    s3_part_size: int = 64 << 20     # multipart upload part size in bytes
+
+    def __post_init__(self):
+        if self.keep < 1:
+            raise ValueError("keep must be at least 1")
+        if self.budget <= 0:
+            raise ValueError("budget must be positive")
+        if self.workers < 1:
+            raise ValueError("workers must be at least 1")
+        if self.s3_part_size < 5 << 20:
+            raise ValueError("s3_part_size must be at least 5 MiB (the S3 minimum)")
+
+
+@dataclass
 class Settings:
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
     tools: ToolsSettings = field(default_factory=ToolsSettings)
     paths: PathsSettings = field(default_factory=PathsSettings)
     drain: DrainSettings = field(default_factory=DrainSettings)
     topology: TopologySettings = field(default_factory=TopologySettings)
+    sync: SyncSettings = field(default_factory=SyncSettings)
     # where the settings came from, and the line of each key ("slurm.timeout" -> 3), for messages
     source: str | None = field(default=None, metadata={"internal": True})
     lines: dict[str, int] = field(default_factory=dict, metadata={"internal": True})

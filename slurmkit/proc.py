@@ -90,3 +90,19 @@ def _kill(p: subprocess.Popen) -> tuple[str, str]:
             except OSError:
                 pass
         return "", ""
+
+
+def spawn_detached(argv: list[str] | tuple[str, ...], *, env: dict[str, str] | None = None,
+                   log: str | None = None) -> int:
+    """Start argv in its own session, not waited for (it outlives the caller: the epilog's background sync).
+    stdin is /dev/null; stdout/stderr go to `log` (appended) or /dev/null. Returns the pid."""
+    if isinstance(argv, str):
+        raise TypeError("proc.spawn_detached takes an argv list, not a string")
+    out = open(log, "ab") if log else subprocess.DEVNULL
+    try:
+        p = subprocess.Popen([str(a) for a in argv], stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                             env=_env(env), start_new_session=True, close_fds=True)
+    finally:
+        if log:
+            out.close()
+    return p.pid
