@@ -1,0 +1,326 @@
+"""JobSpec -> sbatch script text, through a Jinja template (StrictUndefined).
+
+Deciding is pure Python here (`plan`): which sbatch options, which environment, how the command is launched.
+Every value from the spec is quoted here, with shlex.quote, before a template sees it; the one exception is a
+command the user wrote as a string, which is shell text by definition and reaches the shell as written.
+(sbatch's own `#SBATCH` parser understands the same single quotes and backslashes, so quoted values survive there
+too; newlines are refused by the spec check.) The templates only lay the pieces out.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import UsageError
+from .spec import JobSpec
+
+BUILTIN_DIR = Path(__file__).resolve().parents[2] / "templates" / "sbatch"
+TEMPLATES = {"single": "single.sbatch.j2", "torchrun": "torchrun.sbatch.j2", "sweep": "sweep.sbatch.j2"}
+q = shlex.quote
+
+
+@dataclass
+class Rendered:
+    script: str
+    template: str
+    notes: list[str] = field(default_factory=list)
+    partition: str | None = None
+    context: dict = field(default_factory=dict)
+
+
+def opt(name: str, value=None) -> str:
+    """One sbatch/srun option, its value quoted: opt('--job-name', "it's") -> --job-name='it'"'"'s'."""
+    return name if value is None else f"{name}={q(str(value))}"
+
+
+# --- topology profile and binding ----------------------------------------------------------------------------------
+
+def load_profile(settings, partition: str | None) -> tuple[dict | None, str | None]:
+    """The partition's `slurmkit topo --json` document from the site config (path relative to the config)."""
+    profiles = settings.submit.profiles
+    if not partition or partition not in profiles:
+        return None, None
+    p = Path(os.path.expanduser(profiles[partition]))
+    if not p.is_absolute() and settings.source:
+        p = Path(settings.source).resolve().parent / p
+    key = f"submit.profiles.{partition}"
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{key}: topology profile {p} not found", path=settings.source,
+                         line=settings.lines.get(key)) from None
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{key}: cannot read topology profile {p}: {e}", path=settings.source,
+                         line=settings.lines.get(key)) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("gpus"), list):
+        raise UsageError(f"{key}: {p} is not a `slurmkit topo --json` document (no \"gpus\" list)",
+                         path=settings.source, line=settings.lines.get(key))
+    return doc, str(p)
+
+
+def plan_binding(profile: dict, gpus_per_task: int, tasks_per_node: int) -> dict | None:
+    """Binding from the topology package (issue 4) when it is installed; None when it is not."""
+    try:
+        from ..topology.binding import plan_binding as topo_plan
+    except ImportError:
+        return None
+    return topo_plan(profile, gpus_per_task, tasks_per_node)
+
+
+def profile_cpus_per_gpu(profile: dict) -> int | None:
+    """CPUs per GPU from a profile alone: the CPUs of the node (union of the GPUs' affinities) / GPUs."""
+    gpus = profile.get("gpus") or []
+    cpus = set()
+    for g in gpus:
+        cpus.update(g.get("cpus") or [])
+    if not gpus or not cpus:
+        return None
+    return max(1, len(cpus) // len(gpus))
+
+
+# --- the plan: everything the template needs, already quoted -------------------------------------------------------
+
+def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
+    notes: list[str] = []
+    sub = settings.submit
+    partition = spec.partition or sub.default_partition
+    name = spec.name or spec_name
+    gpn = spec.gpus_per_node
+    launcher = spec.launcher
+    if spec.container is not None and not sub.containers:
+        raise UsageError("container.image: this site runs no container plugin (set submit.containers: true in "
+                         "the site config where pyxis/enroot is installed)", path=spec.source,
+                         line=spec.lines.get("container.image") or spec.lines.get("container"))
+    if launcher == "torchrun":
+        tasks = spec.tasks_per_node or 1
+        gpus_per_task = gpn // tasks if gpn and gpn % tasks == 0 else 0
+    elif launcher == "srun":
+        tasks = spec.tasks_per_node or max(gpn, 1)
+        gpus_per_task = gpn // tasks if gpn and gpn % tasks == 0 else 0
+    else:
+        tasks = spec.tasks_per_node or 1
+        gpus_per_task = gpn // tasks if gpn and gpn % tasks == 0 else 0
+
+    # sbatch options, in a fixed order (golden files), each value quoted
+    sb: dict[str, str] = {}
+
+    def put(name_, value=None):
+        sb[name_] = opt(name_, value)
+
+    put("--job-name", name)
+    if partition:
+        put("--partition", partition)
+    if spec.account:
+        put("--account", spec.account)
+    if spec.qos:
+        put("--qos", spec.qos)
+    put("--nodes", spec.nodes)
+    put("--ntasks-per-node", tasks)
+    if gpn:
+        put("--gpus-per-node", gpn)
+    srun_bind: list[str] = []
+    bind_env: dict[str, str] = {}
+    profile, profile_path = load_profile(settings, partition)
+    cpus_per_gpu = spec.cpus_per_gpu
+    if profile is not None and gpn:
+        ngpus = len(profile.get("gpus") or [])
+        if ngpus and gpn > ngpus:
+            raise UsageError(f"gpus_per_node: {gpn} GPUs per node, but the nodes of partition {partition} have "
+                             f"{ngpus} (topology profile {profile_path})", path=spec.source,
+                             line=spec.lines.get("gpus_per_node"))
+        binding = plan_binding(profile, gpus_per_task or gpn, tasks) if gpus_per_task else None
+        if binding is not None:
+            for o in binding.get("sbatch", []):
+                oname, _, oval = o.partition("=")
+                if oname == "--cpus-per-gpu" and isinstance(cpus_per_gpu, int):
+                    continue   # the spec's explicit number wins
+                sb[oname] = opt(oname, oval) if oval else oname
+            srun_bind = list(binding.get("srun", []))
+            bind_env = dict(binding.get("env", {}))
+            notes.append(f"binding from the topology profile {profile_path} for partition {partition}")
+            notes.extend(binding.get("notes", []))
+        else:
+            notes.append(f"topology profile {profile_path}: CPUs per GPU only (no binding planner installed, "
+                         "or GPUs do not divide evenly into tasks)")
+        if cpus_per_gpu == "auto" and "--cpus-per-gpu" not in sb:
+            cpg = profile_cpus_per_gpu(profile)
+            if cpg:
+                sb["--cpus-per-gpu"] = opt("--cpus-per-gpu", cpg)
+    elif gpn:
+        notes.append(f"no topology profile for partition {partition or '(default)'}: plain options, no CPU/GPU "
+                     "binding (add one under submit.profiles in the site config)")
+    if isinstance(cpus_per_gpu, int) and gpn:
+        sb["--cpus-per-gpu"] = opt("--cpus-per-gpu", cpus_per_gpu)
+    elif isinstance(cpus_per_gpu, int):
+        sb["--cpus-per-task"] = opt("--cpus-per-task", cpus_per_gpu)
+    if spec.mem:
+        put("--mem", spec.mem)
+    if spec.time:
+        put("--time", spec.time)
+    if spec.workdir:
+        put("--chdir", spec.workdir)
+    if spec.output:
+        put("--output", spec.output)
+    # preemption-safe defaults
+    p = spec.preemption
+    lead = p.signal_lead if p.signal_lead is not None else sub.signal_lead
+    if spec.time and lead >= _secs(spec.time):
+        raise UsageError(f"preemption.signal_lead: the site default {lead}s is not inside the time limit "
+                         f"{spec.time}; set preemption.signal_lead", path=spec.source, line=spec.lines.get("time"))
+    put("--signal", f"B:USR2@{lead}")
+    sb["--requeue"] = "--requeue" if p.requeue else "--no-requeue"
+    put("--open-mode", "append")
+    grid = spec.sweep_grid()
+    if grid:
+        arr = f"0-{len(grid) - 1}" + (f"%{spec.sweep_parallel}" if spec.sweep_parallel else "")
+        put("--array", arr)
+    sbatch_lines = list(sb.values())
+    for raw in spec.sbatch:
+        oname, eq, oval = raw.partition("=")
+        sbatch_lines.append(f"{oname}={q(oval)}" if eq else q(oname))
+
+    # environment
+    env = [(k, q(v)) for k, v in spec.env.items()]
+    env += [(k, q(v)) for k, v in bind_env.items() if k not in spec.env]
+    if spec.checkpoint_dir:
+        env.append(("SLURMKIT_CHECKPOINT_DIR", q(spec.checkpoint_dir)))
+    sweep = [[(k, q(v)) for k, v in task.items()] for task in grid]
+
+    # srun options (binding, container)
+    srun = [q(o) if "=" not in o else f"{o.partition('=')[0]}={q(o.partition('=')[2])}" for o in srun_bind]
+    if spec.container is not None:
+        c = spec.container
+        srun.append(opt("--container-image", c.image))
+        if c.mounts:
+            srun.append(opt("--container-mounts", ",".join(c.mounts)))
+        if c.workdir:
+            srun.append(opt("--container-workdir", c.workdir))
+    if launcher == "none" and spec.container is not None:
+        launcher = "srun"
+        srun.insert(0, "--ntasks=1")
+        notes.append("container: the command runs as one task under srun (pyxis needs a step)")
+
+    # the command
+    is_text = isinstance(spec.command, str)
+    user = spec.command if is_text else " ".join(q(a) for a in spec.command)
+    wrapper = None
+    if spec.checkpoint_dir:
+        w = [q(sub.slurmkit_bin), "run", "--signal", q(p.signal)]
+        if p.grace is not None:
+            w += ["--grace", str(p.grace)]
+        w += ["--max-requeues", str(p.max_requeues if p.max_requeues is not None else sub.max_requeues)]
+        wrapper = " ".join(w) + " --"
+    else:
+        notes.append("no checkpoint_dir: the command runs without `slurmkit run`; USR2 before the time limit "
+                     "is only logged")
+    torch = spec.torchrun
+    nproc = torch.nproc_per_node or max(gpn // tasks if tasks else gpn, 1)
+    if launcher == "torchrun":
+        trun = (f"{q(torch.bin)} --nnodes=\"$SLURM_NNODES\" --nproc-per-node={nproc} "
+                f"--rdzv-id=\"$SLURM_JOB_ID\" --rdzv-backend=c10d --rdzv-endpoint=\"$MASTER_ADDR:$MASTER_PORT\"")
+        inner = f"{trun} {user}" if not is_text else f"bash -c {q(trun + ' ' + user)}"
+        launch = " ".join(["srun", "--kill-on-bad-exit=1", *srun, inner])
+    elif launcher == "srun":
+        inner = user if not is_text else f"bash -c {q(user)}"
+        launch = " ".join(["srun", "--kill-on-bad-exit=1", *srun, inner])
+    else:
+        launch = user if (not is_text or wrapper is None) else f"bash -c {q(user)}"
+    if wrapper:
+        launch = f"exec {wrapper} {launch}"
+
+    kind = "torchrun" if launcher == "torchrun" else ("sweep" if grid else "single")
+    ctx = {
+        "spec_file": spec_name,
+        "sbatch": sbatch_lines,
+        "env": env,
+        "sweep": sweep,
+        "sweep_count": len(grid),
+        "launch": launch,
+        "launcher": launcher,
+        "wrapped": wrapper is not None,
+        "signal_lead": lead,
+        "rdzv_port": str(torch.rdzv_port) if torch.rdzv_port else "$((20000 + SLURM_JOB_ID % 20000))",
+        "nodes": spec.nodes,
+        "gpus_per_node": gpn,
+        "tasks_per_node": tasks,
+        "partition": partition,
+        "name": name,
+    }
+    return Rendered(script="", template=kind, notes=notes, partition=partition, context=ctx)
+
+
+def _secs(t: str) -> int:
+    from .spec import time_seconds
+    return time_seconds(t)
+
+
+# --- templates -----------------------------------------------------------------------------------------------------
+
+def _environment(settings, extra_dir: str | None = None):
+    import jinja2
+
+    dirs = []
+    if extra_dir:
+        dirs.append(extra_dir)
+    for d in settings.submit.template_dirs:
+        p = Path(os.path.expanduser(d))
+        if not p.is_absolute() and settings.source:
+            p = Path(settings.source).resolve().parent / p
+        dirs.append(str(p))
+    dirs.append(str(BUILTIN_DIR))
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(dirs), undefined=jinja2.StrictUndefined,
+                             autoescape=False, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
+                             auto_reload=False)
+    env.filters["q"] = lambda v: q(str(v))
+    return env, dirs
+
+
+def render(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
+    r = plan(spec, settings, spec_name=spec_name)
+    extra = None
+    if spec.template:
+        t = spec.template
+        if "/" in t:
+            tp = Path(os.path.expanduser(t))
+            if not tp.is_absolute() and spec.source:
+                tp = Path(spec.source).resolve().parent / tp
+            extra, tname = str(tp.parent), tp.name
+        else:
+            tname = t if t.endswith(".j2") else f"{t}.sbatch.j2"
+    else:
+        tname = TEMPLATES[r.template]
+    r.template = tname
+    r.script = render_template(settings, tname, r.context, extra_dir=extra, spec=spec).rstrip("\n") + "\n"
+    return r
+
+
+def render_template(settings, tname: str, ctx: dict, *, extra_dir=None, spec=None) -> str:
+    import jinja2
+
+    env, dirs = _environment(settings, extra_dir)
+    try:
+        return env.get_template(tname).render(**ctx)
+    except jinja2.TemplateNotFound as e:
+        where = {}
+        if spec is not None and spec.template:
+            where = {"path": spec.source, "line": spec.lines.get("template")}
+        raise UsageError(f"template {e.name!r} not found in {', '.join(dirs)}", **where) from None
+    except jinja2.TemplateSyntaxError as e:
+        raise UsageError(f"template error: {e.message}", path=e.filename or e.name or tname,
+                         line=e.lineno) from None
+    except jinja2.TemplateError as e:
+        path, line = _template_frame(e, tname)
+        raise UsageError(f"template error: {e}", path=path, line=line) from None
+
+
+def _template_frame(exc: BaseException, default: str) -> tuple[str, int | None]:
+    """The innermost template file and line in a Jinja traceback (Jinja rewrites frames to template lines)."""
+    import traceback
+    found = (default, None)
+    for fr in traceback.extract_tb(exc.__traceback__):
+        if fr.filename.endswith(".j2") or "/templates/" in fr.filename:
+            found = (fr.filename, fr.lineno)
+    return found
