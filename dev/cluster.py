@@ -177,6 +177,10 @@ tools:
 paths:
   state_dir: {d}/slurmkit/state
   health_log: {d}/slurmkit/health.jsonl
+submit:
+  slurmkit_bin: {REPO}/.venv/bin/slurmkit
+  profiles:
+    gpu: {REPO}/dev/topology/dev-2s8c-8gpu-synthetic.json   # synthetic: matches --sockets 2 --cores-per-socket 8
 """
 
 

@@ -152,6 +152,8 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
     elif gpn:
         notes.append(f"no topology profile for partition {partition or '(default)'}: plain options, no CPU/GPU "
                      "binding (add one under submit.profiles in the site config)")
+    if not srun_bind and launcher == "srun" and gpus_per_task and tasks > 1:
+        srun_bind = [f"--gpus-per-task={gpus_per_task}"]   # plain: each task its own GPUs
     if isinstance(cpus_per_gpu, int) and gpn:
         sb["--cpus-per-gpu"] = opt("--cpus-per-gpu", cpus_per_gpu)
     elif isinstance(cpus_per_gpu, int):
