@@ -21,8 +21,6 @@ def _render(ctx: Ctx, spec_path: str, sets):
     from ..jobs import render, spec as specmod
     spec = specmod.load(spec_path, sets)
     stem = os.path.basename(spec_path)
-    name = re.sub(r"\.(ya?ml|json)$", "", stem) or "job"
-    spec.name = spec.name or name
     r = render.render(spec, ctx.settings, spec_name=stem)
     ctx.say(f"template {r.template}")
     for n in r.notes:

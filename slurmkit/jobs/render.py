@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,7 +88,7 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
     notes: list[str] = []
     sub = settings.submit
     partition = spec.partition or sub.default_partition
-    name = spec.name or spec_name
+    name = spec.name or re.sub(r"\.(ya?ml|json)$", "", spec_name) or "job"
     gpn = spec.gpus_per_node
     launcher = spec.launcher
     if spec.container is not None and not sub.containers:

@@ -1,0 +1,118 @@
+"""Rendering: golden files for every template and example, quoting, template errors, bash -n."""
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from slurmkit import config
+from slurmkit.errors import UsageError
+from slurmkit.jobs import render, spec as specmod
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = REPO / "tests" / "golden" / "submit"
+UPDATE = os.environ.get("SLURMKIT_UPDATE_GOLDEN") == "1"
+CASES = sorted([("examples", p) for p in (REPO / "examples").glob("*.yaml")]
+               + [("specs", p) for p in (GOLDEN / "specs").glob("*.yaml")])
+
+
+def settings():
+    site = GOLDEN / "site.yaml"
+    return config.loads(site.read_text(), str(site))
+
+
+def render_file(path: Path, st=None, sets=()):
+    spec = specmod.load(str(path), sets)
+    return render.render(spec, st or settings(), spec_name=path.name)
+
+
+@pytest.mark.parametrize("kind,path", CASES, ids=[p.stem for _, p in CASES])
+def test_golden(kind, path):
+    r = render_file(path)
+    golden = GOLDEN / f"{path.stem}.sh"
+    if UPDATE:
+        golden.write_text(r.script)
+    assert r.script == golden.read_text(), f"{golden} differs (SLURMKIT_UPDATE_GOLDEN=1 rewrites it; review the diff)"
+    res = subprocess.run(["bash", "-n"], input=r.script, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+
+def test_every_builtin_template_has_a_golden_case():
+    used = {render_file(p).template for _, p in CASES}
+    builtin = {p.name for p in render.BUILTIN_DIR.glob("*.sbatch.j2")} - {"base.sbatch.j2"}
+    assert builtin <= used
+
+
+def test_templates_are_chosen_by_launcher_and_sweep():
+    t = {p.stem: render_file(p).template for _, p in CASES}
+    assert t["finetune-1gpu"] == "single.sbatch.j2" and t["sweep"] == "sweep.sbatch.j2"
+    assert t["torchrun-2node"] == "torchrun.sbatch.j2" and t["site-template"] == "site-banner.sbatch.j2"
+
+
+def test_preemption_safe_defaults_and_wrapper():
+    s = render_file(REPO / "examples" / "finetune-1gpu.yaml").script
+    assert "#SBATCH --signal=B:USR2@180\n#SBATCH --requeue\n#SBATCH --open-mode=append\n" in s
+    assert ("exec /opt/slurmkit/bin/slurmkit run --signal TERM --grace 120 --max-requeues 5 -- python finetune.py"
+            in s)
+    # without a checkpoint dir: no wrapper, and USR2 is trapped so it does not end the job early
+    s = render_file(REPO / "examples" / "sweep.yaml").script
+    assert "slurmkit run --" not in s and "trap '" in s and "USR2" in s
+    assert "--no-requeue" in render_file(GOLDEN / "specs" / "sweep-srun.yaml").script
+
+
+def test_profile_sets_cpus_per_gpu_and_plain_without_profile():
+    r = render_file(REPO / "examples" / "finetune-1gpu.yaml")
+    assert "#SBATCH --cpus-per-gpu=2\n" in r.script          # 16 CPUs / 8 GPUs in the dev profile
+    assert any("topology profile" in n for n in r.notes)
+    r = render_file(GOLDEN / "specs" / "plain-1gpu.yaml")
+    assert "cpus-per-gpu" not in r.script and any("no topology profile" in n for n in r.notes)
+
+
+def test_too_many_gpus_for_the_profile_is_refused():
+    with pytest.raises(UsageError) as e:
+        render_file(REPO / "examples" / "finetune-1gpu.yaml", sets=["gpus_per_node=9"])
+    assert "9 GPUs per node, but the nodes of partition gpu have 8" in str(e.value)
+
+
+def test_values_are_quoted_and_the_string_command_is_shell_text():
+    s = render_file(GOLDEN / "specs" / "torchrun-1node-list.yaml").script
+    assert "--name 'it'\"'\"'s \"quoted\" $HOME `id`'" in s
+    s = render_file(GOLDEN / "specs" / "sweep-srun.yaml").script
+    assert "0) export lr=0.1 opt=adam ;;" in s and "export lr='0.2; rm -rf ~' opt='sgd m'" in s
+    assert "bash -c 'echo \"$SLURM_PROCID $lr $opt\"'" in s
+
+
+def test_container_needs_site_support():
+    st = settings()
+    st.submit.containers = False
+    with pytest.raises(UsageError) as e:
+        render_file(GOLDEN / "specs" / "container.yaml", st)
+    assert str(e.value).startswith(f"{GOLDEN / 'specs' / 'container.yaml'}:5: container.image: this site runs no")
+
+
+def test_template_errors_name_template_and_line(tmp_path):
+    (tmp_path / "broken.sbatch.j2").write_text('#!/bin/bash\n{{ launch }}\n{% if %}\n')
+    (tmp_path / "undef.sbatch.j2").write_text('#!/bin/bash\n# ok\necho {{ no_such_var }}\n')
+    st = settings()
+    st.submit.template_dirs = [str(tmp_path)]
+    spec = tmp_path / "job.yaml"
+    spec.write_text("command: [true]\ntemplate: broken\n")
+    with pytest.raises(UsageError) as e:
+        render_file(spec, st)
+    assert str(e.value).startswith(f"{tmp_path}/broken.sbatch.j2:3: template error:")
+    spec.write_text("command: [true]\ntemplate: undef\n")
+    with pytest.raises(UsageError) as e:
+        render_file(spec, st)
+    assert str(e.value) == f"{tmp_path}/undef.sbatch.j2:3: template error: 'no_such_var' is undefined"
+    spec.write_text("command: [true]\ntemplate: nope\n")
+    with pytest.raises(UsageError) as e:
+        render_file(spec, st)
+    assert str(e.value).startswith(f"{spec}:2: template 'nope.sbatch.j2' not found in {tmp_path}")
+
+
+def test_template_path_relative_to_the_spec(tmp_path):
+    shutil.copy(GOLDEN / "site-templates" / "site-banner.sbatch.j2", tmp_path / "mine.j2")
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: x\ncommand: [true]\ntemplate: ./mine.j2\n")
+    assert "site banner: x on" in render_file(spec, config.Settings()).script
