@@ -90,4 +90,7 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # `python -m slurmkit.cli`: run the imported module's main, or commands find this module's copy of Ctx
+    # (a different class) and fail with "Managed to invoke callback without a context object".
+    from slurmkit.cli import main as _main
+    _main()
