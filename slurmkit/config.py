@@ -50,6 +50,15 @@ class DrainSettings:
 
 
 @dataclass
+class TopologySettings:
+    """`slurmkit topo` on a node: how long nvidia-smi/lscpu may take, where the CPU layout and GPU devices are."""
+    timeout: float = 20.0            # seconds for `nvidia-smi topo -m` (it hangs on a GPU that fell off the bus)
+    lscpu: str = "lscpu"             # fallback when sysfs has no CPU topology
+    sysfs_root: str = "/"            # read <root>/sys/devices/system/{cpu,node}
+    dev_dir: str = "/dev"            # File=<dev_dir>/nvidiaN in generated gres.conf lines
+
+
+@dataclass
 class SubmitSettings:
     """`slurmkit submit` / `render`: where templates and node topology profiles live, and the site's defaults."""
     template_dirs: list[str] = field(default_factory=list)  # searched before the built-in templates/sbatch/
@@ -70,6 +79,7 @@ class Settings:
     paths: PathsSettings = field(default_factory=PathsSettings)
     drain: DrainSettings = field(default_factory=DrainSettings)
     submit: SubmitSettings = field(default_factory=SubmitSettings)
+    topology: TopologySettings = field(default_factory=TopologySettings)
     # where the settings came from, and the line of each key ("slurm.timeout" -> 3), for messages
     source: str | None = field(default=None, metadata={"internal": True})
     lines: dict[str, int] = field(default_factory=dict, metadata={"internal": True})

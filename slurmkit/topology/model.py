@@ -1,0 +1,122 @@
+"""The Topology data model: what `nvidia-smi topo -m` (plus, optionally, the CPU layout) says about one node.
+
+Plain data, no I/O. `Topology.to_profile()` is the stable `slurmkit topo --json` document that sites store as a node
+profile and that `binding.plan_binding` and `slurmkit submit` consume:
+
+    {"gpus": [{"index": 0, "cpus": [0, 1, ...], "numa": [0], "links": {"GPU1": "NV18", "NIC0": "PXB", ...}}, ...],
+     "nics": [{"name": "NIC0", "device": "mlx5_0"}, ...],
+     "interconnect": "nvlink" | "partial-nvlink" | "pcie",
+     "warnings": ["..."]}
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# Path kinds from nearest to farthest (nvidia-smi legend). SOC is the pre-2017 name of SYS.
+PATH_RANK = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5, "SOC": 5}
+NV_RE = re.compile(r"^NV(\d+)$")
+INTERCONNECTS = ("nvlink", "partial-nvlink", "pcie")
+
+
+def link_rank(token: str) -> float:
+    """Smaller is closer. NV# beats every PCIe path, and more bonded links beat fewer."""
+    m = NV_RE.match(token)
+    if m:
+        return 1.0 / (1 + int(m.group(1)))  # in (0, 0.5]
+    return float(PATH_RANK.get(token, 9))
+
+
+def is_nvlink(token: str) -> bool:
+    return bool(NV_RE.match(token))
+
+
+def nvlink_count(token: str) -> int:
+    m = NV_RE.match(token)
+    return int(m.group(1)) if m else 0
+
+
+@dataclass
+class Gpu:
+    index: int
+    cpus: list[int] = field(default_factory=list)     # OS CPU ids (empty when unknown)
+    numa: list[int] = field(default_factory=list)     # NUMA nodes (empty when unknown)
+    links: dict[str, str] = field(default_factory=dict)  # column name -> token, self excluded
+    gpu_numa_id: int | None = None                    # GH200/GB200: the GPU's own memory NUMA node
+    cpu_affinity_text: str = ""                       # as printed, for messages
+    line: int = 0                                     # source line, for messages
+
+    def to_dict(self) -> dict:
+        return {"index": self.index, "cpus": list(self.cpus), "numa": list(self.numa), "links": dict(self.links)}
+
+
+@dataclass
+class Nic:
+    name: str               # the matrix's column name: NIC0 or mlx5_0
+    device: str | None      # mlx5_0 (from the NIC Legend, or the column name itself); None when unknown
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "device": self.device}
+
+
+@dataclass
+class Topology:
+    gpus: list[Gpu]
+    nics: list[Nic]
+    warnings: list[str] = field(default_factory=list)
+    nvlink_shown: bool = True      # False for `topo -mp` (legend without NV#): NVLink exists or not, we cannot see
+    source: str | None = None
+
+    @property
+    def interconnect(self) -> str:
+        pairs = [(a, b) for a in self.gpus for b in self.gpus if a.index < b.index]
+        nv = sum(1 for a, b in pairs if is_nvlink(a.links.get(f"GPU{b.index}", "")))
+        if pairs and nv == len(pairs):
+            return "nvlink"
+        return "partial-nvlink" if nv else "pcie"
+
+    def link(self, gpu: int, other: str) -> str:
+        return self.gpus[gpu].links.get(other, "")
+
+    def to_profile(self) -> dict:
+        return {"gpus": [g.to_dict() for g in self.gpus], "nics": [n.to_dict() for n in self.nics],
+                "interconnect": self.interconnect, "warnings": list(self.warnings)}
+
+
+def format_cpulist(ids) -> str:
+    """[0, 1, 2, 5] -> '0-2,5' (the kernel's cpulist format)."""
+    ids = sorted(set(ids))
+    out = []
+    i = 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        out.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+_CPULIST_RE = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+
+
+def parse_cpulist(text: str) -> list[int] | None:
+    """'0-3,8' -> [0, 1, 2, 3, 8]; '' -> []; anything else -> None (the caller reports where)."""
+    text = text.strip()
+    if not text:
+        return []
+    if not _CPULIST_RE.match(text):
+        return None
+    out: list[int] = []
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        lo, hi = int(a), int(b or a)
+        if hi < lo or hi - lo > 65536:
+            return None
+        out.extend(range(lo, hi + 1))
+    return sorted(set(out))
+
+
+def group_label(indices: list[int], prefix: str = "GPU") -> str:
+    """[0, 1, 2, 3, 6] -> 'GPU0-3,6'."""
+    return prefix + format_cpulist(indices) if indices else ""

@@ -1,0 +1,339 @@
+"""Parse `nvidia-smi topo -m` (and `-mp`) into a Topology. Pure: text in, data out, UsageError(path, line) on
+anything it cannot trust.
+
+Handles every layout seen in the field (tests/fixtures/topo/): old and new legends; NIC columns named NICn with a
+"NIC Legend" or named mlx5_n directly; CPU Affinity / NUMA Affinity / GPU NUMA ID present or absent; empty or N/A
+affinities; cpu ranges; real tabs or tabs expanded to spaces by a paste; the extra empty field nvidia-smi prints
+before GPU NUMA ID (and, on some drivers, before an N/A NUMA Affinity); underline escape codes (or their remnants,
+`[4m`, once the ESC byte is lost) around the header; CRLF; stray lines before the header (srun's "queued" lines);
+NIC rows shorter than GPU rows. Column-merged pastes ("NIC8NIC9", "NODENODE"), unknown link tokens, a broken
+diagonal or an asymmetric matrix are errors naming the line: never a silently wrong matrix.
+"""
+from __future__ import annotations
+
+import re
+
+from ..errors import UsageError
+from .model import NV_RE, PATH_RANK, Gpu, Nic, Topology, format_cpulist, parse_cpulist
+
+# ESC[...m and its remnant once a copy/paste dropped the ESC byte.
+_ESCAPE_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\[[0-9;]{1,8}m")
+_HEADER_TOKEN_RE = re.compile(r"CPU Affinity|NUMA Affinity|GPU NUMA ID|\S+")
+_GPU_RE = re.compile(r"^GPU(\d+)$")
+_NICN_RE = re.compile(r"^NIC(\d+)$")
+_NIC_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]*$")
+_MERGED_RE = re.compile(r"^(GPU|NIC)\d+(GPU|NIC|mlx5_)\d+$|^(?:mlx5_\d+){2,}$")
+_NIC_LEGEND_RE = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
+AFFINITY_COLS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+_TOKEN_MERGED_RE = re.compile(r"^(?:X|SYS|SOC|NODE|PHB|PXB|PIX|NV\d+){2,}$")
+
+
+def strip_escapes(line: str) -> str:
+    return _ESCAPE_RE.sub("", line)
+
+
+def _valid_token(tok: str) -> bool:
+    return tok in PATH_RANK or bool(NV_RE.match(tok))
+
+
+def _fields(line: str) -> list[str] | None:
+    """A row's fields, keeping empty ones. Real tabs split as they are; a line whose tabs a paste expanded to
+    spaces is cut back into fields by its 8-column tab stops. None when a space line is not on tab stops."""
+    if "\t" in line:
+        return line.split("\t")
+    fields: list[str] = []
+    prev_end = None
+    for m in re.finditer(r"\S+", line):
+        s, e = m.start(), m.end()
+        text = m.group()
+        fstart = s
+        if s % 8:
+            # " X " is printed with a leading space: the field still starts at the tab stop before it.
+            if text == "X" and s % 8 == 1 and line[s - 1] == " ":
+                fstart = s - 1
+            else:
+                return None
+        if prev_end is None:
+            if fstart != 0:
+                fields.append("")  # a header/row never starts indented except the header's empty corner
+                fields.extend([""] * (fstart // 8 - 1))
+        else:
+            stop = (prev_end // 8 + 1) * 8
+            if fstart < stop:
+                return None
+            fields.extend([""] * ((fstart - stop) // 8))
+        fields.append(text)
+        # " X " occupies three columns: the tab that follows starts after its trailing space
+        prev_end = e + 1 if text == "X" and line[e:e + 1] == " " else e
+    return fields
+
+
+def _split_gpu_affinity(vals: list[str], cols: list[str], lineno: int, path) -> dict[str, str]:
+    """Map the fields after the matrix to the affinity columns named in the header.
+
+    nvidia-smi prints CPU and NUMA affinity one tab apart and GPU NUMA ID two tabs after (an extra empty field);
+    some drivers print an N/A NUMA Affinity two tabs after CPU Affinity as well. Only those layouts are accepted:
+    any other count of fields could put a value under the wrong column."""
+    vals = [v.strip() for v in vals]
+    if cols == ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]:
+        layouts = [["CPU Affinity", "NUMA Affinity", None, "GPU NUMA ID"],
+                   ["CPU Affinity", None, "NUMA Affinity", None, "GPU NUMA ID"],
+                   ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]]
+    elif cols == ["CPU Affinity", "NUMA Affinity"]:
+        layouts = [["CPU Affinity", "NUMA Affinity"], ["CPU Affinity", None, "NUMA Affinity"]]
+    else:
+        layouts = [list(cols)]
+    trimmed = list(vals)
+    while True:
+        for layout in layouts:  # None marks a field that must be empty
+            if len(layout) == len(trimmed) and not any(name is None and v for name, v in zip(layout, trimmed)):
+                return {name: v for name, v in zip(layout, trimmed) if name is not None}
+        if trimmed and trimmed[-1] == "":  # a trailing tab some drivers print
+            trimmed.pop()
+            continue
+        break
+    raise UsageError(f"cannot tell which of {', '.join(cols) or 'no affinity column'} the fields "
+                     f"{vals!r} after the matrix belong to (expected {len(cols)} value(s) in nvidia-smi's layout)",
+                     path=path, line=lineno)
+
+
+def parse_topo(text: str, path: str | None = None) -> Topology:
+    """Parse `nvidia-smi topo -m` output. Raises UsageError naming path:line for anything it cannot trust."""
+    where = path or "<topo>"
+    lines = [strip_escapes(ln.rstrip("\r\n").rstrip("\r")) for ln in text.splitlines()]
+
+    # 1. the header: the first line whose first column names GPU0
+    hdr_i = None
+    for i, ln in enumerate(lines):
+        toks = _HEADER_TOKEN_RE.findall(ln)
+        if toks and toks[0] == "GPU0" and (len(toks) == 1 or not _valid_token(toks[1])):
+            hdr_i = i
+            break
+        if toks and toks[0].startswith("GPU0") and _MERGED_RE.match(toks[0]):
+            hdr_i = i
+            break
+    if hdr_i is None:
+        raise UsageError("no `nvidia-smi topo -m` header found (a line of column names starting with GPU0)",
+                         path=where)
+    hline = hdr_i + 1
+    names = _HEADER_TOKEN_RE.findall(lines[hdr_i])
+    dev_cols: list[str] = []
+    aff_cols: list[str] = []
+    for name in names:
+        if name in AFFINITY_COLS:
+            if name in aff_cols:
+                raise UsageError(f"column {name!r} appears twice in the header", path=where, line=hline)
+            aff_cols.append(name)
+            continue
+        if aff_cols:
+            raise UsageError(f"unexpected column {name!r} after the affinity columns", path=where, line=hline)
+        if _MERGED_RE.match(name):
+            raise UsageError(f"column name {name!r} looks like two columns run together (a tab lost in a "
+                             f"paste); the matrix cannot be trusted", path=where, line=hline)
+        if not (_GPU_RE.match(name) or _NIC_NAME_RE.match(name)):
+            raise UsageError(f"unexpected column name {name!r}", path=where, line=hline)
+        if name in dev_cols:
+            raise UsageError(f"column {name!r} appears twice in the header", path=where, line=hline)
+        dev_cols.append(name)
+    order = [c for c in AFFINITY_COLS if c in aff_cols]
+    if aff_cols != order:
+        raise UsageError(f"affinity columns out of the usual order: {aff_cols}", path=where, line=hline)
+    gpu_cols = [c for c in dev_cols if _GPU_RE.match(c)]
+    nic_cols = [c for c in dev_cols if not _GPU_RE.match(c)]
+    if dev_cols[:len(gpu_cols)] != gpu_cols:
+        raise UsageError("GPU columns must come before NIC columns", path=where, line=hline)
+    if gpu_cols != [f"GPU{i}" for i in range(len(gpu_cols))]:
+        raise UsageError(f"GPU columns are not GPU0..GPU{len(gpu_cols) - 1} in order: {' '.join(gpu_cols)}",
+                         path=where, line=hline)
+    nicn = [c for c in nic_cols if _NICN_RE.match(c)]
+    if nicn and nicn != [f"NIC{i}" for i in range(len(nicn))]:
+        raise UsageError(f"NIC columns are not NIC0..NIC{len(nicn) - 1} in order: {' '.join(nicn)} "
+                         f"(a column lost or merged?)", path=where, line=hline)
+    ncols = len(dev_cols)
+
+    # 2. the rows, up to the first blank line
+    gpu_rows: dict[str, tuple[int, list[str], dict[str, str]]] = {}
+    nic_rows: dict[str, tuple[int, list[str]]] = {}
+    i = hdr_i + 1
+    while i < len(lines) and lines[i].strip():
+        ln = lines[i]
+        lineno = i + 1
+        f = _fields(ln)
+        if f is None:
+            toks = ln.split()
+            f = toks  # spaces not on tab stops: only a row without empty fields can be read
+            loose = True
+        else:
+            loose = False
+        label = f[0].strip() if f else ""
+        if label not in dev_cols:
+            if label.startswith("Legend") or label.startswith("NIC Legend"):
+                break
+            raise UsageError(f"row label {label!r} is not a column of the header", path=where, line=lineno)
+        if label in gpu_rows or label in nic_rows:
+            raise UsageError(f"row {label} appears twice", path=where, line=lineno)
+        cells = [c.strip() for c in f[1:1 + ncols]]
+        if len(cells) < ncols or any(c == "" for c in cells):
+            merged = [c for c in f[1:] if _TOKEN_MERGED_RE.match(c.strip())]
+            hint = f" ({merged[0]!r} looks like two cells run together)" if merged else ""
+            raise UsageError(f"row {label} has {sum(1 for c in cells if c)} link cells, the header has {ncols} "
+                             f"columns{hint}", path=where, line=lineno)
+        for col, tok in zip(dev_cols, cells):
+            if col == label:
+                if tok != "X":
+                    raise UsageError(f"row {label}: expected X on the diagonal, got {tok!r}", path=where,
+                                     line=lineno)
+            elif not _valid_token(tok):
+                hint = " (two cells run together: a tab lost in a paste?)" if _TOKEN_MERGED_RE.match(tok) else ""
+                raise UsageError(f"row {label}, column {col}: unknown link {tok!r}{hint}", path=where, line=lineno)
+        rest = f[1 + ncols:]
+        if label in gpu_cols:
+            if loose and len([r for r in rest if r.strip()]) != len(aff_cols):
+                raise UsageError(f"row {label}: spaces are not on 8-column tab stops and the affinity fields "
+                                 f"{rest!r} cannot be matched to {aff_cols}", path=where, line=lineno)
+            aff = _split_gpu_affinity(rest, aff_cols, lineno, where)
+            gpu_rows[label] = (lineno, cells, aff)
+        else:
+            if any(r.strip() for r in rest):
+                raise UsageError(f"NIC row {label}: unexpected fields after the matrix: "
+                                 f"{[r for r in rest if r.strip()]!r}", path=where, line=lineno)
+            nic_rows[label] = (lineno, cells)
+        i += 1
+
+    missing = [c for c in gpu_cols if c not in gpu_rows]
+    if missing:
+        raise UsageError(f"no row for {', '.join(missing)} (truncated capture?)", path=where,
+                         line=min(len(lines), i + 1))
+    order_seen = [c for c in dev_cols if c in gpu_rows or c in nic_rows]
+    warnings: list[str] = []
+
+    # 3. legends after the matrix
+    nic_legend: dict[str, str] = {}
+    legend_seen = False
+    legend_nv = False
+    legend_pix = False
+    for j in range(i, len(lines)):
+        ln = lines[j]
+        s = ln.strip()
+        if s.startswith("Legend"):
+            legend_seen = True
+        elif s.startswith("NV#"):
+            legend_nv = True
+        elif s.startswith("PIX"):
+            legend_pix = True
+        m = _NIC_LEGEND_RE.match(ln)
+        if m:
+            if m.group(1) in nic_legend:
+                raise UsageError(f"{m.group(1)} appears twice in the NIC Legend", path=where, line=j + 1)
+            nic_legend[m.group(1)] = m.group(2)
+
+    # 4. build the model
+    gpus: list[Gpu] = []
+    for gi, col in enumerate(gpu_cols):
+        lineno, cells, aff = gpu_rows[col]
+        links = {c: t for c, t in zip(dev_cols, cells) if c != col}
+        cpu_text = aff.get("CPU Affinity", "")
+        cpus: list[int] = []
+        if cpu_text and cpu_text != "N/A":
+            parsed = parse_cpulist(cpu_text)
+            if parsed is None:
+                raise UsageError(f"{col}: CPU Affinity {cpu_text!r} is not a cpu list like 0-3,8", path=where,
+                                 line=lineno)
+            cpus = parsed
+        numa_text = aff.get("NUMA Affinity", "")
+        numa: list[int] = []
+        if numa_text and numa_text != "N/A":
+            parsed = parse_cpulist(numa_text)
+            if parsed is None:
+                raise UsageError(f"{col}: NUMA Affinity {numa_text!r} is not a node list like 0 or 0-1",
+                                 path=where, line=lineno)
+            numa = parsed
+        gnid_text = aff.get("GPU NUMA ID", "")
+        gnid = None
+        if gnid_text and gnid_text != "N/A":
+            if not gnid_text.isdigit():
+                raise UsageError(f"{col}: GPU NUMA ID {gnid_text!r} is not a number or N/A", path=where,
+                                 line=lineno)
+            gnid = int(gnid_text)
+        gpus.append(Gpu(index=gi, cpus=cpus, numa=numa, links=links, gpu_numa_id=gnid,
+                        cpu_affinity_text=cpu_text, line=lineno))
+
+    # symmetry: a link read from a row must be the one read from the other device's row
+    for ai, a in enumerate(order_seen):
+        for b in order_seen[ai + 1:]:
+            ta = (gpu_rows.get(a) or nic_rows.get(a))[1][dev_cols.index(b)]
+            tb = (gpu_rows.get(b) or nic_rows.get(b))[1][dev_cols.index(a)]
+            if ta != tb:
+                la = (gpu_rows.get(a) or nic_rows.get(a))[0]
+                lb = (gpu_rows.get(b) or nic_rows.get(b))[0]
+                raise UsageError(f"matrix is not symmetric: {a}->{b} is {ta} (line {la}) but {b}->{a} is {tb} "
+                                 f"(line {lb})", path=where, line=max(la, lb))
+
+    nics = []
+    for c in nic_cols:
+        if _NICN_RE.match(c):
+            nics.append(Nic(name=c, device=nic_legend.get(c)))
+        else:
+            nics.append(Nic(name=c, device=c))
+    unknown = [c for c in nicn if c not in nic_legend]
+    if unknown:
+        warnings.append(f"no NIC Legend for {', '.join(unknown)}: their device names (mlx5_N) are unknown, so "
+                        f"NCCL_IB_HCA cannot name them")
+    extra = [k for k in nic_legend if k not in nicn]
+    if extra:
+        raise UsageError(f"NIC Legend names {', '.join(extra)}, which the matrix has no column for", path=where)
+    nic_missing = [c for c in nic_cols if c not in nic_rows]
+    if nic_rows and nic_missing:
+        warnings.append(f"no matrix row for {', '.join(nic_missing)} (truncated capture?); GPU-NIC links come "
+                        f"from the GPU rows")
+
+    topo = Topology(gpus=gpus, nics=nics, warnings=warnings, source=path)
+    if legend_seen and legend_pix and not legend_nv:
+        if not any(NV_RE.match(t) for g in gpus for t in g.links.values()):
+            topo.nvlink_shown = False
+            warnings.append("legend has no NV# line: this is `nvidia-smi topo -mp` (PCIe paths only); NVLink, if "
+                            "any, is not shown, so the interconnect below may understate the node")
+    warnings.extend(topology_warnings(topo))
+    return topo
+
+
+def _ranges(idx: list[int]) -> str:
+    return "GPU" + format_cpulist(idx) if len(idx) != 1 else f"GPU{idx[0]}"
+
+
+def topology_warnings(topo: Topology) -> list[str]:
+    """What an admin should know from the matrix alone (CPU-layout warnings come from cpus.resolve)."""
+    out: list[str] = []
+    gpus = topo.gpus
+    n = len(gpus)
+    if n >= 2 and topo.interconnect == "pcie" and topo.nvlink_shown:
+        sys_pairs = sum(1 for a in gpus for b in gpus if a.index < b.index
+                        and a.links.get(f"GPU{b.index}") in ("SYS", "SOC"))
+        tail = f"; {sys_pairs} GPU pair(s) cross the CPU interconnect (SYS)" if sys_pairs else ""
+        out.append(f"PCIe-only: no NVLink between the {n} GPUs; GPU-to-GPU traffic (NCCL) goes over PCIe{tail}")
+    elif topo.interconnect == "partial-nvlink":
+        out.append("partial NVLink: only some GPU pairs are NVLink-connected; keep a task's GPUs within an NVLink "
+                   "group")
+    no_cpu = [g.index for g in gpus if not g.cpus]
+    if no_cpu:
+        out.append(f"{_ranges(no_cpu)}: no CPU Affinity in the matrix (container or cgroup view, or the "
+                   f"nvidia-smi interleaved-numbering quirk): CPU binding for them needs the CPU layout "
+                   f"(--lscpu-file)")
+    tiny = [g.index for g in gpus if 0 < len(g.cpus) <= 2]
+    if tiny:
+        texts = sorted({g.cpu_affinity_text for g in gpus if g.index in tiny})
+        out.append(f"{_ranges(tiny)}: CPU Affinity lists only {'/'.join(texts)} (captured inside a restricted "
+                   f"cpuset such as a Slurm job, or the nvidia-smi interleaved-numbering quirk): not the GPU's "
+                   f"real CPU set")
+    no_numa = [g.index for g in gpus if not g.numa]
+    if no_numa:
+        out.append(f"{_ranges(no_numa)}: no NUMA Affinity in the matrix (N/A, empty or an old driver)")
+    multi = [g.index for g in gpus if len(g.numa) > 1]
+    if multi:
+        out.append(f"{_ranges(multi)}: NUMA affinity spans nodes {format_cpulist(sorted({x for g in gpus if g.index in multi for x in g.numa}))}")
+    if n >= 4 and all(g.numa == [0] for g in gpus):
+        cpus = [tuple(g.cpus) for g in gpus]
+        if cpus[0] and len(set(cpus)) == 1 and list(cpus[0]) == list(range(len(cpus[0]))) and len(cpus[0]) >= 32:
+            out.append(f"NUMA appears disabled (numa=off?): all {n} GPUs report NUMA node 0 and every CPU "
+                       f"(0-{len(cpus[0]) - 1}); GPU-CPU binding cannot help until NUMA is on")
+    return out
