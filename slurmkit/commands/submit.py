@@ -52,8 +52,7 @@ def submit(ctx: Ctx, spec_path, sets, dry_run, as_json, no_check):
     if ctx.settings.submit.check_cluster and not no_check:
         from ..jobs.check import check_request
         backend = ctx.backend()
-        cpg = _cpus_per_gpu(r.context["sbatch"])
-        check_request(spec, r.partition, cpg, backend.nodes())
+        check_request(spec, r.partition, r.cpus_per_node, backend.nodes())
         ctx.say(f"the cluster has room for the request ({spec.nodes} node(s) x {spec.gpus_per_node} GPU(s))")
     if dry_run:
         if as_json:
@@ -70,11 +69,3 @@ def submit(ctx: Ctx, spec_path, sets, dry_run, as_json, no_check):
         emit_json({"job_id": job_id, "script": r.script})
     else:
         click.echo(job_id)
-
-
-def _cpus_per_gpu(sbatch_lines) -> int | None:
-    for o in sbatch_lines:
-        m = re.match(r"^--cpus-per-gpu='?(\d+)'?$", o)
-        if m:
-            return int(m.group(1))
-    return None

@@ -13,7 +13,7 @@ from ..errors import UsageError
 _GONE_FLAGS = {"FAIL"}
 
 
-def check_request(spec, partition: str | None, cpus_per_gpu: int | None, records) -> None:
+def check_request(spec, partition: str | None, cpus_per_node: int | None, records) -> None:
     """Raise UsageError (exit 2) when no node of the partition can hold one node's share of the job."""
     path = spec.source
     if partition:
@@ -38,13 +38,12 @@ def check_request(spec, partition: str | None, cpus_per_gpu: int | None, records
             raise UsageError(f"gpus_per_node: {gpn} GPUs per node requested, but the nodes of {label} have at most "
                              f"{most}; refused before submission", path=path, line=spec.lines.get("gpus_per_node"))
     fit = [r for r in nodes if r.gpus_total >= gpn]
-    if cpus_per_gpu and gpn:
-        need = cpus_per_gpu * gpn
-        cpu_fit = [r for r in fit if r.cpus is None or r.cpus >= need]
+    if cpus_per_node:
+        cpu_fit = [r for r in fit if r.cpus is None or r.cpus >= cpus_per_node]
         if not cpu_fit:
             most = max((r.cpus or 0) for r in fit)
-            raise UsageError(f"cpus_per_gpu: {cpus_per_gpu} x {gpn} GPUs = {need} CPUs per node, but the nodes of "
-                             f"{label} have at most {most}; refused before submission", path=path,
+            raise UsageError(f"cpus_per_gpu: the job asks {cpus_per_node} CPUs per node, but the nodes of {label} "
+                             f"with {gpn} GPUs have at most {most}; refused before submission", path=path,
                              line=spec.lines.get("cpus_per_gpu") or spec.lines.get("gpus_per_node"))
         fit = cpu_fit
     if spec.nodes > len(fit):

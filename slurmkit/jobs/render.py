@@ -29,6 +29,7 @@ class Rendered:
     template: str
     notes: list[str] = field(default_factory=list)
     partition: str | None = None
+    cpus_per_node: int | None = None   # what the options ask of each node, for the check against the cluster
     context: dict = field(default_factory=dict)
 
 
@@ -46,7 +47,7 @@ def load_profile(settings, partition: str | None) -> tuple[dict | None, str | No
         return None, None
     p = Path(os.path.expanduser(profiles[partition]))
     if not p.is_absolute() and settings.source:
-        p = Path(settings.source).resolve().parent / p
+        p = (Path(settings.source).resolve().parent / p).resolve()
     key = f"submit.profiles.{partition}"
     try:
         doc = json.loads(p.read_text(encoding="utf-8"))
@@ -132,24 +133,41 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
             raise UsageError(f"gpus_per_node: {gpn} GPUs per node, but the nodes of partition {partition} have "
                              f"{ngpus} (topology profile {profile_path})", path=spec.source,
                              line=spec.lines.get("gpus_per_node"))
-        binding = plan_binding(profile, gpus_per_task or gpn, tasks) if gpus_per_task else None
+        whole = gpn == ngpus
+        binding = None
+        if whole and gpus_per_task:
+            try:
+                binding = plan_binding(profile, gpus_per_task, tasks)
+            except UsageError as e:
+                raise UsageError(f"submit.profiles.{partition}: {profile_path}: {e}", path=settings.source,
+                                 line=settings.lines.get(f"submit.profiles.{partition}")) from None
         if binding is not None:
+            explicit = isinstance(cpus_per_gpu, int)
             for o in binding.get("sbatch", []):
                 oname, _, oval = o.partition("=")
-                if oname == "--cpus-per-gpu" and isinstance(cpus_per_gpu, int):
-                    continue   # the spec's explicit number wins
+                if oname == "--cpus-per-task" and explicit:
+                    continue   # the spec's explicit cpus_per_gpu wins (Slurm takes one of the two)
                 sb[oname] = opt(oname, oval) if oval else oname
-            srun_bind = list(binding.get("srun", []))
+            srun_bind = [o for o in binding.get("srun", []) if not (explicit and o.startswith("--cpu-bind"))]
+            if explicit:
+                notes.append("cpus_per_gpu is set in the spec: no --cpu-bind from the profile")
             bind_env = dict(binding.get("env", {}))
-            notes.append(f"binding from the topology profile {profile_path} for partition {partition}")
+            notes.append(f"binding from the topology profile {profile_path} for partition {partition}: "
+                         + "; ".join(f"task {i}: GPUs {t['gpus']} CPUs {_cpus(t['cpus'])}"
+                                     for i, t in enumerate(binding.get("tasks", []))))
             notes.extend(binding.get("notes", []))
+            if launcher == "none":
+                notes.append("launcher none: no srun step, so the GPU/CPU binding options are not applied "
+                             "(the job owns the whole node)")
         else:
-            notes.append(f"topology profile {profile_path}: CPUs per GPU only (no binding planner installed, "
-                         "or GPUs do not divide evenly into tasks)")
-        if cpus_per_gpu == "auto" and "--cpus-per-gpu" not in sb:
-            cpg = profile_cpus_per_gpu(profile)
-            if cpg:
-                sb["--cpus-per-gpu"] = opt("--cpus-per-gpu", cpg)
+            why = (f"{gpn} of the node's {ngpus} GPUs: Slurm picks which ones, so no fixed binding"
+                   if not whole else "the GPUs do not divide evenly into tasks"
+                   if not gpus_per_task else "no binding planner installed")
+            notes.append(f"topology profile {profile_path}: CPUs per GPU only ({why})")
+            if cpus_per_gpu == "auto":
+                cpg = profile_cpus_per_gpu(profile)
+                if cpg:
+                    sb["--cpus-per-gpu"] = opt("--cpus-per-gpu", cpg)
     elif gpn:
         notes.append(f"no topology profile for partition {partition or '(default)'}: plain options, no CPU/GPU "
                      "binding (add one under submit.profiles in the site config)")
@@ -180,9 +198,16 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
     if grid:
         arr = f"0-{len(grid) - 1}" + (f"%{spec.sweep_parallel}" if spec.sweep_parallel else "")
         put("--array", arr)
+    cpus_per_node = None
+    for oname, per in (("--cpus-per-gpu", gpn), ("--cpus-per-task", tasks)):
+        m = re.match(r"^--[a-z-]+='?(\d+)'?$", sb.get(oname, ""))
+        if m:
+            cpus_per_node = int(m.group(1)) * per
     sbatch_lines = list(sb.values())
     for raw in spec.sbatch:
         oname, eq, oval = raw.partition("=")
+        if not eq and sb.get(oname) == oname:
+            continue   # already there (e.g. --exclusive from the binding)
         sbatch_lines.append(f"{oname}={q(oval)}" if eq else q(oname))
 
     # environment
@@ -211,10 +236,15 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
     user = spec.command if is_text else " ".join(q(a) for a in spec.command)
     wrapper = None
     if spec.checkpoint_dir:
-        w = [q(sub.slurmkit_bin), "run", "--signal", q(p.signal)]
+        # `slurmkit run` (issue 7): --signal is what Slurm sends (sbatch --signal=B:USR2@lead),
+        # --checkpoint-signal what the child gets when asked to checkpoint
+        w = [q(sub.slurmkit_bin), "run", "--signal", "USR2", "--checkpoint-signal", q(p.checkpoint_signal)]
         if p.grace is not None:
             w += ["--grace", str(p.grace)]
         w += ["--max-requeues", str(p.max_requeues if p.max_requeues is not None else sub.max_requeues)]
+        w += ["--checkpoint-dir", q(spec.checkpoint_dir)]
+        if not p.requeue:
+            w.append("--no-requeue")
         wrapper = " ".join(w) + " --"
     else:
         notes.append("no checkpoint_dir: the command runs without `slurmkit run`; USR2 before the time limit "
@@ -252,7 +282,16 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
         "partition": partition,
         "name": name,
     }
-    return Rendered(script="", template=kind, notes=notes, partition=partition, context=ctx)
+    return Rendered(script="", template=kind, notes=notes, partition=partition, context=ctx,
+                    cpus_per_node=cpus_per_node)
+
+
+def _cpus(cpus: list[int]) -> str:
+    try:
+        from ..topology.model import format_cpulist
+        return format_cpulist(cpus)
+    except ImportError:
+        return ",".join(map(str, cpus))
 
 
 def _secs(t: str) -> int:

@@ -35,7 +35,6 @@ MEM_RE = re.compile(r"^[0-9]+[KMGT]?$")
 # Slurm's time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
 TIME_RE = re.compile(r"^(?:(?P<d>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+)(?::(?P<ds>\d+))?)?"
                      r"|(?P<h>\d+):(?P<m>\d+):(?P<s>\d+)|(?P<m2>\d+):(?P<s2>\d+)|(?P<m1>\d+))$")
-SIGNALS = ("TERM", "INT", "USR1", "USR2", "HUP", "QUIT")
 MAX_SWEEP = 10000
 
 
@@ -44,7 +43,8 @@ class Preemption:
     signal_lead: int | None = None   # seconds before the time limit; default from the site config
     max_requeues: int | None = None  # default from the site config
     requeue: bool = True             # --requeue (preemptible); false -> --no-requeue
-    signal: Literal["TERM", "INT", "USR1", "USR2", "HUP", "QUIT"] = "TERM"  # what `slurmkit run` sends the child
+    # what `slurmkit run` sends the child to ask for a checkpoint; none: only the flag file $SLURMKIT_STOP_FILE
+    checkpoint_signal: Literal["TERM", "INT", "USR1", "USR2", "HUP", "QUIT", "none"] = "TERM"
     grace: int | None = None         # seconds `slurmkit run` gives the child to checkpoint
 
 

@@ -133,11 +133,14 @@ def invalid_docs(draw):
         d[draw(ident.filter(lambda k: k not in FIELDS))] = draw(junk)
     elif kind == "type":
         key = draw(st.sampled_from(SCALAR_FIELDS))
-        val = draw(junk)
-        if key in ("name", "partition") and isinstance(val, str):
-            val = [val]
-        if key in ("nodes", "gpus_per_node", "tasks_per_node", "sweep_parallel") and val is None:
-            val = "x"
+        if key in ("name", "partition"):       # any scalar is a fine string: only structures are wrong
+            val = draw(st.one_of(st.lists(st.integers(), max_size=2), st.dictionaries(ident, st.integers(),
+                                                                                        min_size=1, max_size=2)))
+        elif key in ("nodes", "tasks_per_node", "cpus_per_gpu", "gpus_per_node"):
+            val = draw(st.one_of(st.integers(-5, -1 if key == "gpus_per_node" else 0), st.text(max_size=8)
+                                 .filter(lambda t: t != "auto"), st.lists(st.integers(), max_size=2), st.booleans()))
+        else:
+            val = draw(junk.filter(lambda v: v is not None))
         d[key] = val
     elif kind == "env":
         d["env"] = {draw(st.text(min_size=1, max_size=6).filter(lambda k: not specmod.NAME_RE.match(k))): "v"}

@@ -53,8 +53,8 @@ def test_templates_are_chosen_by_launcher_and_sweep():
 def test_preemption_safe_defaults_and_wrapper():
     s = render_file(REPO / "examples" / "finetune-1gpu.yaml").script
     assert "#SBATCH --signal=B:USR2@180\n#SBATCH --requeue\n#SBATCH --open-mode=append\n" in s
-    assert ("exec /opt/slurmkit/bin/slurmkit run --signal TERM --grace 120 --max-requeues 5 -- python finetune.py"
-            in s)
+    assert ("exec /opt/slurmkit/bin/slurmkit run --signal USR2 --checkpoint-signal TERM --grace 120 --max-requeues 5 "
+            "--checkpoint-dir /scratch/checkpoints/finetune-llama-lora -- python finetune.py") in s
     # without a checkpoint dir: no wrapper, and USR2 is trapped so it does not end the job early
     s = render_file(REPO / "examples" / "sweep.yaml").script
     assert "slurmkit run --" not in s and "trap '" in s and "USR2" in s
@@ -67,6 +67,17 @@ def test_profile_sets_cpus_per_gpu_and_plain_without_profile():
     assert any("topology profile" in n for n in r.notes)
     r = render_file(GOLDEN / "specs" / "plain-1gpu.yaml")
     assert "cpus-per-gpu" not in r.script and any("no topology profile" in n for n in r.notes)
+
+
+def test_whole_node_gets_the_binding_from_the_profile():
+    r = render_file(GOLDEN / "specs" / "srun-8gpu-bound.yaml")
+    assert "#SBATCH --ntasks-per-node=2\n#SBATCH --gpus-per-node=8\n#SBATCH --cpus-per-task=8\n" in r.script
+    assert "#SBATCH --exclusive\n" in r.script and "--cpus-per-gpu" not in r.script
+    assert "srun --kill-on-bad-exit=1 --gpu-bind=mask_gpu:0xf,0xf0 --cpu-bind=mask_cpu:0xff,0xff00 python" in r.script
+    assert any("task 0: GPUs [0, 1, 2, 3] CPUs 0-7; task 1: GPUs [4, 5, 6, 7] CPUs 8-15" in n for n in r.notes)
+    # an explicit cpus_per_gpu wins over the profile, and then no --cpu-bind
+    r = render_file(GOLDEN / "specs" / "srun-8gpu-bound.yaml", sets=["cpus_per_gpu=1"])
+    assert "--cpus-per-gpu=1" in r.script and "--cpus-per-task" not in r.script and "--cpu-bind" not in r.script
 
 
 def test_too_many_gpus_for_the_profile_is_refused():
