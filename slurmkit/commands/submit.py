@@ -47,12 +47,13 @@ def render_cmd(ctx: Ctx, spec_path, sets):
 @pass_ctx
 def submit(ctx: Ctx, spec_path, sets, dry_run, as_json, no_check):
     """Render a job spec, check it against the cluster, and submit it; print the job id."""
+    check = ctx.settings.submit.check_cluster and not no_check
+    backend = ctx.backend()
+    nodes = _background(backend.nodes) if check else None   # sinfo runs while the spec is read and rendered
     spec, r = _render(ctx, spec_path, sets)
-    backend = None
-    if ctx.settings.submit.check_cluster and not no_check:
+    if nodes is not None:
         from ..jobs.check import check_request
-        backend = ctx.backend()
-        check_request(spec, r.partition, r.cpus_per_node, backend.nodes())
+        check_request(spec, r.partition, r.cpus_per_node, nodes())
         ctx.say(f"the cluster has room for the request ({spec.nodes} node(s) x {spec.gpus_per_node} GPU(s))")
     if dry_run:
         if as_json:
@@ -62,10 +63,32 @@ def submit(ctx: Ctx, spec_path, sets, dry_run, as_json, no_check):
             click.echo("dry run: would submit with `sbatch --parsable` (script on stdin):", err=True)
             sys.stdout.write(r.script)
         return
-    backend = backend or ctx.backend()
     job_id = backend.submit(r.script)
     if as_json:
         from ..output import emit_json
         emit_json({"job_id": job_id, "script": r.script})
     else:
         click.echo(job_id)
+
+
+def _background(fn):
+    """Run fn in a thread (it waits on a subprocess, so it overlaps with our own work); the returned function
+    joins and returns its result or raises its exception."""
+    import threading
+    box: dict = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as e:   # re-raised in the caller's thread
+            box["error"] = e
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+
+    def result():
+        t.join()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+    return result

@@ -301,9 +301,8 @@ def _secs(t: str) -> int:
 
 # --- templates -----------------------------------------------------------------------------------------------------
 
-def _environment(settings, extra_dir: str | None = None):
-    import jinja2
-
+def template_dirs(settings, extra_dir: str | None = None) -> list[str]:
+    """Where templates are looked up, first match wins: the spec's own template dir, the site's, the built-in."""
     dirs = []
     if extra_dir:
         dirs.append(extra_dir)
@@ -313,11 +312,42 @@ def _environment(settings, extra_dir: str | None = None):
             p = Path(settings.source).resolve().parent / p
         dirs.append(str(p))
     dirs.append(str(BUILTIN_DIR))
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(dirs), undefined=jinja2.StrictUndefined,
+    return dirs
+
+
+def _environment(settings, extra_dir: str | None = None, loaded: list | None = None):
+    import jinja2
+
+    dirs = template_dirs(settings, extra_dir)
+
+    class Loader(jinja2.FileSystemLoader):
+        def get_source(self, environment, template):
+            src, filename, uptodate = super().get_source(environment, template)
+            if loaded is not None:
+                loaded.append((template, filename))
+            return src, filename, uptodate
+
+    env = jinja2.Environment(loader=Loader(dirs), undefined=jinja2.StrictUndefined,
                              autoescape=False, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
-                             auto_reload=False)
+                             auto_reload=False, bytecode_cache=_bytecode_cache())
     env.filters["q"] = lambda v: q(str(v))
     return env, dirs
+
+
+def _bytecode_cache():
+    """Compiled templates under $XDG_CACHE_HOME/slurmkit/jinja: parsing and compiling the templates is a good part
+    of a submit's start-up. Jinja checks each entry against the template source's checksum, so an edited template
+    is never served stale. No cache (and no error) where the directory cannot be made."""
+    import jinja2
+    if os.environ.get("SLURMKIT_NO_CACHE"):
+        return None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    d = os.path.join(base, "slurmkit", "jinja")
+    try:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+    except OSError:
+        return None
+    return jinja2.FileSystemBytecodeCache(d)
 
 
 def render(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
@@ -335,14 +365,85 @@ def render(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
     else:
         tname = TEMPLATES[r.template]
     r.template = tname
-    r.script = render_template(settings, tname, r.context, extra_dir=extra, spec=spec).rstrip("\n") + "\n"
+    cache = _ScriptCache(tname, template_dirs(settings, extra), r.context)
+    script = cache.get()
+    if script is None:
+        loaded: list = []
+        script = render_template(settings, tname, r.context, extra_dir=extra, spec=spec, loaded=loaded)
+        script = script.rstrip("\n") + "\n"
+        cache.put(script, loaded)
+    else:
+        r.notes.append("script from the render cache (same templates, same inputs)")
+    r.script = script
     return r
 
 
-def render_template(settings, tname: str, ctx: dict, *, extra_dir=None, spec=None) -> str:
+class _ScriptCache:
+    """Rendered scripts by (template, search path, context), under $XDG_CACHE_HOME/slurmkit/scripts.
+
+    Submitting the same spec again (a resubmission, a benchmark, a CI job) then skips Jinja altogether: importing
+    it and compiling templates is most of a submit's start-up. An entry records every template file the render
+    read (name, path, mtime, size) and is used only if each name still resolves to the same unchanged file
+    through the same search path, so an edited template, or a new one that shadows it, is never served stale.
+    SLURMKIT_NO_CACHE=1 turns caching off."""
+
+    def __init__(self, tname: str, dirs: list[str], ctx: dict):
+        self.dirs = dirs
+        self.path = None
+        if os.environ.get("SLURMKIT_NO_CACHE"):
+            return
+        import hashlib
+        from .. import __version__
+        key = json.dumps({"v": __version__, "t": tname, "dirs": dirs, "ctx": ctx}, sort_keys=True, default=str)
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        self.path = os.path.join(base, "slurmkit", "scripts", hashlib.sha256(key.encode()).hexdigest() + ".json")
+
+    def _resolve(self, name: str):
+        for d in self.dirs:
+            p = os.path.join(d, name)
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue
+            return p, st.st_mtime_ns, st.st_size
+        return None
+
+    def get(self) -> str | None:
+        if not self.path:
+            return None
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                entry = json.load(f)
+            for name, path, mtime, size in entry["deps"]:
+                if self._resolve(name) != (path, mtime, size):
+                    return None
+            return entry["script"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def put(self, script: str, loaded: list) -> None:
+        if not self.path:
+            return
+        deps = []
+        for name, filename in loaded:
+            res = self._resolve(name)
+            if res is None or os.path.abspath(res[0]) != os.path.abspath(filename):
+                return   # loaded from somewhere we cannot re-check: do not cache
+            deps.append([name, *res])
+        try:
+            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+            tmp = f"{self.path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump({"deps": deps, "script": script}, f)
+            os.replace(tmp, self.path)
+        except OSError:
+            pass
+
+
+def render_template(settings, tname: str, ctx: dict, *, extra_dir=None, spec=None, loaded=None) -> str:
     import jinja2
 
-    env, dirs = _environment(settings, extra_dir)
+    env, dirs = _environment(settings, extra_dir, loaded)
     try:
         return env.get_template(tname).render(**ctx)
     except jinja2.TemplateNotFound as e:

@@ -132,7 +132,8 @@ def loads(text: str, path: str = "<spec>", sets: list[str] | tuple[str, ...] = (
     from .. import config
 
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        # libyaml's parser where PyYAML has it: same nodes and marks, less start-up
+        node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         raise UsageError(f"YAML syntax error: {e.problem or e.context}", path=path,

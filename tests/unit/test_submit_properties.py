@@ -10,6 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
@@ -20,6 +21,19 @@ REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden" / "submit"
 SETTINGS = config.loads((GOLDEN / "site.yaml").read_text(), str(GOLDEN / "site.yaml"))
 FIELDS = {f for f in specmod.JobSpec.__dataclass_fields__}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_cache():
+    old = os.environ.get("SLURMKIT_NO_CACHE")
+    os.environ["SLURMKIT_NO_CACHE"] = "1"   # every example renders through Jinja
+    yield
+    if old is None:
+        os.environ.pop("SLURMKIT_NO_CACHE")
+    else:
+        os.environ["SLURMKIT_NO_CACHE"] = old
+
+
 PROPS = hsettings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # any text on one line (what #SBATCH values may hold), and any text at all (env values, arguments)

@@ -17,6 +17,11 @@ CASES = sorted([("examples", p) for p in (REPO / "examples").glob("*.yaml")]
                + [("specs", p) for p in (GOLDEN / "specs").glob("*.yaml")])
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
 def settings():
     site = GOLDEN / "site.yaml"
     return config.loads(site.read_text(), str(site))
@@ -127,3 +132,34 @@ def test_template_path_relative_to_the_spec(tmp_path):
     spec = tmp_path / "job.yaml"
     spec.write_text("name: x\ncommand: [true]\ntemplate: ./mine.j2\n")
     assert "site banner: x on" in render_file(spec, config.Settings()).script
+
+
+def test_render_cache_serves_only_unchanged_templates(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "mine.sbatch.j2").write_text('{% extends "single.sbatch.j2" %}{% block run %}echo v1\n{% endblock %}')
+    st = settings()
+    st.submit.template_dirs = [str(site)]
+    spec = tmp_path / "job.yaml"
+    spec.write_text("command: [true]\ntemplate: mine\n")
+    first = render_file(spec, st)
+    assert "echo v1" in first.script and not any("render cache" in n for n in first.notes)
+    again = render_file(spec, st)
+    assert again.script == first.script and any("render cache" in n for n in again.notes)
+    # an edited template is rendered again
+    (site / "mine.sbatch.j2").write_text('{% extends "single.sbatch.j2" %}{% block run %}echo v2!\n{% endblock %}')
+    assert "echo v2!" in render_file(spec, st).script
+    # so is one the template extends, shadowed by a new site file
+    (site / "base.sbatch.j2").write_text("#!/bin/bash\n# site base\n{% block run %}{% endblock %}\n")
+    r = render_file(spec, st)
+    assert r.script.startswith("#!/bin/bash\n# site base\n") and not any("render cache" in n for n in r.notes)
+    # and a different input is a different entry
+    (site / "base.sbatch.j2").unlink()
+    assert "--gpus-per-node=2" in render_file(spec, st, sets=["gpus_per_node=2"]).script
+
+
+def test_no_cache_env_turns_it_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURMKIT_NO_CACHE", "1")
+    render_file(REPO / "examples" / "sweep.yaml")
+    assert not any("render cache" in n for n in render_file(REPO / "examples" / "sweep.yaml").notes)
+    assert not (tmp_path / "cache" / "slurmkit" / "scripts").exists()
