@@ -13,12 +13,22 @@ import os
 import re
 import shlex
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..errors import UsageError
 from .spec import JobSpec
 
-BUILTIN_DIR = Path(__file__).resolve().parents[2] / "templates" / "sbatch"
+def _builtin_dir() -> str:
+    """templates/sbatch in a source checkout (or editable install); <prefix>/share/slurmkit/templates/sbatch where
+    a wheel installed them (pyproject data-files)."""
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                        "templates", "sbatch")
+    if os.path.isdir(here):
+        return here
+    import sys
+    return os.path.join(sys.prefix, "share", "slurmkit", "templates", "sbatch")
+
+
+BUILTIN_DIR = _builtin_dir()
 TEMPLATES = {"single": "single.sbatch.j2", "torchrun": "torchrun.sbatch.j2", "sweep": "sweep.sbatch.j2"}
 q = shlex.quote
 
@@ -45,12 +55,14 @@ def load_profile(settings, partition: str | None) -> tuple[dict | None, str | No
     profiles = settings.submit.profiles
     if not partition or partition not in profiles:
         return None, None
-    p = Path(os.path.expanduser(profiles[partition]))
-    if not p.is_absolute() and settings.source:
-        p = (Path(settings.source).resolve().parent / p).resolve()
+    p = os.path.expanduser(profiles[partition])
+    if not os.path.isabs(p) and settings.source:
+        p = os.path.join(os.path.dirname(os.path.realpath(settings.source)), p)
+    p = os.path.realpath(p)
     key = f"submit.profiles.{partition}"
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
+        with open(p, encoding="utf-8") as f:
+            doc = json.load(f)
     except FileNotFoundError:
         raise UsageError(f"{key}: topology profile {p} not found", path=settings.source,
                          line=settings.lines.get(key)) from None
@@ -307,11 +319,11 @@ def template_dirs(settings, extra_dir: str | None = None) -> list[str]:
     if extra_dir:
         dirs.append(extra_dir)
     for d in settings.submit.template_dirs:
-        p = Path(os.path.expanduser(d))
-        if not p.is_absolute() and settings.source:
-            p = Path(settings.source).resolve().parent / p
-        dirs.append(str(p))
-    dirs.append(str(BUILTIN_DIR))
+        p = os.path.expanduser(d)
+        if not os.path.isabs(p) and settings.source:
+            p = os.path.join(os.path.dirname(os.path.realpath(settings.source)), p)
+        dirs.append(p)
+    dirs.append(BUILTIN_DIR)
     return dirs
 
 
@@ -356,10 +368,10 @@ def render(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
     if spec.template:
         t = spec.template
         if "/" in t:
-            tp = Path(os.path.expanduser(t))
-            if not tp.is_absolute() and spec.source:
-                tp = Path(spec.source).resolve().parent / tp
-            extra, tname = str(tp.parent), tp.name
+            tp = os.path.expanduser(t)
+            if not os.path.isabs(tp) and spec.source:
+                tp = os.path.join(os.path.dirname(os.path.realpath(spec.source)), tp)
+            extra, tname = os.path.dirname(os.path.normpath(tp)), os.path.basename(tp)
         else:
             tname = t if t.endswith(".j2") else f"{t}.sbatch.j2"
     else:
@@ -392,11 +404,14 @@ class _ScriptCache:
         self.path = None
         if os.environ.get("SLURMKIT_NO_CACHE"):
             return
-        import hashlib
+        try:   # the builtin module: hashlib pulls in OpenSSL, a few ms of start-up
+            from _sha256 import sha256
+        except ImportError:
+            from hashlib import sha256
         from .. import __version__
         key = json.dumps({"v": __version__, "t": tname, "dirs": dirs, "ctx": ctx}, sort_keys=True, default=str)
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        self.path = os.path.join(base, "slurmkit", "scripts", hashlib.sha256(key.encode()).hexdigest() + ".json")
+        self.path = os.path.join(base, "slurmkit", "scripts", sha256(key.encode()).hexdigest() + ".json")
 
     def _resolve(self, name: str):
         for d in self.dirs:

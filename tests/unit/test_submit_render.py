@@ -45,7 +45,7 @@ def test_golden(kind, path):
 
 def test_every_builtin_template_has_a_golden_case():
     used = {render_file(p).template for _, p in CASES}
-    builtin = {p.name for p in render.BUILTIN_DIR.glob("*.sbatch.j2")} - {"base.sbatch.j2"}
+    builtin = {p.name for p in Path(render.BUILTIN_DIR).glob("*.sbatch.j2")} - {"base.sbatch.j2"}
     assert builtin <= used
 
 
