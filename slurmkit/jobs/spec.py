@@ -191,14 +191,21 @@ def _apply_set(root, item: str) -> str:
             try:
                 vnode = yaml.compose(value, Loader=yaml.SafeLoader)
             except yaml.YAMLError as e:
-                raise UsageError(f"{where}: cannot parse the value: {e}") from None
+                if not _takes_str(tp):
+                    why = getattr(e, "problem", None) or str(e).splitlines()[0]
+                    raise UsageError(f"{where}: cannot parse the value as YAML: {why}") from None
+                vnode = yaml.ScalarNode("tag:yaml.org,2002:str", value, _mark(), _mark())
             if vnode is None:
                 vnode = yaml.ScalarNode("tag:yaml.org,2002:null", "null", _mark(), _mark())
             try:
                 config._convert(vnode, tp, key, "--set", {})
             except UsageError as e:
-                msg = str(e).split(": ", 1)[1] if str(e).startswith("--set") else str(e)
-                raise UsageError(f"{where}: {msg}") from None
+                if not _takes_str(tp):
+                    msg = str(e).split(": ", 1)[1] if str(e).startswith("--set") else str(e)
+                    raise UsageError(f"{where}: {msg}") from None
+                # not valid YAML for this key, but the key takes a string: the text as typed
+                # (`--set command=echo "a: b"` is a command, not a mapping)
+                vnode = yaml.ScalarNode("tag:yaml.org,2002:str", value, _mark(), _mark())
             _mapping_put(node, part, vnode)
         else:
             child = _mapping_get(node, part)
@@ -207,6 +214,11 @@ def _apply_set(root, item: str) -> str:
                 _mapping_put(node, part, child)
             node = child
     return key.strip()
+
+
+def _takes_str(tp) -> bool:
+    import types
+    return tp is str or (typing.get_origin(tp) in (typing.Union, types.UnionType) and str in typing.get_args(tp))
 
 
 def _mark():

@@ -83,10 +83,14 @@ def test_set_overrides_with_types_and_clear_errors():
                                                   "command=[echo, hi]", "sweep.lr=[1, 2]"])
     assert s.gpus_per_node == 4 and s.preemption.signal_lead == 30 and s.env == {"A": "b c"}
     assert s.command == ["echo", "hi"] and s.sweep == {"lr": ["1", "2"]}
+    # a value that is not valid YAML for the key, but the key takes a string: the text as typed
+    assert load("command: x\n", ['command=echo "a: b" {c}']).command == 'echo "a: b" {c}'
+    assert load("command: x\n", ["name=[x"]).name == "[x"
     assert err("command: x\n", ["gpus_per_nod=4"]) == \
         "--set gpus_per_nod=4: unknown key 'gpus_per_nod'; did you mean 'gpus_per_node'?"
     assert err("command: x\n", ["nodes=many"]).startswith("--set nodes=many: nodes: expected an integer")
     assert err("command: x\n", ["time=abc"]).startswith("--set time: expected a Slurm time")
+    assert err("command: x\n", ["nodes=[1"]).startswith("--set nodes=[1: cannot parse the value as YAML: expected")
     assert err("command: x\n", ["nodes"]) == "--set nodes: expected KEY=VALUE"
     assert err("command: x\n", ["nodes.x=1"]) == "--set nodes.x=1: 'nodes' has no sub-keys"
 
