@@ -203,6 +203,10 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
     if spec.time and lead >= _secs(spec.time):
         raise UsageError(f"preemption.signal_lead: the site default {lead}s is not inside the time limit "
                          f"{spec.time}; set preemption.signal_lead", path=spec.source, line=spec.lines.get("time"))
+    if spec.checkpoint_dir and p.grace is not None and lead <= p.grace + 30:
+        raise UsageError(f"preemption.grace: {p.grace}s to checkpoint needs a signal lead of more than "
+                         f"{p.grace + 30}s (slurmkit run waits the grace, then requeues), got {lead}s",
+                         path=spec.source, line=spec.lines.get("preemption.grace"))
     put("--signal", f"B:USR2@{lead}")
     sb["--requeue"] = "--requeue" if p.requeue else "--no-requeue"
     put("--open-mode", "append")

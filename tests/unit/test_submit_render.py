@@ -85,6 +85,12 @@ def test_whole_node_gets_the_binding_from_the_profile():
     assert "--cpus-per-gpu=1" in r.script and "--cpus-per-task" not in r.script and "--cpu-bind" not in r.script
 
 
+def test_grace_must_fit_in_the_signal_lead():
+    with pytest.raises(UsageError) as e:
+        render_file(REPO / "examples" / "finetune-1gpu.yaml", sets=["preemption.grace=160"])
+    assert "preemption.grace: 160s to checkpoint needs a signal lead of more than 190s" in str(e.value)
+
+
 def test_too_many_gpus_for_the_profile_is_refused():
     with pytest.raises(UsageError) as e:
         render_file(REPO / "examples" / "finetune-1gpu.yaml", sets=["gpus_per_node=9"])
