@@ -2,6 +2,7 @@
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -169,3 +170,17 @@ def test_no_cache_env_turns_it_off(tmp_path, monkeypatch):
     render_file(REPO / "examples" / "sweep.yaml")
     assert not any("render cache" in n for n in render_file(REPO / "examples" / "sweep.yaml").notes)
     assert not (tmp_path / "cache" / "slurmkit" / "scripts").exists()
+
+
+def test_submit_path_imports_only_what_it_needs(tmp_path):
+    """render never loads paramiko; a second render of the same spec comes from the cache without Jinja."""
+    code = ("import io, sys, contextlib\nfrom slurmkit.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    try:\n        main(['--config', sys.argv[1], 'render', sys.argv[2]])\n"
+            "    except SystemExit:\n        pass\n"
+            "print('paramiko' in sys.modules, 'jinja2' in sys.modules)\n")
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    args = [sys.executable, "-c", code, str(GOLDEN / "site.yaml"), str(REPO / "examples" / "sweep.yaml")]
+    first = subprocess.run(args, capture_output=True, text=True, env=env, check=True).stdout.split()
+    second = subprocess.run(args, capture_output=True, text=True, env=env, check=True).stdout.split()
+    assert first == ["False", "True"] and second == ["False", "False"]
