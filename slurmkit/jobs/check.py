@@ -21,10 +21,11 @@ def check_request(spec, partition: str | None, cpus_per_node: int | None, record
         nodes = [r for r in records if partition in r.partitions]
         if not nodes:
             hint = difflib.get_close_matches(partition, parts, n=1)
-            msg = f"partition {partition!r} does not exist on this cluster"
+            msg = f"{partition!r} does not exist on this cluster"
             msg += f"; did you mean {hint[0]!r}?" if hint else f" (partitions: {', '.join(parts) or 'none'})"
-            key = "partition" if spec.partition else None
-            raise UsageError(msg, path=path if key else None, line=spec.lines.get("partition") if key else None)
+            if spec.partition:
+                raise spec.error("partition", msg)
+            raise UsageError(f"partition {msg} (the site's submit.default_partition)")
     else:
         nodes = list(records)
     nodes = [r for r in nodes if not (_GONE_FLAGS & set(r.flags))]
@@ -35,18 +36,17 @@ def check_request(spec, partition: str | None, cpus_per_node: int | None, record
     if gpn:
         most = max(r.gpus_total for r in nodes)
         if gpn > most:
-            raise UsageError(f"gpus_per_node: {gpn} GPUs per node requested, but the nodes of {label} have at most "
-                             f"{most}; refused before submission", path=path, line=spec.lines.get("gpus_per_node"))
+            raise spec.error("gpus_per_node", f"{gpn} GPUs per node requested, but the nodes of {label} have at "
+                             f"most {most}; refused before submission")
     fit = [r for r in nodes if r.gpus_total >= gpn]
     if cpus_per_node:
         cpu_fit = [r for r in fit if r.cpus is None or r.cpus >= cpus_per_node]
         if not cpu_fit:
             most = max((r.cpus or 0) for r in fit)
-            raise UsageError(f"cpus_per_gpu: the job asks {cpus_per_node} CPUs per node, but the nodes of {label} "
-                             f"with {gpn} GPUs have at most {most}; refused before submission", path=path,
-                             line=spec.lines.get("cpus_per_gpu") or spec.lines.get("gpus_per_node"))
+            raise spec.error("cpus_per_gpu", f"the job asks {cpus_per_node} CPUs per node, but the nodes of "
+                             f"{label} with {gpn} GPUs have at most {most}; refused before submission")
         fit = cpu_fit
     if spec.nodes > len(fit):
         what = f" with {gpn} GPUs or more" if gpn else ""
-        raise UsageError(f"nodes: {spec.nodes} nodes requested, but {label} has {len(fit)}{what}; refused before "
-                         "submission", path=path, line=spec.lines.get("nodes"))
+        raise spec.error("nodes", f"{spec.nodes} nodes requested, but {label} has {len(fit)}{what}; refused "
+                         "before submission")

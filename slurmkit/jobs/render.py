@@ -142,9 +142,8 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
     if profile is not None and gpn:
         ngpus = len(profile.get("gpus") or [])
         if ngpus and gpn > ngpus:
-            raise UsageError(f"gpus_per_node: {gpn} GPUs per node, but the nodes of partition {partition} have "
-                             f"{ngpus} (topology profile {profile_path})", path=spec.source,
-                             line=spec.lines.get("gpus_per_node"))
+            raise spec.error("gpus_per_node", f"{gpn} GPUs per node, but the nodes of partition {partition} have "
+                             f"{ngpus} (topology profile {profile_path})")
         whole = gpn == ngpus
         binding = None
         if whole and gpus_per_task:
@@ -204,9 +203,8 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
         raise UsageError(f"preemption.signal_lead: the site default {lead}s is not inside the time limit "
                          f"{spec.time}; set preemption.signal_lead", path=spec.source, line=spec.lines.get("time"))
     if spec.checkpoint_dir and p.grace is not None and lead <= p.grace + 30:
-        raise UsageError(f"preemption.grace: {p.grace}s to checkpoint needs a signal lead of more than "
-                         f"{p.grace + 30}s (slurmkit run waits the grace, then requeues), got {lead}s",
-                         path=spec.source, line=spec.lines.get("preemption.grace"))
+        raise spec.error("preemption.grace", f"{p.grace}s to checkpoint needs a signal lead of more than "
+                         f"{p.grace + 30}s (slurmkit run waits the grace, then requeues), got {lead}s")
     put("--signal", f"B:USR2@{lead}")
     sb["--requeue"] = "--requeue" if p.requeue else "--no-requeue"
     put("--open-mode", "append")

@@ -89,6 +89,14 @@ class JobSpec:
     template: str | None = None
     source: str | None = field(default=None, metadata={"internal": True})
     lines: dict[str, int] = field(default_factory=dict, metadata={"internal": True})
+    set_keys: list[str] = field(default_factory=list, metadata={"internal": True})   # given with --set
+
+    def error(self, key: str, msg: str) -> UsageError:
+        """A UsageError about `key`: `file:line: key: msg`, or `--set key: msg` when --set gave the value."""
+        top = key.split(".")[0].split("[")[0]
+        if key in self.set_keys or top in self.set_keys:
+            return UsageError(f"--set {key}: {msg}")
+        return UsageError(f"{key}: {msg}", path=self.source, line=self.lines.get(key) or self.lines.get(top))
 
     def sweep_grid(self) -> list[dict[str, str]]:
         """The sweep as one dict per array task, in a stable order (the cartesian product, first key slowest)."""
@@ -153,6 +161,7 @@ def loads(text: str, path: str = "<spec>", sets: list[str] | tuple[str, ...] = (
     spec.source = path
     spec.lines = {k: v for k, v in lines.items() if k.split(".")[0].split("[")[0] not in set_keys
                   and k not in set_keys}
+    spec.set_keys = sorted(set_keys)
     validate(spec, set_keys)
     return spec
 

@@ -154,9 +154,10 @@ def test_more_gpus_than_a_node_has_is_refused_before_submission(sk, cluster):
     assert r.stderr == (f"slurmkit: error: {spec}:2: gpus_per_node: 9 GPUs per node requested, but the nodes of the "
                         "cluster have at most 8; refused before submission\n")
     r = run("submit", str(EX / "sweep.yaml"), "--set", "partition=gpus")
-    assert r.returncode == 2 and "partition 'gpus' does not exist on this cluster; did you mean 'gpu'?" in r.stderr
+    assert r.returncode == 2 and r.stderr == "slurmkit: error: --set partition: 'gpus' does not exist on this cluster; did you mean 'gpu'?\n"
     r = run("submit", str(EX / "finetune-1gpu.yaml"), "--set", "gpus_per_node=9")    # the profile knows too
-    assert r.returncode == 2 and "9 GPUs per node, but the nodes of partition gpu have 8" in r.stderr
+    assert r.returncode == 2 and r.stderr.startswith("slurmkit: error: --set gpus_per_node: 9 GPUs per node, but "
+                                                     "the nodes of partition gpu have 8 (topology profile")
     assert cluster.run("squeue", "-h", "-o", "%i").stdout.strip() == ""            # nothing reached Slurm
 
 

@@ -45,9 +45,17 @@ def test_too_many_gpus_per_node_is_refused_with_the_line(records):
 
 def test_unknown_partition_suggests_the_closest(records):
     assert refused("command: x\npartition: gpus\n", records, partition="spec") == \
-        "job.yaml:2: partition 'gpus' does not exist on this cluster; did you mean 'gpu'?"
+        "job.yaml:2: partition: 'gpus' does not exist on this cluster; did you mean 'gpu'?"
     assert refused("command: x\npartition: zzz\n", records, partition="spec") == \
-        "job.yaml:2: partition 'zzz' does not exist on this cluster (partitions: gpu)"
+        "job.yaml:2: partition: 'zzz' does not exist on this cluster (partitions: gpu)"
+
+
+def test_a_value_from_set_is_named_as_such(records):
+    s = specmod.loads("command: x\ngpus_per_node: 1\n", "job.yaml", ["gpus_per_node=12"])
+    with pytest.raises(UsageError) as e:
+        check_request(s, "gpu", None, records)
+    assert str(e.value) == ("--set gpus_per_node: 12 GPUs per node requested, but the nodes of partition gpu have at "
+                            "most 8; refused before submission")
 
 
 def test_too_many_nodes_or_cpus_is_refused(records):
