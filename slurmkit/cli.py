@@ -91,7 +91,8 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    # `python -m slurmkit.cli`: run the imported module's main, or commands find this module's copy of Ctx
-    # (a different class) and fail with "Managed to invoke callback without a context object".
+    # `python -m slurmkit.cli` loads this file as __main__; commands import slurmkit.cli, a second copy with its own
+    # Ctx class, and click then finds no Ctx ("Managed to invoke callback without a context object"). Run the one
+    # real module instead.
     from slurmkit.cli import main as _main
     _main()

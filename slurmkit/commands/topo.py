@@ -38,9 +38,10 @@ def topo(ctx: Ctx, topo_file, lscpu_file, as_json, gres, node_name, dev_dir, gpu
     if topo_file:
         topology = parse_topo(_read(topo_file), path=topo_file)
     else:
-        from ..topology.live import capture_topo
+        from ..topology.live import capture_topo, fill_numa_from_pci
         text, label = capture_topo(ctx.settings)
         topology = parse_topo(text, path=label)
+        fill_numa_from_pci(topology, ctx.settings, ctx.say)
     layout = None
     if lscpu_file:
         layout = parse_cpu_layout(_read(lscpu_file), path=lscpu_file)

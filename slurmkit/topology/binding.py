@@ -215,6 +215,8 @@ def plan_binding(profile: dict, gpus_per_task: int, tasks_per_node: int | None =
         srun.append("--gpu-bind=mask_gpu:" + ",".join(_mask(grp) for grp in groups))
     if cpt and not unknown and not empty:
         srun.append("--cpu-bind=mask_cpu:" + ",".join(_mask(cs) for cs in task_cpus))
+        notes.append("--cpu-bind needs TaskPlugin=task/affinity or task/cgroup; with task/none srun warns "
+                     "'lacks support for cpu binding' and runs the tasks unbound")
     sbatch.append("--exclusive")
     notes.append("--exclusive: the binding names this node's physical GPU and CPU ids, so the job must own the node")
 

@@ -7,7 +7,10 @@ affinities; cpu ranges; real tabs or tabs expanded to spaces by a paste; the ext
 before GPU NUMA ID (and, on some drivers, before an N/A NUMA Affinity); underline escape codes (or their remnants,
 `[4m`, once the ESC byte is lost) around the header; CRLF; stray lines before the header (srun's "queued" lines);
 NIC rows shorter than GPU rows. Column-merged pastes ("NIC8NIC9", "NODENODE"), unknown link tokens, a broken
-diagonal or an asymmetric matrix are errors naming the line: never a silently wrong matrix.
+diagonal, an asymmetric matrix, or a GPU row whose affinity fields are laid out unlike the other GPU rows are
+errors naming the line: never a silently wrong matrix. Tested by deleting every tab (and every tab stop of spaces)
+of every real capture: each damaged copy is refused or parses to the same result. Residual risk: a ONE-GPU capture
+that lost the tab between its CPU and NUMA affinity has no other row to be checked against.
 """
 from __future__ import annotations
 
@@ -87,7 +90,9 @@ def _split_gpu_affinity(vals: list[str], cols: list[str], lineno: int, path) -> 
     while True:
         for layout in layouts:  # None marks a field that must be empty
             if len(layout) == len(trimmed) and not any(name is None and v for name, v in zip(layout, trimmed)):
-                return {name: v for name, v in zip(layout, trimmed) if name is not None}
+                out = {name: v for name, v in zip(layout, trimmed) if name is not None}
+                out[""] = str(len(layout))  # which layout matched, for the cross-row check
+                return out
         if trimmed and trimmed[-1] == "":  # a trailing tab some drivers print
             trimmed.pop()
             continue
@@ -154,6 +159,7 @@ def parse_topo(text: str, path: str | None = None) -> Topology:
     # 2. the rows, up to the first blank line
     gpu_rows: dict[str, tuple[int, list[str], dict[str, str]]] = {}
     nic_rows: dict[str, tuple[int, list[str]]] = {}
+    row_shape = None
     i = hdr_i + 1
     while i < len(lines) and lines[i].strip():
         ln = lines[i]
@@ -192,6 +198,15 @@ def parse_topo(text: str, path: str | None = None) -> Topology:
                 raise UsageError(f"row {label}: spaces are not on 8-column tab stops and the affinity fields "
                                  f"{rest!r} cannot be matched to {aff_cols}", path=where, line=lineno)
             aff = _split_gpu_affinity(rest, aff_cols, lineno, where)
+            # nvidia-smi prints every GPU row in the same layout (same number of fields after the matrix); a row
+            # that differs lost or gained a tab, and its values may sit under the wrong column
+            shape = (len(rest) if "\t" in ln else None, aff.pop(""))
+            if row_shape is None:
+                row_shape = (shape, label)
+            elif shape != row_shape[0]:
+                raise UsageError(f"row {label} does not have the affinity layout of row {row_shape[1]} (fields "
+                                 f"{[r.strip() for r in rest]!r}): a tab lost or added (paste damage?)",
+                                 path=where, line=lineno)
             gpu_rows[label] = (lineno, cells, aff)
         else:
             if any(r.strip() for r in rest):

@@ -114,3 +114,43 @@ def test_sysfs_of_this_machine_agrees_with_its_own_lscpu_p():
     a, b = read_sysfs(), parse_lscpu_p(out)
     assert a.sockets == b.sockets and a.cpu_socket == b.cpu_socket
     assert sorted(a.cpu_core) == sorted(b.cpu_core)
+
+
+def _sysfs(tmp_path, layout):
+    """SYNTHETIC sysfs tree: layout = {cpu: (core_id, package_id, node)}."""
+    base = tmp_path / "sys" / "devices" / "system"
+    for cpu, (core, pkg, node) in layout.items():
+        t = base / "cpu" / f"cpu{cpu}" / "topology"
+        t.mkdir(parents=True)
+        (t / "core_id").write_text(f"{core}\n")
+        (t / "physical_package_id").write_text(f"{pkg}\n")
+    nodes = {}
+    for cpu, (_, _, node) in layout.items():
+        nodes.setdefault(node, []).append(cpu)
+    for node, cpus in nodes.items():
+        d = base / "node" / f"node{node}"
+        d.mkdir(parents=True)
+        (d / "cpulist").write_text(format_cpulist(cpus) + "\n")
+    return str(tmp_path)
+
+
+def test_read_sysfs_synthetic_interleaved_smt_tree(tmp_path):
+    # 2 sockets x 2 cores x 2 threads, interleaved: even CPUs socket 0; core_id repeats per socket (as on Intel)
+    lay = {0: (0, 0, 0), 1: (0, 1, 1), 2: (1, 0, 0), 3: (1, 1, 1), 4: (0, 0, 0), 5: (0, 1, 1), 6: (1, 0, 0),
+           7: (1, 1, 1)}
+    got = read_sysfs(_sysfs(tmp_path, lay))
+    assert (got.sockets, got.cores_per_socket, got.threads_per_core) == (2, 2, 2)
+    assert [got.core_of(c) for c in range(8)] == [0, 2, 1, 3, 0, 2, 1, 3]
+    assert got.numa_cpus == {0: [0, 2, 4, 6], 1: [1, 3, 5, 7]}
+
+
+def test_pci_numa_node(tmp_path):
+    from slurmkit.topology.cpus import pci_numa_node
+    d = tmp_path / "sys" / "bus" / "pci" / "devices"
+    (d / "0000:3b:00.0").mkdir(parents=True)
+    (d / "0000:3b:00.0" / "numa_node").write_text("1\n")
+    (d / "0000:5e:00.0").mkdir()
+    (d / "0000:5e:00.0" / "numa_node").write_text("-1\n")
+    assert pci_numa_node("0000:3B:00.0", str(tmp_path)) == 1
+    assert pci_numa_node("0000:5e:00.0", str(tmp_path)) is None  # -1: the platform does not say
+    assert pci_numa_node("0000:00:00.0", str(tmp_path)) is None
