@@ -5,7 +5,6 @@ Kept light: `submit` imports click, PyYAML, Jinja2 and the Slurm CLI backend; no
 from __future__ import annotations
 
 import os
-import re
 import sys
 
 import click

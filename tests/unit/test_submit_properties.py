@@ -4,7 +4,6 @@ import contextlib
 import io
 import json
 import os
-import string
 import subprocess
 import sys
 import tempfile
