@@ -199,7 +199,7 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
     # preemption-safe defaults
     p = spec.preemption
     lead = p.signal_lead if p.signal_lead is not None else sub.signal_lead
-    if spec.time and lead >= _secs(spec.time):
+    if spec.time and spec.time.lower() not in ("infinite", "unlimited") and lead >= _secs(spec.time):
         raise UsageError(f"preemption.signal_lead: the site default {lead}s is not inside the time limit "
                          f"{spec.time}; set preemption.signal_lead", path=spec.source, line=spec.lines.get("time"))
     if spec.checkpoint_dir and p.grace is not None and lead <= p.grace + 30:

@@ -31,7 +31,8 @@ from typing import Literal
 from ..errors import UsageError
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-MEM_RE = re.compile(r"^[0-9]+[KMGT]?$")
+MEM_RE = re.compile(r"^[0-9]+[KMGTkmgt]?$")
+UNLIMITED = ("infinite", "unlimited")
 # Slurm's time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
 TIME_RE = re.compile(r"^(?:(?P<d>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+)(?::(?P<ds>\d+))?)?"
                      r"|(?P<h>\d+):(?P<m>\d+):(?P<s>\d+)|(?P<m2>\d+):(?P<s2>\d+)|(?P<m1>\d+))$")
@@ -292,11 +293,11 @@ def validate(spec: JobSpec, set_keys=frozenset()) -> None:
     if spec.mem is not None and not MEM_RE.match(spec.mem):
         fail("mem", f"expected a size like 64G, 512M or 0 (all of the node), got {spec.mem!r}")
     limit = None
-    if spec.time is not None:
+    if spec.time is not None and spec.time.lower() not in UNLIMITED:
         try:
             limit = time_seconds(spec.time)
         except ValueError:
-            fail("time", f"expected a Slurm time (MM, HH:MM:SS, D-HH:MM...), got {spec.time!r}")
+            fail("time", f"expected a Slurm time (MM, HH:MM:SS, D-HH:MM..., or UNLIMITED), got {spec.time!r}")
         if limit == 0:
             fail("time", "must be more than 0")
     if spec.launcher == "torchrun" and spec.gpus_per_node == 0 and spec.torchrun.nproc_per_node is None:

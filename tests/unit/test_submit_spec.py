@@ -51,13 +51,18 @@ def test_wrong_types_and_values_name_the_key():
     assert err("command: x\nnodes: two\n").startswith("job.yaml:2: nodes: expected an integer")
     assert "did you mean 'torchrun'" in err("command: x\nlauncher: torchrn\n")
     assert err("command: x\ntime: 1h\n") == \
-        "job.yaml:2: time: expected a Slurm time (MM, HH:MM:SS, D-HH:MM...), got '1h'"
+        "job.yaml:2: time: expected a Slurm time (MM, HH:MM:SS, D-HH:MM..., or UNLIMITED), got '1h'"
     assert err("command: x\nmem: 64GB\n").startswith("job.yaml:2: mem: expected a size like 64G")
     assert err("command: x\nenv:\n  BAD-NAME: 1\n") == \
         "job.yaml:3: env.BAD-NAME: is not a valid environment variable name (letters, digits, _)"
     assert err("command: x\nname: \"a\\nb\"\n") == "job.yaml:2: name: must be a single line"
     assert err("command: x\nsbatch: [exclusive]\n").startswith("job.yaml:2: sbatch[0]: expected an sbatch option")
     assert err("command: x\ncpus_per_gpu: 0\n") == "job.yaml:2: cpus_per_gpu: must be at least 1 (or `auto`)"
+
+
+def test_unlimited_time_and_lower_case_sizes():
+    s = load("command: x\ntime: UNLIMITED\nmem: 64g\npreemption: {signal_lead: 60000}\n")
+    assert s.time == "UNLIMITED" and s.mem == "64g"
 
 
 def test_missing_command_and_non_mapping():
