@@ -453,8 +453,22 @@ class _ScriptCache:
             with open(tmp, "w", encoding="utf-8") as f:
                 json.dump({"deps": deps, "script": script}, f)
             os.replace(tmp, self.path)
+            if os.getpid() % 32 == 0:   # now and then: keep the newest entries only
+                self.prune(os.path.dirname(self.path))
         except OSError:
             pass
+
+    @staticmethod
+    def prune(d: str, keep: int = 500) -> None:
+        try:
+            entries = sorted(os.scandir(d), key=lambda e: e.stat().st_mtime, reverse=True)
+        except OSError:
+            return
+        for e in entries[keep:]:
+            try:
+                os.unlink(e.path)
+            except OSError:
+                pass
 
 
 def render_template(settings, tname: str, ctx: dict, *, extra_dir=None, spec=None, loaded=None) -> str:

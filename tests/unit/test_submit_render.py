@@ -184,3 +184,14 @@ def test_submit_path_imports_only_what_it_needs(tmp_path):
     first = subprocess.run(args, capture_output=True, text=True, env=env, check=True).stdout.split()
     second = subprocess.run(args, capture_output=True, text=True, env=env, check=True).stdout.split()
     assert first == ["False", "True"] and second == ["False", "False"]
+
+
+def test_render_cache_keeps_the_newest_entries(tmp_path):
+    d = tmp_path / "scripts"
+    d.mkdir()
+    for i in range(10):
+        f = d / f"{i}.json"
+        f.write_text("{}")
+        os.utime(f, (1000 + i, 1000 + i))
+    render._ScriptCache.prune(str(d), keep=4)
+    assert sorted(p.name for p in d.iterdir()) == ["6.json", "7.json", "8.json", "9.json"]
