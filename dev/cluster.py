@@ -183,6 +183,10 @@ sync:
   dest: {d}/shared/ckpt/$SLURM_JOB_USER/$SLURM_JOB_NAME
   keep: 3
   budget: 20
+submit:
+  slurmkit_bin: {REPO}/.venv/bin/slurmkit
+  profiles:
+    gpu: {REPO}/dev/topology/dev-2s8c-8gpu-synthetic.json   # synthetic: matches --sockets 2 --cores-per-socket 8
 """
 
 

@@ -43,6 +43,8 @@ COMMANDS = {
     "nodes": "slurmkit.commands.nodes:nodes",
     "topo": "slurmkit.commands.topo:topo",
     "sync": "slurmkit.commands.sync:sync",
+    "render": "slurmkit.commands.submit:render_cmd",
+    "submit": "slurmkit.commands.submit:submit",
 }
 
 

@@ -88,11 +88,26 @@ class SyncSettings:
 
 
 @dataclass
+class SubmitSettings:
+    """`slurmkit submit` / `render`: where templates and node topology profiles live, and the site's defaults."""
+    template_dirs: list[str] = field(default_factory=list)  # searched before the built-in templates/sbatch/
+    # partition -> `slurmkit topo --json` document of its nodes (path; relative paths are next to this config)
+    profiles: dict[str, str] = field(default_factory=dict)
+    default_partition: str | None = None
+    containers: bool = False         # the site runs pyxis/enroot: `container.image` becomes --container-image
+    slurmkit_bin: str = "slurmkit"   # how jobs call `slurmkit run` on the compute nodes (absolute path is safest)
+    signal_lead: int = 120           # seconds before the time limit Slurm sends USR2 (preemption/timeout notice)
+    max_requeues: int = 3            # requeues `slurmkit run` may do before it lets the job end
+    check_cluster: bool = True       # submit asks Slurm whether the partition and the GPUs per node exist
+
+
+@dataclass
 class Settings:
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
     tools: ToolsSettings = field(default_factory=ToolsSettings)
     paths: PathsSettings = field(default_factory=PathsSettings)
     drain: DrainSettings = field(default_factory=DrainSettings)
+    submit: SubmitSettings = field(default_factory=SubmitSettings)
     topology: TopologySettings = field(default_factory=TopologySettings)
     sync: SyncSettings = field(default_factory=SyncSettings)
     # where the settings came from, and the line of each key ("slurm.timeout" -> 3), for messages

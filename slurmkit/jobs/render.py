@@ -1,0 +1,500 @@
+"""JobSpec -> sbatch script text, through a Jinja template (StrictUndefined).
+
+Deciding is pure Python here (`plan`): which sbatch options, which environment, how the command is launched.
+Every value from the spec is quoted here, with shlex.quote, before a template sees it; the one exception is a
+command the user wrote as a string, which is shell text by definition and reaches the shell as written.
+(sbatch's own `#SBATCH` parser understands the same single quotes and backslashes, so quoted values survive there
+too; newlines are refused by the spec check.) The templates only lay the pieces out.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from ..errors import UsageError
+from .spec import JobSpec
+
+def _builtin_dir() -> str:
+    """templates/sbatch in a source checkout (or editable install); <prefix>/share/slurmkit/templates/sbatch where
+    a wheel installed them (pyproject data-files)."""
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                        "templates", "sbatch")
+    if os.path.isdir(here):
+        return here
+    import sys
+    return os.path.join(sys.prefix, "share", "slurmkit", "templates", "sbatch")
+
+
+BUILTIN_DIR = _builtin_dir()
+TEMPLATES = {"single": "single.sbatch.j2", "torchrun": "torchrun.sbatch.j2", "sweep": "sweep.sbatch.j2"}
+q = shlex.quote
+
+
+@dataclass
+class Rendered:
+    script: str
+    template: str
+    notes: list[str] = field(default_factory=list)
+    partition: str | None = None
+    cpus_per_node: int | None = None   # what the options ask of each node, for the check against the cluster
+    context: dict = field(default_factory=dict)
+
+
+def opt(name: str, value=None) -> str:
+    """One sbatch/srun option, its value quoted: opt('--job-name', "it's") -> --job-name='it'"'"'s'."""
+    return name if value is None else f"{name}={q(str(value))}"
+
+
+# --- topology profile and binding ----------------------------------------------------------------------------------
+
+def load_profile(settings, partition: str | None) -> tuple[dict | None, str | None]:
+    """The partition's `slurmkit topo --json` document from the site config (path relative to the config)."""
+    profiles = settings.submit.profiles
+    if not partition or partition not in profiles:
+        return None, None
+    p = os.path.expanduser(profiles[partition])
+    if not os.path.isabs(p) and settings.source:
+        p = os.path.join(os.path.dirname(os.path.realpath(settings.source)), p)
+    p = os.path.realpath(p)
+    key = f"submit.profiles.{partition}"
+    try:
+        with open(p, encoding="utf-8") as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        raise UsageError(f"{key}: topology profile {p} not found", path=settings.source,
+                         line=settings.lines.get(key)) from None
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{key}: cannot read topology profile {p}: {e}", path=settings.source,
+                         line=settings.lines.get(key)) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("gpus"), list):
+        raise UsageError(f"{key}: {p} is not a `slurmkit topo --json` document (no \"gpus\" list)",
+                         path=settings.source, line=settings.lines.get(key))
+    return doc, str(p)
+
+
+def plan_binding(profile: dict, gpus_per_task: int, tasks_per_node: int) -> dict | None:
+    """Binding from the topology package (issue 4) when it is installed; None when it is not."""
+    try:
+        from ..topology.binding import plan_binding as topo_plan
+    except ImportError:
+        return None
+    return topo_plan(profile, gpus_per_task, tasks_per_node)
+
+
+def profile_cpus_per_gpu(profile: dict) -> int | None:
+    """CPUs per GPU from a profile alone: the CPUs of the node (union of the GPUs' affinities) / GPUs."""
+    gpus = profile.get("gpus") or []
+    cpus = set()
+    for g in gpus:
+        cpus.update(g.get("cpus") or [])
+    if not gpus or not cpus:
+        return None
+    return max(1, len(cpus) // len(gpus))
+
+
+# --- the plan: everything the template needs, already quoted -------------------------------------------------------
+
+def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
+    notes: list[str] = []
+    sub = settings.submit
+    partition = spec.partition or sub.default_partition
+    name = spec.name or re.sub(r"\.(ya?ml|json)$", "", spec_name) or "job"
+    gpn = spec.gpus_per_node
+    launcher = spec.launcher
+    if spec.container is not None and not sub.containers:
+        raise UsageError("container.image: this site runs no container plugin (set submit.containers: true in "
+                         "the site config where pyxis/enroot is installed)", path=spec.source,
+                         line=spec.lines.get("container.image") or spec.lines.get("container"))
+    if launcher == "torchrun":
+        tasks = spec.tasks_per_node or 1
+        gpus_per_task = gpn // tasks if gpn and gpn % tasks == 0 else 0
+    elif launcher == "srun":
+        tasks = spec.tasks_per_node or max(gpn, 1)
+        gpus_per_task = gpn // tasks if gpn and gpn % tasks == 0 else 0
+    else:
+        tasks = spec.tasks_per_node or 1
+        gpus_per_task = gpn // tasks if gpn and gpn % tasks == 0 else 0
+
+    # sbatch options, in a fixed order (golden files), each value quoted
+    sb: dict[str, str] = {}
+
+    def put(name_, value=None):
+        sb[name_] = opt(name_, value)
+
+    put("--job-name", name)
+    if partition:
+        put("--partition", partition)
+    if spec.account:
+        put("--account", spec.account)
+    if spec.qos:
+        put("--qos", spec.qos)
+    put("--nodes", spec.nodes)
+    put("--ntasks-per-node", tasks)
+    if gpn:
+        put("--gpus-per-node", gpn)
+    srun_bind: list[str] = []
+    bind_env: dict[str, str] = {}
+    profile, profile_path = load_profile(settings, partition)
+    cpus_per_gpu = spec.cpus_per_gpu
+    if profile is not None and gpn:
+        ngpus = len(profile.get("gpus") or [])
+        if ngpus and gpn > ngpus:
+            raise spec.error("gpus_per_node", f"{gpn} GPUs per node, but the nodes of partition {partition} have "
+                             f"{ngpus} (topology profile {profile_path})")
+        whole = gpn == ngpus
+        binding = None
+        if whole and gpus_per_task:
+            try:
+                binding = plan_binding(profile, gpus_per_task, tasks)
+            except UsageError as e:
+                raise UsageError(f"submit.profiles.{partition}: {profile_path}: {e}", path=settings.source,
+                                 line=settings.lines.get(f"submit.profiles.{partition}")) from None
+        if binding is not None:
+            explicit = isinstance(cpus_per_gpu, int)
+            for o in binding.get("sbatch", []):
+                oname, _, oval = o.partition("=")
+                if oname == "--cpus-per-task" and explicit:
+                    continue   # the spec's explicit cpus_per_gpu wins (Slurm takes one of the two)
+                sb[oname] = opt(oname, oval) if oval else oname
+            srun_bind = [o for o in binding.get("srun", []) if not (explicit and o.startswith("--cpu-bind"))]
+            if explicit:
+                notes.append("cpus_per_gpu is set in the spec: no --cpu-bind from the profile")
+            bind_env = dict(binding.get("env", {}))
+            notes.append(f"binding from the topology profile {profile_path} for partition {partition}: "
+                         + "; ".join(f"task {i}: GPUs {t['gpus']} CPUs {_cpus(t['cpus'])}"
+                                     for i, t in enumerate(binding.get("tasks", []))))
+            notes.extend(binding.get("notes", []))
+            if launcher == "none":
+                notes.append("launcher none: no srun step, so the GPU/CPU binding options are not applied "
+                             "(the job owns the whole node)")
+        else:
+            why = (f"{gpn} of the node's {ngpus} GPUs: Slurm picks which ones, so no fixed binding"
+                   if not whole else "the GPUs do not divide evenly into tasks"
+                   if not gpus_per_task else "no binding planner installed")
+            notes.append(f"topology profile {profile_path}: CPUs per GPU only ({why})")
+            if cpus_per_gpu == "auto":
+                cpg = profile_cpus_per_gpu(profile)
+                if cpg:
+                    sb["--cpus-per-gpu"] = opt("--cpus-per-gpu", cpg)
+    elif gpn:
+        notes.append(f"no topology profile for partition {partition or '(default)'}: plain options, no CPU/GPU "
+                     "binding (add one under submit.profiles in the site config)")
+    if not srun_bind and launcher == "srun" and gpus_per_task and tasks > 1:
+        srun_bind = [f"--gpus-per-task={gpus_per_task}"]   # plain: each task its own GPUs
+    if isinstance(cpus_per_gpu, int) and gpn:
+        sb["--cpus-per-gpu"] = opt("--cpus-per-gpu", cpus_per_gpu)
+    elif isinstance(cpus_per_gpu, int):
+        sb["--cpus-per-task"] = opt("--cpus-per-task", cpus_per_gpu)
+    if spec.mem:
+        put("--mem", spec.mem)
+    if spec.time:
+        put("--time", spec.time)
+    if spec.workdir:
+        put("--chdir", spec.workdir)
+    if spec.output:
+        put("--output", spec.output)
+    # preemption-safe defaults
+    p = spec.preemption
+    lead = p.signal_lead if p.signal_lead is not None else sub.signal_lead
+    if spec.time and spec.time.lower() not in ("infinite", "unlimited") and lead >= _secs(spec.time):
+        raise UsageError(f"preemption.signal_lead: the site default {lead}s is not inside the time limit "
+                         f"{spec.time}; set preemption.signal_lead", path=spec.source, line=spec.lines.get("time"))
+    if spec.checkpoint_dir and p.grace is not None and lead <= p.grace + 30:
+        raise spec.error("preemption.grace", f"{p.grace}s to checkpoint needs a signal lead of more than "
+                         f"{p.grace + 30}s (slurmkit run waits the grace, then requeues), got {lead}s")
+    put("--signal", f"B:USR2@{lead}")
+    sb["--requeue"] = "--requeue" if p.requeue else "--no-requeue"
+    put("--open-mode", "append")
+    grid = spec.sweep_grid()
+    if grid:
+        arr = f"0-{len(grid) - 1}" + (f"%{spec.sweep_parallel}" if spec.sweep_parallel else "")
+        put("--array", arr)
+    cpus_per_node = None
+    for oname, per in (("--cpus-per-gpu", gpn), ("--cpus-per-task", tasks)):
+        m = re.match(r"^--[a-z-]+='?(\d+)'?$", sb.get(oname, ""))
+        if m:
+            cpus_per_node = int(m.group(1)) * per
+    sbatch_lines = list(sb.values())
+    for raw in spec.sbatch:
+        oname, eq, oval = raw.partition("=")
+        if not eq and sb.get(oname) == oname:
+            continue   # already there (e.g. --exclusive from the binding)
+        sbatch_lines.append(f"{oname}={q(oval)}" if eq else q(oname))
+
+    # environment
+    env = [(k, q(v)) for k, v in spec.env.items()]
+    env += [(k, q(v)) for k, v in bind_env.items() if k not in spec.env]
+    if spec.checkpoint_dir:
+        env.append(("SLURMKIT_CHECKPOINT_DIR", q(spec.checkpoint_dir)))
+    sweep = [[(k, q(v)) for k, v in task.items()] for task in grid]
+
+    # srun options (binding, container)
+    srun = [q(o) if "=" not in o else f"{o.partition('=')[0]}={q(o.partition('=')[2])}" for o in srun_bind]
+    if spec.container is not None:
+        c = spec.container
+        srun.append(opt("--container-image", c.image))
+        if c.mounts:
+            srun.append(opt("--container-mounts", ",".join(c.mounts)))
+        if c.workdir:
+            srun.append(opt("--container-workdir", c.workdir))
+    if launcher == "none" and spec.container is not None:
+        launcher = "srun"
+        srun.insert(0, "--ntasks=1")
+        notes.append("container: the command runs as one task under srun (pyxis needs a step)")
+
+    # the command
+    is_text = isinstance(spec.command, str)
+    user = spec.command if is_text else " ".join(q(a) for a in spec.command)
+    wrapper = None
+    if spec.checkpoint_dir:
+        # `slurmkit run` (issue 7): --signal is what Slurm sends (sbatch --signal=B:USR2@lead),
+        # --checkpoint-signal what the child gets when asked to checkpoint
+        w = [q(sub.slurmkit_bin), "run", "--signal", "USR2", "--checkpoint-signal", q(p.checkpoint_signal)]
+        if p.grace is not None:
+            w += ["--grace", str(p.grace)]
+        w += ["--max-requeues", str(p.max_requeues if p.max_requeues is not None else sub.max_requeues)]
+        w += ["--checkpoint-dir", q(spec.checkpoint_dir)]
+        if not p.requeue:
+            w.append("--no-requeue")
+        wrapper = " ".join(w) + " --"
+    else:
+        notes.append("no checkpoint_dir: the command runs without `slurmkit run`; USR2 before the time limit "
+                     "is only logged")
+    torch = spec.torchrun
+    nproc = torch.nproc_per_node or max(gpn // tasks if tasks else gpn, 1)
+    if launcher == "torchrun":
+        trun = (f"{q(torch.bin)} --nnodes=\"$SLURM_NNODES\" --nproc-per-node={nproc} "
+                f"--rdzv-id=\"$SLURM_JOB_ID\" --rdzv-backend=c10d --rdzv-endpoint=\"$MASTER_ADDR:$MASTER_PORT\"")
+        inner = f"{trun} {user}" if not is_text else f"bash -c {q(trun + ' ' + user)}"
+        launch = " ".join(["srun", "--kill-on-bad-exit=1", *srun, inner])
+    elif launcher == "srun":
+        inner = user if not is_text else f"bash -c {q(user)}"
+        launch = " ".join(["srun", "--kill-on-bad-exit=1", *srun, inner])
+    else:
+        launch = user if (not is_text or wrapper is None) else f"bash -c {q(user)}"
+    if wrapper:
+        launch = f"exec {wrapper} {launch}"
+
+    kind = "torchrun" if launcher == "torchrun" else ("sweep" if grid else "single")
+    ctx = {
+        "spec_file": spec_name,
+        "sbatch": sbatch_lines,
+        "env": env,
+        "sweep": sweep,
+        "sweep_count": len(grid),
+        "launch": launch,
+        "launcher": launcher,
+        "wrapped": wrapper is not None,
+        "signal_lead": lead,
+        "rdzv_port": str(torch.rdzv_port) if torch.rdzv_port else "$((20000 + SLURM_JOB_ID % 20000))",
+        "nodes": spec.nodes,
+        "gpus_per_node": gpn,
+        "tasks_per_node": tasks,
+        "partition": partition,
+        "name": name,
+    }
+    return Rendered(script="", template=kind, notes=notes, partition=partition, context=ctx,
+                    cpus_per_node=cpus_per_node)
+
+
+def _cpus(cpus: list[int]) -> str:
+    try:
+        from ..topology.model import format_cpulist
+        return format_cpulist(cpus)
+    except ImportError:
+        return ",".join(map(str, cpus))
+
+
+def _secs(t: str) -> int:
+    from .spec import time_seconds
+    return time_seconds(t)
+
+
+# --- templates -----------------------------------------------------------------------------------------------------
+
+def template_dirs(settings, extra_dir: str | None = None) -> list[str]:
+    """Where templates are looked up, first match wins: the spec's own template dir, the site's, the built-in."""
+    dirs = []
+    if extra_dir:
+        dirs.append(extra_dir)
+    for d in settings.submit.template_dirs:
+        p = os.path.expanduser(d)
+        if not os.path.isabs(p) and settings.source:
+            p = os.path.join(os.path.dirname(os.path.realpath(settings.source)), p)
+        dirs.append(p)
+    dirs.append(BUILTIN_DIR)
+    return dirs
+
+
+def _environment(settings, extra_dir: str | None = None, loaded: list | None = None):
+    import jinja2
+
+    dirs = template_dirs(settings, extra_dir)
+
+    class Loader(jinja2.FileSystemLoader):
+        def get_source(self, environment, template):
+            src, filename, uptodate = super().get_source(environment, template)
+            if loaded is not None:
+                loaded.append((template, filename))
+            return src, filename, uptodate
+
+    env = jinja2.Environment(loader=Loader(dirs), undefined=jinja2.StrictUndefined,
+                             autoescape=False, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
+                             auto_reload=False, bytecode_cache=_bytecode_cache())
+    env.filters["q"] = lambda v: q(str(v))
+    return env, dirs
+
+
+def _bytecode_cache():
+    """Compiled templates under $XDG_CACHE_HOME/slurmkit/jinja: parsing and compiling the templates is a good part
+    of a submit's start-up. Jinja checks each entry against the template source's checksum, so an edited template
+    is never served stale. No cache (and no error) where the directory cannot be made."""
+    import jinja2
+    if os.environ.get("SLURMKIT_NO_CACHE"):
+        return None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    d = os.path.join(base, "slurmkit", "jinja")
+    try:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+    except OSError:
+        return None
+    return jinja2.FileSystemBytecodeCache(d)
+
+
+def render(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
+    r = plan(spec, settings, spec_name=spec_name)
+    extra = None
+    if spec.template:
+        t = spec.template
+        if "/" in t:
+            tp = os.path.expanduser(t)
+            if not os.path.isabs(tp) and spec.source:
+                tp = os.path.join(os.path.dirname(os.path.realpath(spec.source)), tp)
+            extra, tname = os.path.dirname(os.path.normpath(tp)), os.path.basename(tp)
+        else:
+            tname = t if t.endswith(".j2") else f"{t}.sbatch.j2"
+    else:
+        tname = TEMPLATES[r.template]
+    r.template = tname
+    cache = _ScriptCache(tname, template_dirs(settings, extra), r.context)
+    script = cache.get()
+    if script is None:
+        loaded: list = []
+        script = render_template(settings, tname, r.context, extra_dir=extra, spec=spec, loaded=loaded)
+        script = script.rstrip("\n") + "\n"
+        cache.put(script, loaded)
+    else:
+        r.notes.append("script from the render cache (same templates, same inputs)")
+    r.script = script
+    return r
+
+
+class _ScriptCache:
+    """Rendered scripts by (template, search path, context), under $XDG_CACHE_HOME/slurmkit/scripts.
+
+    Submitting the same spec again (a resubmission, a benchmark, a CI job) then skips Jinja altogether: importing
+    it and compiling templates is most of a submit's start-up. An entry records every template file the render
+    read (name, path, mtime, size) and is used only if each name still resolves to the same unchanged file
+    through the same search path, so an edited template, or a new one that shadows it, is never served stale.
+    SLURMKIT_NO_CACHE=1 turns caching off."""
+
+    def __init__(self, tname: str, dirs: list[str], ctx: dict):
+        self.dirs = dirs
+        self.path = None
+        if os.environ.get("SLURMKIT_NO_CACHE"):
+            return
+        try:   # the builtin module: hashlib pulls in OpenSSL, a few ms of start-up
+            from _sha256 import sha256
+        except ImportError:
+            from hashlib import sha256
+        from .. import __version__
+        key = json.dumps({"v": __version__, "t": tname, "dirs": dirs, "ctx": ctx}, sort_keys=True, default=str)
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        self.path = os.path.join(base, "slurmkit", "scripts", sha256(key.encode()).hexdigest() + ".json")
+
+    def _resolve(self, name: str):
+        for d in self.dirs:
+            p = os.path.join(d, name)
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue
+            return p, st.st_mtime_ns, st.st_size
+        return None
+
+    def get(self) -> str | None:
+        if not self.path:
+            return None
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                entry = json.load(f)
+            for name, path, mtime, size in entry["deps"]:
+                if self._resolve(name) != (path, mtime, size):
+                    return None
+            return entry["script"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def put(self, script: str, loaded: list) -> None:
+        if not self.path:
+            return
+        deps = []
+        for name, filename in loaded:
+            res = self._resolve(name)
+            if res is None or os.path.abspath(res[0]) != os.path.abspath(filename):
+                return   # loaded from somewhere we cannot re-check: do not cache
+            deps.append([name, *res])
+        try:
+            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+            tmp = f"{self.path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump({"deps": deps, "script": script}, f)
+            os.replace(tmp, self.path)
+            if os.getpid() % 32 == 0:   # now and then: keep the newest entries only
+                self.prune(os.path.dirname(self.path))
+        except OSError:
+            pass
+
+    @staticmethod
+    def prune(d: str, keep: int = 500) -> None:
+        try:
+            entries = sorted(os.scandir(d), key=lambda e: e.stat().st_mtime, reverse=True)
+        except OSError:
+            return
+        for e in entries[keep:]:
+            try:
+                os.unlink(e.path)
+            except OSError:
+                pass
+
+
+def render_template(settings, tname: str, ctx: dict, *, extra_dir=None, spec=None, loaded=None) -> str:
+    import jinja2
+
+    env, dirs = _environment(settings, extra_dir, loaded)
+    try:
+        return env.get_template(tname).render(**ctx)
+    except jinja2.TemplateNotFound as e:
+        where = {}
+        if spec is not None and spec.template:
+            where = {"path": spec.source, "line": spec.lines.get("template")}
+        raise UsageError(f"template {e.name!r} not found in {', '.join(dirs)}", **where) from None
+    except jinja2.TemplateSyntaxError as e:
+        raise UsageError(f"template error: {e.message}", path=e.filename or e.name or tname,
+                         line=e.lineno) from None
+    except jinja2.TemplateError as e:
+        path, line = _template_frame(e, tname)
+        raise UsageError(f"template error: {e}", path=path, line=line) from None
+
+
+def _template_frame(exc: BaseException, default: str) -> tuple[str, int | None]:
+    """The innermost template file and line in a Jinja traceback (Jinja rewrites frames to template lines)."""
+    import traceback
+    found = (default, None)
+    for fr in traceback.extract_tb(exc.__traceback__):
+        if fr.filename.endswith(".j2") or "/templates/" in fr.filename:
+            found = (fr.filename, fr.lineno)
+    return found

@@ -1,0 +1,197 @@
+"""Rendering: golden files for every template and example, quoting, template errors, bash -n."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slurmkit import config
+from slurmkit.errors import UsageError
+from slurmkit.jobs import render, spec as specmod
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = REPO / "tests" / "golden" / "submit"
+UPDATE = os.environ.get("SLURMKIT_UPDATE_GOLDEN") == "1"
+CASES = sorted([("examples", p) for p in (REPO / "examples").glob("*.yaml")]
+               + [("specs", p) for p in (GOLDEN / "specs").glob("*.yaml")])
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def settings():
+    site = GOLDEN / "site.yaml"
+    return config.loads(site.read_text(), str(site))
+
+
+def render_file(path: Path, st=None, sets=()):
+    spec = specmod.load(str(path), sets)
+    return render.render(spec, st or settings(), spec_name=path.name)
+
+
+@pytest.mark.parametrize("kind,path", CASES, ids=[p.stem for _, p in CASES])
+def test_golden(kind, path):
+    r = render_file(path)
+    golden = GOLDEN / f"{path.stem}.sh"
+    if UPDATE:
+        golden.write_text(r.script)
+    assert r.script == golden.read_text(), f"{golden} differs (SLURMKIT_UPDATE_GOLDEN=1 rewrites it; review the diff)"
+    res = subprocess.run(["bash", "-n"], input=r.script, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+
+def test_every_builtin_template_has_a_golden_case():
+    used = {render_file(p).template for _, p in CASES}
+    builtin = {p.name for p in Path(render.BUILTIN_DIR).glob("*.sbatch.j2")} - {"base.sbatch.j2"}
+    assert builtin <= used
+
+
+def test_templates_are_chosen_by_launcher_and_sweep():
+    t = {p.stem: render_file(p).template for _, p in CASES}
+    assert t["finetune-1gpu"] == "single.sbatch.j2" and t["sweep"] == "sweep.sbatch.j2"
+    assert t["torchrun-2node"] == "torchrun.sbatch.j2" and t["site-template"] == "site-banner.sbatch.j2"
+
+
+def test_preemption_safe_defaults_and_wrapper():
+    s = render_file(REPO / "examples" / "finetune-1gpu.yaml").script
+    assert "#SBATCH --signal=B:USR2@180\n#SBATCH --requeue\n#SBATCH --open-mode=append\n" in s
+    assert ("exec /opt/slurmkit/bin/slurmkit run --signal USR2 --checkpoint-signal TERM --grace 120 --max-requeues 5 "
+            "--checkpoint-dir /scratch/checkpoints/finetune-llama-lora -- python finetune.py") in s
+    # without a checkpoint dir: no wrapper, and USR2 is trapped so it does not end the job early
+    s = render_file(REPO / "examples" / "sweep.yaml").script
+    assert "slurmkit run --" not in s and "trap '" in s and "USR2" in s
+    assert "--no-requeue" in render_file(GOLDEN / "specs" / "sweep-srun.yaml").script
+
+
+def test_profile_sets_cpus_per_gpu_and_plain_without_profile():
+    r = render_file(REPO / "examples" / "finetune-1gpu.yaml")
+    assert "#SBATCH --cpus-per-gpu=2\n" in r.script          # 16 CPUs / 8 GPUs in the dev profile
+    assert any("topology profile" in n for n in r.notes)
+    r = render_file(GOLDEN / "specs" / "plain-1gpu.yaml")
+    assert "cpus-per-gpu" not in r.script and any("no topology profile" in n for n in r.notes)
+
+
+def test_whole_node_gets_the_binding_from_the_profile():
+    r = render_file(GOLDEN / "specs" / "srun-8gpu-bound.yaml")
+    assert "#SBATCH --ntasks-per-node=2\n#SBATCH --gpus-per-node=8\n#SBATCH --cpus-per-task=8\n" in r.script
+    assert "#SBATCH --exclusive\n" in r.script and "--cpus-per-gpu" not in r.script
+    assert "srun --kill-on-bad-exit=1 --gpu-bind=mask_gpu:0xf,0xf0 --cpu-bind=mask_cpu:0xff,0xff00 python" in r.script
+    assert any("task 0: GPUs [0, 1, 2, 3] CPUs 0-7; task 1: GPUs [4, 5, 6, 7] CPUs 8-15" in n for n in r.notes)
+    # an explicit cpus_per_gpu wins over the profile, and then no --cpu-bind
+    r = render_file(GOLDEN / "specs" / "srun-8gpu-bound.yaml", sets=["cpus_per_gpu=1"])
+    assert "--cpus-per-gpu=1" in r.script and "--cpus-per-task" not in r.script and "--cpu-bind" not in r.script
+
+
+def test_grace_must_fit_in_the_signal_lead():
+    with pytest.raises(UsageError) as e:
+        render_file(REPO / "examples" / "finetune-1gpu.yaml", sets=["preemption.grace=160"])
+    assert "preemption.grace: 160s to checkpoint needs a signal lead of more than 190s" in str(e.value)
+
+
+def test_too_many_gpus_for_the_profile_is_refused():
+    with pytest.raises(UsageError) as e:
+        render_file(REPO / "examples" / "finetune-1gpu.yaml", sets=["gpus_per_node=9"])
+    assert "9 GPUs per node, but the nodes of partition gpu have 8" in str(e.value)
+
+
+def test_values_are_quoted_and_the_string_command_is_shell_text():
+    s = render_file(GOLDEN / "specs" / "torchrun-1node-list.yaml").script
+    assert "--name 'it'\"'\"'s \"quoted\" $HOME `id`'" in s
+    s = render_file(GOLDEN / "specs" / "sweep-srun.yaml").script
+    assert "0) export lr=0.1 opt=adam ;;" in s and "export lr='0.2; rm -rf ~' opt='sgd m'" in s
+    assert "bash -c 'echo \"$SLURM_PROCID $lr $opt\"'" in s
+
+
+def test_container_needs_site_support():
+    st = settings()
+    st.submit.containers = False
+    with pytest.raises(UsageError) as e:
+        render_file(GOLDEN / "specs" / "container.yaml", st)
+    assert str(e.value).startswith(f"{GOLDEN / 'specs' / 'container.yaml'}:5: container.image: this site runs no")
+
+
+def test_template_errors_name_template_and_line(tmp_path):
+    (tmp_path / "broken.sbatch.j2").write_text('#!/bin/bash\n{{ launch }}\n{% if %}\n')
+    (tmp_path / "undef.sbatch.j2").write_text('#!/bin/bash\n# ok\necho {{ no_such_var }}\n')
+    st = settings()
+    st.submit.template_dirs = [str(tmp_path)]
+    spec = tmp_path / "job.yaml"
+    spec.write_text("command: [true]\ntemplate: broken\n")
+    with pytest.raises(UsageError) as e:
+        render_file(spec, st)
+    assert str(e.value).startswith(f"{tmp_path}/broken.sbatch.j2:3: template error:")
+    spec.write_text("command: [true]\ntemplate: undef\n")
+    with pytest.raises(UsageError) as e:
+        render_file(spec, st)
+    assert str(e.value) == f"{tmp_path}/undef.sbatch.j2:3: template error: 'no_such_var' is undefined"
+    spec.write_text("command: [true]\ntemplate: nope\n")
+    with pytest.raises(UsageError) as e:
+        render_file(spec, st)
+    assert str(e.value).startswith(f"{spec}:2: template 'nope.sbatch.j2' not found in {tmp_path}")
+
+
+def test_template_path_relative_to_the_spec(tmp_path):
+    shutil.copy(GOLDEN / "site-templates" / "site-banner.sbatch.j2", tmp_path / "mine.j2")
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: x\ncommand: [true]\ntemplate: ./mine.j2\n")
+    assert "site banner: x on" in render_file(spec, config.Settings()).script
+
+
+def test_render_cache_serves_only_unchanged_templates(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "mine.sbatch.j2").write_text('{% extends "single.sbatch.j2" %}{% block run %}echo v1\n{% endblock %}')
+    st = settings()
+    st.submit.template_dirs = [str(site)]
+    spec = tmp_path / "job.yaml"
+    spec.write_text("command: [true]\ntemplate: mine\n")
+    first = render_file(spec, st)
+    assert "echo v1" in first.script and not any("render cache" in n for n in first.notes)
+    again = render_file(spec, st)
+    assert again.script == first.script and any("render cache" in n for n in again.notes)
+    # an edited template is rendered again
+    (site / "mine.sbatch.j2").write_text('{% extends "single.sbatch.j2" %}{% block run %}echo v2!\n{% endblock %}')
+    assert "echo v2!" in render_file(spec, st).script
+    # so is one the template extends, shadowed by a new site file
+    (site / "base.sbatch.j2").write_text("#!/bin/bash\n# site base\n{% block run %}{% endblock %}\n")
+    r = render_file(spec, st)
+    assert r.script.startswith("#!/bin/bash\n# site base\n") and not any("render cache" in n for n in r.notes)
+    # and a different input is a different entry
+    (site / "base.sbatch.j2").unlink()
+    assert "--gpus-per-node=2" in render_file(spec, st, sets=["gpus_per_node=2"]).script
+
+
+def test_no_cache_env_turns_it_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURMKIT_NO_CACHE", "1")
+    render_file(REPO / "examples" / "sweep.yaml")
+    assert not any("render cache" in n for n in render_file(REPO / "examples" / "sweep.yaml").notes)
+    assert not (tmp_path / "cache" / "slurmkit" / "scripts").exists()
+
+
+def test_submit_path_imports_only_what_it_needs(tmp_path):
+    """render never loads paramiko; a second render of the same spec comes from the cache without Jinja."""
+    code = ("import io, sys, contextlib\nfrom slurmkit.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    try:\n        main(['--config', sys.argv[1], 'render', sys.argv[2]])\n"
+            "    except SystemExit:\n        pass\n"
+            "print('paramiko' in sys.modules, 'jinja2' in sys.modules)\n")
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    args = [sys.executable, "-c", code, str(GOLDEN / "site.yaml"), str(REPO / "examples" / "sweep.yaml")]
+    first = subprocess.run(args, capture_output=True, text=True, env=env, check=True).stdout.split()
+    second = subprocess.run(args, capture_output=True, text=True, env=env, check=True).stdout.split()
+    assert first == ["False", "True"] and second == ["False", "False"]
+
+
+def test_render_cache_keeps_the_newest_entries(tmp_path):
+    d = tmp_path / "scripts"
+    d.mkdir()
+    for i in range(10):
+        f = d / f"{i}.json"
+        f.write_text("{}")
+        os.utime(f, (1000 + i, 1000 + i))
+    render._ScriptCache.prune(str(d), keep=4)
+    assert sorted(p.name for p in d.iterdir()) == ["6.json", "7.json", "8.json", "9.json"]
