@@ -53,6 +53,11 @@ def test_requeue_a_running_job(clean, tmp_path):
     out = tmp_path / "runs.txt"
     job = clean.sbatch(f"#!/bin/sh\necho start >> {out}\nsleep 60\n", "--requeue", "--output=/dev/null")
     clean.wait_job(job, states=("RUNNING",))
+    # RUNNING in slurmctld comes before the batch script is launched on the node: wait for the script itself
+    deadline = time.monotonic() + 30
+    while not (out.exists() and "start" in out.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert out.read_text().count("start") == 1
     clean.backend.requeue(job, start_now=True)
     rec = clean.wait_job(job, states=("RUNNING",), timeout=30)
     assert rec.restarts == 1
