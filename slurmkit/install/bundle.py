@@ -171,11 +171,12 @@ def wheelhouse(install, *, cache_dir: Path | None = None, say=lambda m: None, ti
     env = dict(os.environ, SOURCE_DATE_EPOCH=SOURCE_DATE_EPOCH, PIP_DISABLE_PIP_VERSION_CHECK="1")
     pip = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp)]
     try:
-        proc.run([*pip, "--no-build-isolation", str(src)], timeout=timeout, env=env)
+        proc.run([*pip, str(src)], timeout=timeout, env=env)
         proc.run([*pip, *pins], timeout=timeout, env=env)
     except CommandError as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise SlurmkitError(f"building the wheelhouse failed: {e}") from None
+        errs = [ln.strip() for ln in e.stderr.splitlines() if "error" in ln.lower() and "WARNING" not in ln]
+        raise SlurmkitError(f"building the wheelhouse failed: {errs[0] if errs else e}") from None
     (tmp / ".complete").write_text("\n".join(pins) + "\n")
     shutil.rmtree(target, ignore_errors=True)
     os.replace(tmp, target)
