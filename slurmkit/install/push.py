@@ -99,7 +99,8 @@ def stage(t: Transport, arts: list[Artifact], token: str) -> dict[str, str]:
             t.put(a.data, tmp, a.mode)
         if not arts:
             return staged
-        t.run(["chown", "0:0", "--", *staged.values()]).check()
+        if not t.is_root:
+            t.run(["chown", "0:0", "--", *staged.values()]).check()
         got = hash_files(t, list(staged.values()))
         for a in arts:
             h = got.get(staged[a.path])
@@ -118,20 +119,27 @@ def commit(t: Transport, path: str, tmp: str, existed: bool) -> None:
 
 
 def switch_link(t: Transport, link: str, target: str, current: str | None, token: str) -> None:
-    tmp = _tmp(link, token)
-    t.run(["ln", "-s", "--", posixpath.basename(target), tmp]).check()
+    """Point `link` at `target` atomically (a new link renamed over it); the old target is kept in link.PREV."""
     if current:
-        t.run(["ln", "-sfn", "--", current, link + PREV]).check()
+        tmp = _tmp(link + PREV, token)
+        t.symlink(current, tmp)
+        t.rename(tmp, link + PREV)
+    tmp = _tmp(link, token)
+    t.symlink(posixpath.basename(target), tmp)
     t.rename(tmp, link)
 
 
-def build_venv(t: Transport, lay: Layout, wh: Wheelhouse, vdir: str, python: str, timeout: float) -> None:
+def build_venv(t: Transport, lay: Layout, wh: Wheelhouse, vdir: str, python: str, timeout: float,
+               leftover: bool) -> None:
+    """A new venv at vdir from the wheels (pypa/installer run from its own wheel: no pip, no index).
+    Bytecode: the import check compiles what the CLI imports; the rest compiles on first use (as root)."""
     wheels = [f"{lay.wheel_dir}/{w.name}" for w in wh.to_install]
     try:
-        t.run(["rm", "-rf", "--", vdir]).check()          # a half-built one from an interrupted run
+        if leftover:                                      # a half-built one from an interrupted run
+            t.run(["rm", "-rf", "--", vdir]).check()
         t.run([python, "-m", "venv", "--without-pip", vdir], timeout=timeout).check()
         t.run(["env", f"PYTHONPATH={lay.wheel_dir}/{wh.installer.name}", f"{vdir}/bin/python", "-m", "installer",
-               "--compile-bytecode", "0", *wheels], timeout=timeout).check()
+               "--no-compile-bytecode", *wheels], timeout=timeout).check()
         r = t.run([f"{vdir}/bin/python", "-c", "import slurmkit.cli, yaml, click; print(slurmkit.__version__)"],
                   timeout=timeout).check()
         if r.stdout.strip() != wh.version:
@@ -150,32 +158,34 @@ def apply(t: Transport, lay: Layout, plan: NodePlan, wh: Wheelhouse, remote: dic
     if plan.problems:
         raise NodeError("; ".join(plan.problems))
     token = secrets.token_hex(4)
-    files = [a for a in plan.uploads if a.role != "stamp"]
-    stamp = [a for a in plan.uploads if a.role == "stamp"]
     dirs = sorted({posixpath.dirname(a.path) for a in plan.uploads} | {posixpath.dirname(lay.venv)})
-    t.run(["mkdir", "-p", "--", *dirs]).check()
-    staged = stage(t, files, token)
+    missing = [d for d in dirs if not remote.get(d, RemoteFile(d, False)).exists]
+    if missing:
+        t.run(["mkdir", "-p", "--", *missing]).check()
+    staged = stage(t, plan.uploads, token)     # the stamp too (staged now, committed last)
     left = dict(staged)
+    order = ([a for a in plan.uploads if a.role == "wheel"], [a for a in plan.uploads if a.role not in
+                                                              ("wheel", "stamp")])
     try:
-        for a in files:
-            if a.role == "wheel":
-                commit(t, a.path, staged[a.path], remote[a.path].exists)
-                del left[a.path]
+        for a in order[0]:
+            commit(t, a.path, staged[a.path], remote[a.path].exists)
+            del left[a.path]
         if plan.build_venv:
-            build_venv(t, lay, wh, plan.build_venv, install.python, install.command_timeout)
-        for a in files:
-            if a.role != "wheel":
+            build_venv(t, lay, wh, plan.build_venv, install.python, install.command_timeout,
+                       remote.get(plan.build_venv, RemoteFile("", False)).exists)
+        for a in order[1]:
+            commit(t, a.path, staged[a.path], remote[a.path].exists)
+            del left[a.path]
+        if plan.switch_venv:
+            link = remote[lay.venv]
+            switch_link(t, lay.venv, plan.switch_venv, link.link if link.exists else None, token)
+        for a in plan.uploads:
+            if a.role == "stamp":   # last: the stamp says what is installed only once it is
                 commit(t, a.path, staged[a.path], remote[a.path].exists)
                 del left[a.path]
     except BaseException:
         _remove(t, list(left.values()))
         raise
-    if plan.switch_venv:
-        link = remote[lay.venv]
-        switch_link(t, lay.venv, plan.switch_venv, link.link if link.exists else None, token)
-    for a in stamp:  # last: the stamp says what is installed only once it is
-        s = stage(t, [a], token)
-        commit(t, a.path, s[a.path], remote[a.path].exists)
 
 
 def swap(t: Transport, path: str, token: str) -> None:
@@ -267,7 +277,8 @@ def _install_node(t: Transport, lay: Layout, job: Job, res: NodeResult) -> None:
     wh = job.wheelhouse
     arts = artifacts(lay, wh, job.prolog, job.epilog, job.site_config)
     venv = lay.venv_for(wh.bundle_id)
-    remote = gather(t, [a.path for a in arts] + [lay.venv, posixpath.join(venv, COMPLETE)])
+    dirs = sorted({posixpath.dirname(a.path) for a in arts} | {posixpath.dirname(lay.venv)})
+    remote = gather(t, [a.path for a in arts] + [lay.venv, venv, posixpath.join(venv, COMPLETE), *dirs])
     plan = plan_node(lay, arts, remote, wh.bundle_id, wh.version)
     res.changes = plan.changes
     if plan.problems:

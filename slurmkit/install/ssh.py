@@ -2,7 +2,7 @@
 
     t = connect(node, install_settings, accept_new=False)
     t.stat(path) -> RemoteFile          t.put(data, path, mode)       t.rename(src, dst)   (atomic, replaces)
-    t.run(argv, timeout) -> RunResult   t.close()
+    t.symlink(target, path)             t.run(argv, timeout) -> RunResult                    t.close()
 
 `run` takes an argv list and quotes it with shlex.join for the remote shell: no user text is ever spliced into
 a command line. Every operation has a timeout. Host keys: the known_hosts file (install.known_hosts, or the SSH
@@ -50,12 +50,15 @@ class RunResult:
 
 class Transport(Protocol):
     node: str
+    is_root: bool          # files it creates are owned by root already (no chown needed)
 
     def stat(self, path: str) -> RemoteFile: ...
 
     def put(self, data: bytes, path: str, mode: int) -> None: ...
 
     def rename(self, src: str, dst: str) -> None: ...
+
+    def symlink(self, target: str, path: str) -> None: ...
 
     def run(self, argv: list[str], timeout: float | None = None) -> RunResult: ...
 
@@ -78,6 +81,7 @@ class LocalTransport:
     def __init__(self, node: str = "localhost", timeout: float = 60.0):
         self.node = node
         self.timeout = timeout
+        self.is_root = os.geteuid() == 0
 
     def stat(self, path: str) -> RemoteFile:
         try:
@@ -96,6 +100,9 @@ class LocalTransport:
 
     def rename(self, src: str, dst: str) -> None:
         os.replace(src, dst)
+
+    def symlink(self, target: str, path: str) -> None:
+        os.symlink(target, path)
 
     def run(self, argv: list[str], timeout: float | None = None) -> RunResult:
         from .. import proc
@@ -194,14 +201,15 @@ def connect(node: str, install, *, accept_new: bool = False, say=lambda m: None)
         client.close()
         raise NodeError(f"{where}: cannot connect: {e.strerror if isinstance(e, OSError) and e.strerror else e}") \
             from None
-    return ParamikoTransport(node, client, install.command_timeout)
+    return ParamikoTransport(node, client, install.command_timeout, is_root=o["user"] == "root")
 
 
 class ParamikoTransport:
-    def __init__(self, node: str, client, timeout: float):
+    def __init__(self, node: str, client, timeout: float, is_root: bool = False):
         self.node = node
         self.client = client
         self.timeout = timeout
+        self.is_root = is_root
         self._sftp = None
 
     @property
@@ -238,6 +246,12 @@ class ParamikoTransport:
             self.sftp.posix_rename(src, dst)
         except OSError as e:
             raise NodeError(f"rename {src} -> {dst}: {e.strerror or e}") from None
+
+    def symlink(self, target: str, path: str) -> None:
+        try:
+            self.sftp.symlink(target, path)
+        except OSError as e:
+            raise NodeError(f"symlink {path} -> {target}: {e.strerror or e}") from None
 
     def run(self, argv: list[str], timeout: float | None = None) -> RunResult:
         timeout = timeout or self.timeout

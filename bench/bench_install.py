@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Benchmark `slurmkit install`: 1 node vs 16 nodes, real sshd daemons on loopback, in the same run.
+
+    .venv/bin/python bench/bench_install.py [--port 7480] [--rounds 2]
+
+Each round installs to fresh node roots (wheels uploaded, venv built, hooks and config committed) to 1 node and
+then to 16 nodes, and reruns both (nothing changes: connect, stat, hash). Prints the times side by side and the
+16/1 ratio (target: at most 3x). All "nodes" share this machine's CPUs, so the node-side work (sshd, the venv
+build) of 16 nodes competes for the same cores as slurmkit itself: on real nodes it runs in parallel.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "dev"))
+from sshfleet import Fleet  # noqa: E402
+
+
+def run(cfg: Path, nodes: str) -> float:
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", "from slurmkit.cli import main; main()", "--config", str(cfg),
+                        "install", "--nodes", nodes, "--json"], capture_output=True, text=True, timeout=600,
+                       env={k: v for k, v in os.environ.items() if k not in ("SLURMKIT_CONFIG", "SLURM_CONF")})
+    dt = time.monotonic() - t0
+    if r.returncode != 0:
+        raise SystemExit(f"install --nodes {nodes} failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    return dt
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--port", type=int, default=7480, help="first sshd port (16 ports from here)")
+    ap.add_argument("--rounds", type=int, default=2)
+    a = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="slurmkit-bench-install-"))
+    nodes = [f"b{i:02d}" for i in range(1, 17)]
+    fleet = Fleet(tmp / "fleet", nodes, a.port)
+    fleet.start()
+    try:
+        cfg = tmp / "site.yaml"
+        cfg.write_text("slurm:\n  timeout: 10\n" + fleet.install_config(parallel=16))
+        run(cfg, "b01")                                  # warm-up: builds (or finds) the cached wheelhouse
+        fresh = {1: [], 16: []}
+        rerun = {1: [], 16: []}
+        for _ in range(a.rounds):
+            shutil.rmtree(fleet.root, ignore_errors=True)
+            fleet.root.mkdir()
+            fresh[1].append(run(cfg, "b01"))
+            rerun[1].append(run(cfg, "b01"))
+            shutil.rmtree(fleet.root, ignore_errors=True)
+            fleet.root.mkdir()
+            fresh[16].append(run(cfg, "b[01-16]"))
+            rerun[16].append(run(cfg, "b[01-16]"))
+    finally:
+        fleet.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    med = {k: {n: statistics.median(v) for n, v in d.items()} for k, d in (("fresh", fresh), ("rerun", rerun))}
+    print(f"cpus: {os.cpu_count()}, load: {os.getloadavg()[0]:.2f}, rounds: {a.rounds} (median)")
+    print(f"{'':24}{'1 node':>10}{'16 nodes':>10}{'16/1':>8}")
+    for k, label in (("fresh", "install (fresh nodes)"), ("rerun", "rerun (nothing to do)")):
+        one, many = med[k][1], med[k][16]
+        print(f"{label:24}{one:9.2f}s{many:9.2f}s{many / one:7.2f}x")
+    ratio = med["fresh"][16] / med["fresh"][1]
+    print(f"ratio 16/1 (fresh install): {ratio:.2f}x (target <= 3x): {'met' if ratio <= 3 else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
