@@ -25,12 +25,24 @@ sys.path.insert(0, str(REPO / "dev"))
 from sshfleet import Fleet  # noqa: E402
 
 
-def run(cfg: Path, nodes: str) -> float:
+def sshd_cpu(fleet: Fleet) -> float:
+    """CPU seconds the fleet's sshds and everything they ran (sessions, sftp-server, the venv builds) used."""
+    tot = 0
+    for pid in fleet.pids().values():
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        tot += sum(int(x) for x in f[11:15])      # utime stime cutime cstime
+    return tot / os.sysconf("SC_CLK_TCK")
+
+
+def run(cfg: Path, nodes: str, cpu: dict) -> float:
+    r0 = os.times()
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-c", "from slurmkit.cli import main; main()", "--config", str(cfg),
                         "install", "--nodes", nodes, "--json"], capture_output=True, text=True, timeout=600,
                        env={k: v for k, v in os.environ.items() if k not in ("SLURMKIT_CONFIG", "SLURM_CONF")})
     dt = time.monotonic() - t0
+    r1 = os.times()
+    cpu["client"] = (r1.children_user - r0.children_user) + (r1.children_system - r0.children_system)
     if r.returncode != 0:
         raise SystemExit(f"install --nodes {nodes} failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
     return dt
@@ -48,27 +60,40 @@ def main() -> None:
     try:
         cfg = tmp / "site.yaml"
         cfg.write_text("slurm:\n  timeout: 10\n" + fleet.install_config(parallel=16))
-        run(cfg, "b01")                                  # warm-up: builds (or finds) the cached wheelhouse
+        run(cfg, "b01", {})                              # warm-up: builds (or finds) the cached wheelhouse
         fresh = {1: [], 16: []}
         rerun = {1: [], 16: []}
+        cpu = {k: {"client": [], "nodes": []} for k in ("fresh1", "fresh16", "rerun1", "rerun16")}
+
+        def timed(kind, n, nodes):
+            c = {}
+            s0 = sshd_cpu(fleet)
+            dt = run(cfg, nodes, c)
+            cpu[f"{kind}{n}"]["client"].append(c["client"])
+            cpu[f"{kind}{n}"]["nodes"].append(sshd_cpu(fleet) - s0)
+            (fresh if kind == "fresh" else rerun)[n].append(dt)
+
         for _ in range(a.rounds):
-            shutil.rmtree(fleet.root, ignore_errors=True)
-            fleet.root.mkdir()
-            fresh[1].append(run(cfg, "b01"))
-            rerun[1].append(run(cfg, "b01"))
-            shutil.rmtree(fleet.root, ignore_errors=True)
-            fleet.root.mkdir()
-            fresh[16].append(run(cfg, "b[01-16]"))
-            rerun[16].append(run(cfg, "b[01-16]"))
+            for n, nodes in ((1, "b01"), (16, "b[01-16]")):
+                shutil.rmtree(fleet.root, ignore_errors=True)
+                fleet.root.mkdir()
+                timed("fresh", n, nodes)
+                timed("rerun", n, nodes)
     finally:
         fleet.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     med = {k: {n: statistics.median(v) for n, v in d.items()} for k, d in (("fresh", fresh), ("rerun", rerun))}
+    cmed = {k: {w: statistics.median(v) for w, v in d.items()} for k, d in cpu.items()}
     print(f"cpus: {os.cpu_count()}, load: {os.getloadavg()[0]:.2f}, rounds: {a.rounds} (median)")
-    print(f"{'':24}{'1 node':>10}{'16 nodes':>10}{'16/1':>8}")
+    print(f"{'wall time':30}{'1 node':>10}{'16 nodes':>10}{'16/1':>8}")
     for k, label in (("fresh", "install (fresh nodes)"), ("rerun", "rerun (nothing to do)")):
         one, many = med[k][1], med[k][16]
-        print(f"{label:24}{one:9.2f}s{many:9.2f}s{many / one:7.2f}x")
+        print(f"{label:30}{one:9.2f}s{many:9.2f}s{many / one:7.2f}x")
+    print(f"{'CPU seconds':30}{'1 node':>10}{'16 nodes':>10}{'16/1':>8}")
+    for k, label in (("fresh", "install"), ("rerun", "rerun")):
+        for w, wl in (("client", "slurmkit (admin side)"), ("nodes", "sshd + node side (16 'nodes')")):
+            one, many = cmed[f"{k}1"][w], cmed[f"{k}16"][w]
+            print(f"{label + ': ' + wl:30}{one:9.2f}s{many:9.2f}s{many / max(one, 0.01):7.2f}x")
     ratio = med["fresh"][16] / med["fresh"][1]
     print(f"ratio 16/1 (fresh install): {ratio:.2f}x (target <= 3x): {'met' if ratio <= 3 else 'NOT met'}")
 

@@ -76,7 +76,8 @@ def install(ctx: Ctx, nodelist, partition, dry_run, parallel, as_json, rollback,
         from ..output import emit_json
         emit_json({"ok": not failed, "dry_run": dry_run, "rollback": rollback,
                    "bundle": {"id": wh.bundle_id, "slurmkit_version": wh.version} if wh else None,
-                   "summary": {"nodes": len(results), "failed": len(failed), **counts},
+                   "summary": {"nodes": len(results), "ok": len(results) - len(failed), "failed": len(failed),
+                               "by_status": counts},
                    "nodes": [r.to_dict() for r in results], "slurm_conf": conf})
     else:
         _print_text(results, dry_run, conf)

@@ -87,7 +87,7 @@ def snapshot(root: Path, dirs=True) -> dict[str, tuple[int, int]]:
 def test_install_to_all_then_a_rerun_changes_nothing(site):
     r, doc = site.install("--nodes", "n[1-4]", "--json")
     assert r.returncode == 0, r.stderr
-    assert doc["ok"] and doc["summary"]["changed"] == 4
+    assert doc["ok"] and doc["summary"] == {"nodes": 4, "ok": 4, "failed": 0, "by_status": {"changed": 4}}
     cfg = site.config.read_bytes()
     for n in NODES:
         prolog = site.path(n, "/etc/slurm/slurmkit/prolog")
@@ -144,14 +144,17 @@ def test_install_to_all_then_a_rerun_changes_nothing(site):
 def test_a_changed_host_key_is_refused_and_reported_while_the_rest_install(site):
     site.fleet.rekey("n3")      # "reinstalled": same address, new key; known_hosts has the old one
     site.fleet.forget("n4")     # never seen
-    r, doc = site.install("--nodes", "n[1-4]", "--json")
+    with open(site.fleet.ssh_config, "a") as f:   # and one that is down: nothing listens on its port
+        f.write(f"\nHost n9\n  HostName 127.0.0.1\n  Port {BASE_PORT + 25}\n  User root\n")
+    r, doc = site.install("--nodes", "n[1-4,9]", "--json")
     assert r.returncode == 1
     nodes = by_node(doc)
     assert nodes["n1"]["status"] == nodes["n2"]["status"] == "changed"
     assert nodes["n3"]["status"] == "refused" and "host key CHANGED" in nodes["n3"]["error"]
     assert nodes["n4"]["status"] == "refused" and "--accept-new-host-keys" in nodes["n4"]["error"]
+    assert nodes["n9"]["status"] == "failed" and "cannot connect" in nodes["n9"]["error"]
     assert not site.root("n3").exists() and not site.root("n4").exists()
-    assert doc["summary"]["failed"] == 2
+    assert doc["summary"]["failed"] == 3
 
     # accepting new keys records n4's key and installs there; n3's CHANGED key stays refused
     r, doc = site.install("--nodes", "n[1-4]", "--accept-new-host-keys", "--json")
@@ -252,6 +255,15 @@ def test_the_dev_clusters_slurmd_runs_the_installed_prolog(site, clean):
         """))
     r, doc = site.install("--nodes", "n[1-4]", "--json")
     assert r.returncode == 0, r.stderr
+    # the cluster's real config (scontrol show config) runs the dev wrappers, not the installed hooks: warned;
+    # the rest of the lines the hooks need are there
+    missing = {m["line"].split("=")[0]: m["have"] for m in doc["slurm_conf"]["missing"]}
+    assert missing == {"Prolog": str(cluster.dir / "hooks" / "prolog"),
+                       "Epilog": str(cluster.dir / "hooks" / "epilog")}
+    # --from-slurm: the partition's nodes (n1..n4, which the ssh config maps to the sshds)
+    r, doc = site.install("--from-slurm", "gpu", "--dry-run", "--json")
+    assert r.returncode == 0 and [n["node"] for n in doc["nodes"]] == NODES
+    assert {n["status"] for n in doc["nodes"]} == {"unchanged"}
     dev = [sys.executable, str(REPO / "dev" / "cluster.py"), "--dir", str(cluster.dir), "hooks"]
     subprocess.run([*dev, "--prolog", f"{site.fleet.root}/{{node}}/etc/slurm/slurmkit/prolog"], check=True,
                    timeout=30)
