@@ -12,6 +12,7 @@ name to its port, so `slurmkit install --nodes n[1-2]` reaches them like real ho
 `<dir>/nodes/<node>/` (install.root). Standard library only.
 
     python3 dev/sshfleet.py --dir D --port 7470 up n1 n2    # prints the config to use; `down` stops them
+    python3 dev/sshfleet.py --dir D rekey n2                # n2 gets a new host key (known_hosts keeps the old)
 """
 from __future__ import annotations
 
@@ -181,11 +182,21 @@ class Fleet:
         self.stop()
 
 
+def _stop_pid(pid: int) -> None:
+    if _alive(pid):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", type=Path, required=True)
     ap.add_argument("--port", type=int, default=7470)
-    ap.add_argument("cmd", choices=["up", "down"])
+    ap.add_argument("cmd", choices=["up", "down", "rekey"])
     ap.add_argument("nodes", nargs="*")
     a = ap.parse_args(argv)
     pidfile = a.dir / "sshfleet.json"
@@ -199,6 +210,17 @@ def main(argv=None) -> None:
         print(f.install_config(), end="")
         return
     pids = json.loads(pidfile.read_text()) if pidfile.exists() else {}
+    if a.cmd == "rekey":   # a new host key for each named node, same port (as after a reinstall)
+        for n in a.nodes:
+            _stop_pid(pids[n])
+            nd = a.dir / "sshd" / n
+            _keygen(nd / "host_ed25519")
+            with open(nd / "sshd.log", "ab") as log:
+                pids[n] = subprocess.Popen([SSHD, "-D", "-e", "-f", str(nd / "sshd_config")], stdout=log,
+                                           stderr=log, stdin=subprocess.DEVNULL).pid
+        pidfile.write_text(json.dumps(pids))
+        time.sleep(0.3)
+        return
     for n, pid in pids.items():
         if _alive(pid):
             os.kill(pid, signal.SIGTERM)

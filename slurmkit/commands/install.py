@@ -87,7 +87,8 @@ def install(ctx: Ctx, nodelist, partition, dry_run, parallel, as_json, rollback,
 def _slurm_conf(settings, lay, ctx) -> dict:
     from ..install import slurmconf
     lines = slurmconf.required_lines(lay.prolog, lay.epilog, settings.install.prolog_epilog_timeout)
-    out = {"lines": [ln.text for ln in lines], "missing": [], "error": None}
+    out = {"lines": [ln.text for ln in lines], "missing": [], "error": None, "node": lay.node,
+           "per_node": "{node}" in settings.install.root}
     try:
         have = slurmconf.cluster_config(settings)
     except (CommandError, SlurmkitError) as e:
@@ -113,7 +114,8 @@ def _print_text(results, dry_run, conf) -> None:
         rows.append([r.node, r.status, str(len(r.changes)), r.version or "-", f"{r.seconds:.1f}s", detail])
     click.echo(table(rows, ["NODE", "STATUS", "CHANGES", "VERSION", "TIME", "DETAIL"]))
     if conf is not None:
-        click.echo("\nslurm.conf needs (on the controller and every node):")
+        where = f" (paths as on {conf['node']}: install.root depends on the node)" if conf.get("per_node") else ""
+        click.echo(f"\nslurm.conf needs (on the controller and every node){where}:")
         for line in conf["lines"]:
             click.echo(f"  {line}")
         if conf["error"]:

@@ -187,10 +187,12 @@ def connect(node: str, install, *, accept_new: bool = False, say=lambda m: None)
                        allow_agent=True, look_for_keys=True)
     except paramiko.BadHostKeyException as e:
         client.close()
+        name = e.hostname if o["port"] == 22 else f"[{e.hostname}]:{o['port']}"   # as known_hosts writes it
         raise HostKeyRefused(
-            f"host key CHANGED for {e.hostname} (got {e.key.get_name()} SHA256:{_fingerprint(e.key)}, "
+            f"host key CHANGED for {name} (got {e.key.get_name()} SHA256:{_fingerprint(e.key)}, "
             f"{o['known_hosts']} has SHA256:{_fingerprint(e.expected_key)}): refused. If the node was "
-            f"reinstalled, remove the old key (ssh-keygen -R '{e.hostname}') and check the new one") from None
+            f"reinstalled, remove the old key (ssh-keygen -f {o['known_hosts']} -R '{name}') and check the new one") \
+            from None
     except paramiko.SSHException as e:
         client.close()
         if "not found in known_hosts" in str(e):
