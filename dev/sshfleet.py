@@ -7,7 +7,8 @@
     fleet.stop()                                       # every sshd it started, by pid
 
 Each node gets its own host key (ed25519), one client key is authorized for all, `StrictModes no` (the keys
-live under /tmp), `UsePAM no`, the sftp subsystem, ListenAddress 127.0.0.1 only. The ssh config maps each node
+live under /tmp), `UsePAM no`, the sftp subsystem (internal-sftp: no login shell
+per session; root's ~/.bashrc here runs `pyenv init`, ~90 ms a shell), ListenAddress 127.0.0.1 only. The ssh config maps each node
 name to its port, so `slurmkit install --nodes n[1-2]` reaches them like real hosts. Installs go under
 `<dir>/nodes/<node>/` (install.root). Standard library only.
 
@@ -27,7 +28,6 @@ import time
 from pathlib import Path
 
 SSHD = "/usr/sbin/sshd"
-SFTP = "/usr/lib/openssh/sftp-server"
 
 
 def _keygen(path: Path) -> None:
@@ -100,7 +100,7 @@ class Fleet:
         return (f"Port {self.ports[n]}\nListenAddress 127.0.0.1\nHostKey {nd}/host_ed25519\nPidFile {nd}/sshd.pid\n"
                 f"AuthorizedKeysFile {self.dir}/client/authorized_keys\nStrictModes no\nUsePAM no\n"
                 "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
-                f"Subsystem sftp {SFTP}\nLogLevel ERROR\nMaxStartups 100\nMaxSessions 100\n")
+                "Subsystem sftp internal-sftp\nLogLevel ERROR\nMaxStartups 100\nMaxSessions 100\n")
 
     def known_line(self, n: str) -> str:
         pub = (self._node_dir(n) / "host_ed25519.pub").read_text().split()

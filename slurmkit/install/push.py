@@ -88,6 +88,17 @@ def _remove(t: Transport, paths: list[str]) -> None:
             pass
 
 
+def makedirs(t: Transport, path: str) -> None:
+    """mkdir -p over the Transport (mode 0755), without a shell round trip per call."""
+    todo = []
+    p = path
+    while p not in ("/", "") and not t.stat(p).exists:
+        todo.append(p)
+        p = posixpath.dirname(p)
+    for d in reversed(todo):
+        t.mkdir(d, 0o755)
+
+
 def stage(t: Transport, arts: list[Artifact], token: str) -> dict[str, str]:
     """Upload each artifact under a temporary name; check the hashes on the node. Returns {path: tmp}.
     On any failure nothing staged is left behind."""
@@ -129,6 +140,24 @@ def switch_link(t: Transport, link: str, target: str, current: str | None, token
     t.rename(tmp, link)
 
 
+# Runs on the node as `python3 -c VENV_SCRIPT VDIR INSTALLER_WHEEL WHEEL...`: fixed code, paths as argv, one
+# round trip for what would be three commands (create the venv, install the wheels, check the import).
+VENV_SCRIPT = """\
+import os, subprocess, sys, venv
+vdir, installer, wheels = sys.argv[1], sys.argv[2], sys.argv[3:]
+venv.EnvBuilder(with_pip=False, symlinks=True).create(vdir)
+py = os.path.join(vdir, "bin", "python")
+steps = [([py, "-m", "installer", "--no-compile-bytecode", *wheels], dict(os.environ, PYTHONPATH=installer)),
+         ([py, "-c", "import slurmkit.cli, yaml, click; print(slurmkit.__version__)"], None)]
+for argv, env in steps:
+    r = subprocess.run(argv, env=env, capture_output=True, text=True)
+    if r.returncode:
+        lines = (r.stderr or r.stdout).strip().splitlines()
+        sys.exit(argv[2] + ": " + (lines[-1] if lines else "exit code %d" % r.returncode))
+print(r.stdout.strip())
+"""
+
+
 def build_venv(t: Transport, lay: Layout, wh: Wheelhouse, vdir: str, python: str, timeout: float,
                leftover: bool) -> None:
     """A new venv at vdir from the wheels (pypa/installer run from its own wheel: no pip, no index).
@@ -137,10 +166,7 @@ def build_venv(t: Transport, lay: Layout, wh: Wheelhouse, vdir: str, python: str
     try:
         if leftover:                                      # a half-built one from an interrupted run
             t.run(["rm", "-rf", "--", vdir]).check()
-        t.run([python, "-m", "venv", "--without-pip", vdir], timeout=timeout).check()
-        t.run(["env", f"PYTHONPATH={lay.wheel_dir}/{wh.installer.name}", f"{vdir}/bin/python", "-m", "installer",
-               "--no-compile-bytecode", *wheels], timeout=timeout).check()
-        r = t.run([f"{vdir}/bin/python", "-c", "import slurmkit.cli, yaml, click; print(slurmkit.__version__)"],
+        r = t.run([python, "-c", VENV_SCRIPT, vdir, f"{lay.wheel_dir}/{wh.installer.name}", *wheels],
                   timeout=timeout).check()
         if r.stdout.strip() != wh.version:
             raise NodeError(f"{vdir}: slurmkit {r.stdout.strip()!r} imports, expected {wh.version}")
@@ -159,9 +185,9 @@ def apply(t: Transport, lay: Layout, plan: NodePlan, wh: Wheelhouse, remote: dic
         raise NodeError("; ".join(plan.problems))
     token = secrets.token_hex(4)
     dirs = sorted({posixpath.dirname(a.path) for a in plan.uploads} | {posixpath.dirname(lay.venv)})
-    missing = [d for d in dirs if not remote.get(d, RemoteFile(d, False)).exists]
-    if missing:
-        t.run(["mkdir", "-p", "--", *missing]).check()
+    for d in dirs:
+        if not remote.get(d, RemoteFile(d, False)).exists:
+            makedirs(t, d)
     staged = stage(t, plan.uploads, token)     # the stamp too (staged now, committed last)
     left = dict(staged)
     order = ([a for a in plan.uploads if a.role == "wheel"], [a for a in plan.uploads if a.role not in

@@ -2,7 +2,7 @@
 
     t = connect(node, install_settings, accept_new=False)
     t.stat(path) -> RemoteFile          t.put(data, path, mode)       t.rename(src, dst)   (atomic, replaces)
-    t.symlink(target, path)             t.run(argv, timeout) -> RunResult                    t.close()
+    t.symlink(target, path)             t.mkdir(path, mode)           t.run(argv, timeout) -> RunResult   t.close()
 
 `run` takes an argv list and quotes it with shlex.join for the remote shell: no user text is ever spliced into
 a command line. Every operation has a timeout. Host keys: the known_hosts file (install.known_hosts, or the SSH
@@ -34,6 +34,11 @@ class HostKeyRefused(NodeError):
     """The node's host key is unknown (without --accept-new-host-keys) or changed (always)."""
 
 
+def short(argv) -> str:
+    """argv for a message: an inline script is cut to its first line."""
+    return shlex.join(a if len(a) < 80 and "\n" not in a else a.split("\n", 1)[0][:40] + "..." for a in map(str, argv))
+
+
 @dataclass(frozen=True)
 class RunResult:
     argv: tuple[str, ...]
@@ -44,7 +49,7 @@ class RunResult:
     def check(self) -> "RunResult":
         if self.returncode != 0:
             last = (self.stderr or self.stdout).strip().splitlines()
-            raise NodeError(f"{shlex.join(self.argv)}: {last[-1] if last else f'exit code {self.returncode}'}")
+            raise NodeError(f"{short(self.argv)}: {last[-1] if last else f'exit code {self.returncode}'}")
         return self
 
 
@@ -59,6 +64,8 @@ class Transport(Protocol):
     def rename(self, src: str, dst: str) -> None: ...
 
     def symlink(self, target: str, path: str) -> None: ...
+
+    def mkdir(self, path: str, mode: int) -> None: ...
 
     def run(self, argv: list[str], timeout: float | None = None) -> RunResult: ...
 
@@ -103,6 +110,14 @@ class LocalTransport:
 
     def symlink(self, target: str, path: str) -> None:
         os.symlink(target, path)
+
+    def mkdir(self, path: str, mode: int) -> None:
+        try:
+            os.mkdir(path, mode)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            raise NodeError(f"mkdir {path}: {e.strerror}") from None
 
     def run(self, argv: list[str], timeout: float | None = None) -> RunResult:
         from .. import proc
@@ -249,6 +264,13 @@ class ParamikoTransport:
         except OSError as e:
             raise NodeError(f"rename {src} -> {dst}: {e.strerror or e}") from None
 
+    def mkdir(self, path: str, mode: int) -> None:
+        try:
+            self.sftp.mkdir(path, mode)
+        except OSError as e:
+            if not self.stat(path).exists:    # a race with another mkdir is fine
+                raise NodeError(f"mkdir {path}: {e.strerror or e}") from None
+
     def symlink(self, target: str, path: str) -> None:
         try:
             self.sftp.symlink(target, path)
@@ -276,14 +298,14 @@ class ParamikoTransport:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     chan.close()
-                    raise NodeError(f"{cmd}: timed out after {timeout:g}s")
+                    raise NodeError(f"{short(argv)}: timed out after {timeout:g}s")
                 select.select([chan], [], [], min(left, 1.0))
             rc = chan.recv_exit_status()
             chan.close()
         except NodeError:
             raise
         except Exception as e:  # paramiko.SSHException, socket.timeout, EOFError: the connection broke
-            raise NodeError(f"{cmd}: {type(e).__name__}: {e}") from None
+            raise NodeError(f"{short(argv)}: {type(e).__name__}: {e}") from None
         return RunResult(tuple(str(a) for a in argv), rc, out.decode(errors="replace"), err.decode(errors="replace"))
 
     def close(self) -> None:
