@@ -158,6 +158,21 @@ print(r.stdout.strip())
 """
 
 
+def prune_venv(t: Transport, lay: Layout, old_prev: RemoteFile | None, keep) -> None:
+    """Remove the venv the PREV link pointed to before this switch (now neither live nor kept for --rollback),
+    so that a node holds at most two venvs. Only a sibling named venv-*: never anything else."""
+    if not old_prev or not old_prev.exists or old_prev.kind != "link" or not old_prev.link:
+        return
+    name = posixpath.basename(old_prev.link)
+    keep_names = {posixpath.basename(k) for k in keep if k}
+    if name in keep_names or not name.startswith(posixpath.basename(lay.venv) + "-") or "/" in old_prev.link:
+        return
+    try:
+        t.run(["rm", "-rf", "--", posixpath.join(posixpath.dirname(lay.venv), name)])
+    except NodeError:
+        pass   # disk hygiene only: never fail an install for it
+
+
 def build_venv(t: Transport, lay: Layout, wh: Wheelhouse, vdir: str, python: str, timeout: float,
                leftover: bool) -> None:
     """A new venv at vdir from the wheels (pypa/installer run from its own wheel: no pip, no index).
@@ -205,6 +220,7 @@ def apply(t: Transport, lay: Layout, plan: NodePlan, wh: Wheelhouse, remote: dic
         if plan.switch_venv:
             link = remote[lay.venv]
             switch_link(t, lay.venv, plan.switch_venv, link.link if link.exists else None, token)
+            prune_venv(t, lay, remote.get(lay.venv + PREV), keep=(plan.switch_venv, link.link))
         for a in plan.uploads:
             if a.role == "stamp":   # last: the stamp says what is installed only once it is
                 commit(t, a.path, staged[a.path], remote[a.path].exists)
@@ -304,7 +320,8 @@ def _install_node(t: Transport, lay: Layout, job: Job, res: NodeResult) -> None:
     arts = artifacts(lay, wh, job.prolog, job.epilog, job.site_config)
     venv = lay.venv_for(wh.bundle_id)
     dirs = sorted({posixpath.dirname(a.path) for a in arts} | {posixpath.dirname(lay.venv)})
-    remote = gather(t, [a.path for a in arts] + [lay.venv, venv, posixpath.join(venv, COMPLETE), *dirs])
+    remote = gather(t, [a.path for a in arts] + [lay.venv, lay.venv + PREV, venv, posixpath.join(venv, COMPLETE),
+                        *dirs])
     plan = plan_node(lay, arts, remote, wh.bundle_id, wh.version)
     res.changes = plan.changes
     if plan.problems:

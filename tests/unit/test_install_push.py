@@ -109,3 +109,23 @@ def test_a_venv_that_does_not_build_leaves_the_live_files_as_they_were(fake_node
     assert tmp_files(root) == []
     assert os.readlink(lay.venv) == link             # the live venv is the old one
     assert (Path(lay.venv) / COMPLETE).exists()
+
+
+def test_a_node_keeps_the_live_and_the_previous_venv_only(fake_node, tmp_path):
+    lay, job, root = fake_node
+    assert run_node("n1", job()).status == "changed"
+    first = os.readlink(lay.venv)
+    venvs = root / "opt" / "slurmkit"
+    # two newer bundles, each "built" already (their completion marker present), installed in turn
+    for i in (2, 3):
+        (tmp_path / "wh" / "installer-1.1.0-py3-none-any.whl").write_bytes(f"synthetic v{i}".encode())
+        j = job()
+        vdir = Path(lay.venv_for(j.wheelhouse.bundle_id))
+        vdir.mkdir()
+        (vdir / COMPLETE).write_text(vdir.name + "\n")
+        r = run_node("n1", j)
+        assert r.status == "changed", r.error
+        assert os.readlink(lay.venv) == vdir.name
+    assert sorted(p.name for p in venvs.glob("venv-*")) == sorted([os.readlink(lay.venv),
+                                                                   os.readlink(lay.venv + PREV)])
+    assert first not in [p.name for p in venvs.glob("venv-*")]
