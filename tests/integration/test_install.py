@@ -231,6 +231,45 @@ def test_rollback_restores_the_previous_version(site):
     assert "v2" in site.path("n3", "/etc/slurm/slurmkit/prolog").read_text()
 
 
+def test_a_new_bundle_gets_a_new_venv_and_rollback_switches_back(site, tmp_path):
+    import shutil
+    import zipfile
+
+    from slurmkit import config
+    from slurmkit.install import bundle
+    r, doc = site.install("--nodes", "n[1-2]", "--json")
+    assert r.returncode == 0, r.stderr
+    venv_a = f"venv-{doc['bundle']['id']}"
+    # a second wheelhouse: the same wheels, click's re-zipped with a comment (valid, other bytes: a new bundle)
+    wh = bundle.wheelhouse(config.loads(site.config.read_text()).install)
+    other = tmp_path / "wheelhouse-b"
+    shutil.copytree(wh.directory, other)
+    (click,) = other.glob("click-*.whl")
+    with zipfile.ZipFile(click, "a") as z:
+        z.comment = b"rebuilt"
+    site.write_config(wheelhouse=str(other))
+    r, doc = site.install("--nodes", "n[1-2]", "--json")
+    assert r.returncode == 0, r.stderr
+    venv_b = f"venv-{doc['bundle']['id']}"
+    assert venv_b != venv_a
+    for n in ("n1", "n2"):
+        changes = {(c["action"], c["path"]) for c in by_node(doc)[n]["changes"]}
+        assert ("build-venv", str(site.path(n, f"/opt/slurmkit/{venv_b}"))) in changes
+        assert os.readlink(site.path(n, "/opt/slurmkit/venv")) == venv_b
+        assert os.readlink(site.path(n, "/opt/slurmkit/venv.slurmkit-prev")) == venv_a
+        v = subprocess.run([str(site.path(n, "/opt/slurmkit/venv/bin/python")), "-c", "import click, slurmkit"],
+                           capture_output=True, text=True, timeout=30)
+        assert v.returncode == 0, v.stderr
+
+    r, doc = site.install("--nodes", "n[1-2]", "--rollback", "--json")
+    assert r.returncode == 0, r.stderr
+    for n in ("n1", "n2"):
+        assert by_node(doc)[n]["status"] == "rolled-back"
+        assert os.readlink(site.path(n, "/opt/slurmkit/venv")) == venv_a
+        assert json.loads(site.path(n, "/etc/slurmkit/installed.json").read_text())["venv"].endswith(venv_a)
+        assert b"rebuilt" not in site.path(n, f"/opt/slurmkit/wheels/{click.name}").read_bytes()
+
+
 def test_verify_runs_the_installed_slurmkit_check_on_each_node(site):
     r, doc = site.install("--nodes", "n[1-2]", "--verify", "--json")
     for n in doc["nodes"]:
