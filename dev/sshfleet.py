@@ -7,9 +7,10 @@
     fleet.stop()                                       # every sshd it started, by pid
 
 Each node gets its own host key (ed25519), one client key is authorized for all, `StrictModes no` (the keys
-live under /tmp), `UsePAM no`, the sftp subsystem (internal-sftp: no login shell
-per session; root's ~/.bashrc here runs `pyenv init`, ~90 ms a shell), ListenAddress 127.0.0.1 only. The ssh config maps each node
-name to its port, so `slurmkit install --nodes n[1-2]` reaches them like real hosts. Installs go under
+live under /tmp), `UsePAM no`, the sftp subsystem (internal-sftp), ListenAddress 127.0.0.1 only, and
+HOME=<dir>/home for remote commands: bash sources ~/.bashrc for every command sshd runs, and this machine's root
+~/.bashrc runs `pyenv init` (~90 ms of CPU each); a pretend node should start commands as a plain node does.
+The ssh config maps each node name to its port, so `slurmkit install --nodes n[1-2]` reaches them like real hosts. Installs go under
 `<dir>/nodes/<node>/` (install.root). Standard library only.
 
     python3 dev/sshfleet.py --dir D --port 7470 up n1 n2    # prints the config to use; `down` stops them
@@ -71,6 +72,7 @@ class Fleet:
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)   # sshd's privilege separation directory
         (self.dir / "client").mkdir(parents=True, exist_ok=True)
         self.root.mkdir(parents=True, exist_ok=True)
+        (self.dir / "home").mkdir(exist_ok=True)
         if not self.client_key.exists():
             _keygen(self.client_key)
         (self.dir / "client" / "authorized_keys").write_text(self.client_key.with_suffix(".pub").read_text())
@@ -100,6 +102,7 @@ class Fleet:
         return (f"Port {self.ports[n]}\nListenAddress 127.0.0.1\nHostKey {nd}/host_ed25519\nPidFile {nd}/sshd.pid\n"
                 f"AuthorizedKeysFile {self.dir}/client/authorized_keys\nStrictModes no\nUsePAM no\n"
                 "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
+                f"SetEnv HOME={self.dir}/home\n"
                 "Subsystem sftp internal-sftp\nLogLevel ERROR\nMaxStartups 100\nMaxSessions 100\n")
 
     def known_line(self, n: str) -> str:
