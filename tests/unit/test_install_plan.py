@@ -3,14 +3,13 @@ slurm.conf check (on a real `scontrol show config` from the dev cluster)."""
 import hashlib
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from slurmkit import config
 from slurmkit.errors import UsageError
 from slurmkit.install import slurmconf
-from slurmkit.install.bundle import Artifact, Wheelhouse, artifacts, hook_text
+from slurmkit.install.bundle import Wheelhouse, artifacts, hook_text
 from slurmkit.install.layout import COMPLETE, PREV, layout
 from slurmkit.install.plan import RemoteFile, parse_sha256sum, plan_node, plan_rollback
 
