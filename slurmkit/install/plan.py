@@ -102,6 +102,12 @@ def plan_node(lay: Layout, arts: list[Artifact], remote: dict[str, RemoteFile], 
         if ch:
             plan.changes.append(ch)
             plan.uploads.append(a)
+    for d in sorted({posixpath.dirname(a.path) for a in arts} | {posixpath.dirname(lay.venv)}):
+        st = remote.get(d, MISSING)
+        if st.exists and st.kind == "dir" and ((st.mode or 0) & 0o002 or st.uid not in (0, None)):
+            plan.problems.append(f"{d} is {'writable by others' if (st.mode or 0) & 0o002 else 'not owned by root'}"
+                                 f" (mode {st.mode:o}, owner {st.uid}): anyone could replace what runs as root; "
+                                 "fix it first")
     link = remote.get(lay.venv, MISSING)
     complete = remote.get(posixpath.join(want_venv, COMPLETE), MISSING)
     if link.exists and link.kind != "link":

@@ -201,3 +201,18 @@ def test_slurm_conf_check_fires_on_each_missing_line(fixture_text):
     assert got == {"Prolog": "/tmp/sk-e-dev/hooks/prolog", "PrologFlags": "(not set)",
                    "PrologEpilogTimeout": "(not set)",
                    "SchedulerParameters": "sched_min_interval=0,batch_sched_delay=0,sched_interval=2"}
+
+
+def test_a_target_directory_others_can_write_stops_the_node(wheelhouse):
+    lay = layout(settings(), "n1")
+    arts = arts_for(lay, wheelhouse)
+    remote = remote_from(arts, lay, wheelhouse)
+    remote["/etc/slurm/slurmkit"] = RemoteFile("/etc/slurm/slurmkit", True, "dir", None, 0o1777, 0, 0)
+    remote["/etc/slurmkit"] = RemoteFile("/etc/slurmkit", True, "dir", None, 0o755, 0, 0)
+    plan = plan_node(lay, arts, remote, wheelhouse.bundle_id, "0.1.0")
+    assert plan.problems == ["/etc/slurm/slurmkit is writable by others (mode 1777, owner 0): anyone could "
+                             "replace what runs as root; fix it first"]
+    remote["/etc/slurm/slurmkit"] = RemoteFile("/etc/slurm/slurmkit", True, "dir", None, 0o755, 1000, 1000)
+    assert "not owned by root" in plan_node(lay, arts, remote, wheelhouse.bundle_id, "0.1.0").problems[0]
+    remote["/etc/slurm/slurmkit"] = RemoteFile("/etc/slurm/slurmkit", True, "dir", None, 0o755, 0, 0)
+    assert plan_node(lay, arts, remote, wheelhouse.bundle_id, "0.1.0").problems == []
