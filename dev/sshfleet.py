@@ -151,12 +151,12 @@ class Fleet:
         return self.root / n
 
     def install_config(self, **extra) -> str:
-        """An `install:` section that reaches this fleet and installs under <dir>/nodes/<node>/."""
-        lines = [f"  root: {self.root}/{{node}}", f"  ssh_config: {self.ssh_config}",
-                 f"  known_hosts: {self.known_hosts}", "  python: /usr/bin/python3", "  connect_timeout: 10",
-                 "  command_timeout: 120"]
-        lines += [f"  {k}: {json.dumps(v)}" for k, v in extra.items()]
-        return "install:\n" + "\n".join(lines) + "\n"
+        """An `install:` section that reaches this fleet and installs under <dir>/nodes/<node>/ (keys in `extra`
+        replace or add to these)."""
+        keys = {"root": f"{self.root}/{{node}}", "ssh_config": str(self.ssh_config),
+                "known_hosts": str(self.known_hosts), "python": "/usr/bin/python3", "connect_timeout": 10,
+                "command_timeout": 120, **extra}
+        return "install:\n" + "".join(f"  {k}: {json.dumps(v)}\n" for k, v in keys.items())
 
     # -- teardown ------------------------------------------------------------------------------------------------
     def _stop_one(self, n: str) -> None:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -39,8 +40,8 @@ class Site:
         self.config.write_text("slurm:\n  timeout: 10\n"
                                + self.fleet.install_config(prolog_src=str(self.prolog), **install) + extra)
 
-    def install(self, *args, timeout=300):
-        env = dict(os.environ)
+    def install(self, *args, timeout=300, env=None):
+        env = {**os.environ, **(env or {})}
         env.pop("SLURMKIT_CONFIG", None)
         # not `-m slurmkit.cli`: run as __main__, cli.py would define a second Ctx class the commands don't know
         r = subprocess.run([sys.executable, "-c", "from slurmkit.cli import main; main()", "--config", str(self.config), "install", *args],
@@ -267,6 +268,48 @@ def test_a_new_bundle_gets_a_new_venv_and_rollback_switches_back(site, tmp_path)
         assert os.readlink(site.path(n, "/opt/slurmkit/venv")) == venv_a
         assert json.loads(site.path(n, "/etc/slurmkit/installed.json").read_text())["venv"].endswith(venv_a)
         assert b"rebuilt" not in site.path(n, f"/opt/slurmkit/wheels/{click.name}").read_bytes()
+
+
+def test_the_ssh_agent_is_used_when_no_key_file_is_named(site, tmp_path):
+    # the ssh config without IdentityFile: the key is only in an agent we start (and stop, by pid)
+    cfg = site.fleet.ssh_config
+    cfg.write_text("\n".join(ln for ln in cfg.read_text().splitlines() if "IdentityFile" not in ln) + "\n")
+    env_home = {"HOME": str(tmp_path / "home")}    # no ~/.ssh/id_* to fall back on
+    (tmp_path / "home").mkdir()
+    r, doc = site.install("--nodes", "n1", "--json", env=env_home)
+    assert r.returncode == 1 and "No authentication methods available" in by_node(doc)["n1"]["error"]
+    sock = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            if sock.exists():
+                break
+            time.sleep(0.05)
+        subprocess.run(["ssh-add", "-q", str(site.fleet.client_key)], check=True, timeout=10,
+                       env=dict(os.environ, SSH_AUTH_SOCK=str(sock)))
+        r, doc = site.install("--nodes", "n1", "--json", env={**env_home, "SSH_AUTH_SOCK": str(sock)})
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert by_node(doc)["n1"]["status"] == "changed"
+    finally:
+        agent.terminate()
+        agent.wait(timeout=10)
+
+
+def test_paths_with_spaces_and_quotes_reach_the_node_as_one_argument(site, tmp_path):
+    # spliced into a shell string, this would run `touch pwned` in the remote HOME (under tmp_path)
+    root = tmp_path / "a root; touch pwned; true" / "{node}"
+    site.write_config(root=str(root))
+    r, doc = site.install("--nodes", "n1", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    node_root = Path(str(root).replace("{node}", "n1"))
+    prolog = node_root / "etc" / "slurm" / "slurmkit" / "prolog"
+    # the installed prolog's preamble is valid sh and names the venv under that root
+    out = subprocess.run(["sh", "-c", prolog.read_text().replace("exit 0", 'echo "$SLURMKIT_PYTHON"')],
+                         capture_output=True, text=True, timeout=10, env={})
+    assert out.stdout.strip() == str(node_root / "opt" / "slurmkit" / "venv" / "bin" / "python")
+    assert subprocess.run([out.stdout.strip(), "-c", "import slurmkit"], timeout=30).returncode == 0
+    assert not list(tmp_path.rglob("pwned"))
 
 
 def test_verify_runs_the_installed_slurmkit_check_on_each_node(site):
