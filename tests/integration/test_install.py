@@ -296,7 +296,7 @@ def test_the_ssh_agent_is_used_when_no_key_file_is_named(site, tmp_path):
         agent.wait(timeout=10)
 
 
-def test_paths_with_spaces_and_quotes_reach_the_node_as_one_argument(site, tmp_path):
+def test_paths_with_spaces_and_shell_characters_reach_the_node_as_one_argument(site, tmp_path):
     # spliced into a shell string, this would run `touch pwned` in the remote HOME (under tmp_path)
     root = tmp_path / "a root; touch pwned; true" / "{node}"
     site.write_config(root=str(root))
