@@ -45,6 +45,7 @@ COMMANDS = {
     "sync": "slurmkit.commands.sync:sync",
     "render": "slurmkit.commands.submit:render_cmd",
     "submit": "slurmkit.commands.submit:submit",
+    "install": "slurmkit.commands.install:install",
 }
 
 

@@ -102,6 +102,44 @@ class SubmitSettings:
 
 
 @dataclass
+class InstallSettings:
+    """`slurmkit install`: where things go on a node, how to reach it. Every target path may contain `{node}`."""
+    root: str = ""                                  # prefix for every target path (tests: /tmp/x/{node})
+    hooks_dir: str = "/etc/slurm/slurmkit"          # prolog and epilog go here
+    config_path: str = "/etc/slurmkit/config.yaml"  # the site config on the node
+    venv_dir: str = "/opt/slurmkit/venv"            # a symlink to venv-<bundle>, a venv with slurmkit
+    wheel_dir: str = "/opt/slurmkit/wheels"         # the wheels the venv is built from
+    stamp_path: str = "/etc/slurmkit/installed.json"  # what is installed (the version stamp)
+    python: str = "python3"                         # the node's Python that creates the venv
+    prolog_src: str | None = None                   # local script to install (default: the repo's prolog/prolog)
+    epilog_src: str | None = None                   # (default: the repo's epilog/epilog)
+    site_config_src: str | None = None              # local config to push (default: the one slurmkit loaded)
+    wheelhouse: str | None = None                   # prebuilt wheels (slurmkit + node_packages); default: build
+    node_packages: list[str] = field(default_factory=lambda: ["click", "PyYAML", "Jinja2", "MarkupSafe",
+                                                              "ClusterShell"])
+    parallel: int = 16                              # nodes at a time
+    connect_timeout: float = 10.0                   # seconds: TCP connect, SSH handshake, authentication
+    command_timeout: float = 120.0                  # seconds: each remote command and each file transfer
+    ssh_config: str = "~/.ssh/config"
+    known_hosts: str = "~/.ssh/known_hosts"
+    user: str | None = None                         # default: SSH config, else the local user
+    port: int | None = None                         # default: SSH config, else 22
+    identity_file: str | None = None                # in addition to the SSH config's, the agent's and ~/.ssh/id_*
+    prolog_epilog_timeout: int = 300                # the PrologEpilogTimeout= the printed slurm.conf lines ask for
+    verify_timeout: float = 120.0                   # seconds for `slurmkit check --json` on a node
+
+    def __post_init__(self):
+        for name in ("root", "hooks_dir", "config_path", "venv_dir", "wheel_dir", "stamp_path"):
+            v = getattr(self, name)
+            if "\n" in v or "\0" in v:
+                raise ValueError(f"{name}: a path cannot contain a newline")
+            if name != "root" and not v.startswith("/"):
+                raise ValueError(f"{name}: expected an absolute path, got {v!r}")
+        if self.parallel < 1:
+            raise ValueError("parallel: expected at least 1")
+
+
+@dataclass
 class Settings:
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
     tools: ToolsSettings = field(default_factory=ToolsSettings)
@@ -110,6 +148,7 @@ class Settings:
     submit: SubmitSettings = field(default_factory=SubmitSettings)
     topology: TopologySettings = field(default_factory=TopologySettings)
     sync: SyncSettings = field(default_factory=SyncSettings)
+    install: InstallSettings = field(default_factory=InstallSettings)
     # where the settings came from, and the line of each key ("slurm.timeout" -> 3), for messages
     source: str | None = field(default=None, metadata={"internal": True})
     lines: dict[str, int] = field(default_factory=dict, metadata={"internal": True})

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Benchmark `slurmkit install`: 1 node vs 16 nodes, real sshd daemons on loopback, in the same run.
+
+    .venv/bin/python bench/bench_install.py [--port 7480] [--rounds 2]
+
+Each round installs to fresh node roots (wheels uploaded, venv built, hooks and config committed) to 1 node and
+then to 16 nodes, and reruns both (nothing changes: connect, stat, hash); then the 16 again one at a time
+(--parallel 1), to show what the fan-out buys. CPU seconds are split between slurmkit (the admin side) and the
+sshds with everything they ran (the node side). Prints the times side by side and the
+16/1 ratio (target: at most 3x). All "nodes" share this machine's CPUs, so the node-side work (sshd, the venv
+build) of 16 nodes competes for the same cores as slurmkit itself: on real nodes it runs in parallel.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "dev"))
+from sshfleet import Fleet  # noqa: E402
+
+
+def sshd_cpu(fleet: Fleet) -> float:
+    """CPU seconds the fleet's sshds and everything they ran (sessions, sftp-server, the venv builds) used."""
+    tot = 0
+    for pid in fleet.pids().values():
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        tot += sum(int(x) for x in f[11:15])      # utime stime cutime cstime
+    return tot / os.sysconf("SC_CLK_TCK")
+
+
+def run(cfg: Path, nodes: str, cpu: dict, *extra: str) -> float:
+    r0 = os.times()
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", "from slurmkit.cli import main; main()", "--config", str(cfg),
+                        "install", "--nodes", nodes, "--json", *extra], capture_output=True, text=True, timeout=600,
+                       env={k: v for k, v in os.environ.items() if k not in ("SLURMKIT_CONFIG", "SLURM_CONF")})
+    dt = time.monotonic() - t0
+    r1 = os.times()
+    cpu["client"] = (r1.children_user - r0.children_user) + (r1.children_system - r0.children_system)
+    if r.returncode != 0:
+        raise SystemExit(f"install --nodes {nodes} failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    return dt
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--port", type=int, default=7480, help="first sshd port (16 ports from here)")
+    ap.add_argument("--rounds", type=int, default=2)
+    a = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="slurmkit-bench-install-"))
+    nodes = [f"b{i:02d}" for i in range(1, 17)]
+    fleet = Fleet(tmp / "fleet", nodes, a.port)
+    fleet.start()
+    try:
+        cfg = tmp / "site.yaml"
+        cfg.write_text("slurm:\n  timeout: 10\n" + fleet.install_config(parallel=16))
+        run(cfg, "b01", {})                              # warm-up: builds (or finds) the cached wheelhouse
+        fresh = {1: [], 16: []}
+        rerun = {1: [], 16: []}
+        cpu = {k: {"client": [], "nodes": []} for k in ("fresh1", "fresh16", "rerun1", "rerun16")}
+
+        def timed(kind, n, nodes):
+            c = {}
+            s0 = sshd_cpu(fleet)
+            dt = run(cfg, nodes, c)
+            cpu[f"{kind}{n}"]["client"].append(c["client"])
+            cpu[f"{kind}{n}"]["nodes"].append(sshd_cpu(fleet) - s0)
+            (fresh if kind == "fresh" else rerun)[n].append(dt)
+
+        seq = []
+        for _ in range(a.rounds):
+            for n, nodes in ((1, "b01"), (16, "b[01-16]")):
+                shutil.rmtree(fleet.root, ignore_errors=True)
+                fleet.root.mkdir()
+                timed("fresh", n, nodes)
+                timed("rerun", n, nodes)
+            shutil.rmtree(fleet.root, ignore_errors=True)     # the same 16 one at a time: what fan-out buys
+            fleet.root.mkdir()
+            seq.append(run(cfg, "b[01-16]", {}, "--parallel", "1"))
+    finally:
+        fleet.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    med = {k: {n: statistics.median(v) for n, v in d.items()} for k, d in (("fresh", fresh), ("rerun", rerun))}
+    cmed = {k: {w: statistics.median(v) for w, v in d.items()} for k, d in cpu.items()}
+    print(f"cpus: {os.cpu_count()}, load: {os.getloadavg()[0]:.2f}, rounds: {a.rounds} (median)")
+    print(f"{'wall time':44}{'1 node':>10}{'16 nodes':>10}{'16/1':>8}")
+    for k, label in (("fresh", "install (fresh nodes)"), ("rerun", "rerun (nothing to do)")):
+        one, many = med[k][1], med[k][16]
+        print(f"{label:44}{one:9.2f}s{many:9.2f}s{many / one:7.2f}x")
+    print(f"{'install, 16 nodes, --parallel 1':44}{'':10}{statistics.median(seq):9.2f}s"
+          f"{statistics.median(seq) / med['fresh'][1]:7.2f}x  (one node at a time)")
+    print(f"{'CPU seconds':44}{'1 node':>10}{'16 nodes':>10}{'16/1':>8}")
+    for k, label in (("fresh", "install"), ("rerun", "rerun")):
+        for w, wl in (("client", "slurmkit (admin side)"), ("nodes", "sshd + node side (16 'nodes')")):
+            one, many = cmed[f"{k}1"][w], cmed[f"{k}16"][w]
+            print(f"{label + ': ' + wl:44}{one:9.2f}s{many:9.2f}s{many / max(one, 0.01):7.2f}x")
+    ratio = med["fresh"][16] / med["fresh"][1]
+    print(f"ratio 16/1 (fresh install): {ratio:.2f}x (target <= 3x): {'met' if ratio <= 3 else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import click
+
+from ..cli import Ctx, pass_ctx
+from ..errors import CommandError, SlurmkitError, UsageError
+
+
+@click.command()
+@click.option("--nodes", "nodelist", metavar="HOSTLIST", help="Nodes to install to, a hostlist: 'gpu[001-128]'.")
+@click.option("--from-slurm", "partition", metavar="PARTITION", help="Also every node of this Slurm partition.")
+@click.option("--dry-run", is_flag=True, help="Print per node what would change; change nothing.")
+@click.option("--parallel", type=click.IntRange(min=1), help="Nodes at a time (default: install.parallel, 16).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON report (see README for the format).")
+@click.option("--rollback", is_flag=True, help="Put back what each node had before the last install.")
+@click.option("--verify", "do_verify", is_flag=True, help="Then run `slurmkit check --json` on each node.")
+@click.option("--accept-new-host-keys", is_flag=True,
+              help="Accept (and record) host keys known_hosts does not have. A CHANGED key is always refused.")
+@pass_ctx
+def install(ctx: Ctx, nodelist, partition, dry_run, parallel, as_json, rollback, do_verify, accept_new_host_keys):
+    """Put the prolog, epilog, site config and slurmkit (a venv) on nodes over SSH: staged, hash-checked,
+    renamed into place, previous version kept for --rollback. Exit 1 if any node failed."""
+    from ..install import bundle, fanout, ssh
+    from ..install.layout import layout
+    from ..install.push import Job, run_node
+    from ..slurm import expand_hostlist
+
+    settings = ctx.settings
+    inst = settings.install
+    nodes: list[str] = []
+    if nodelist:
+        nodes += expand_hostlist(nodelist)
+    if partition:
+        part = [r.name for r in ctx.backend().nodes() if partition in (r.partitions or [])]
+        if not part:
+            raise UsageError(f"--from-slurm: partition {partition!r} has no nodes")
+        nodes += part
+    nodes = list(dict.fromkeys(nodes))
+    if not nodes:
+        raise UsageError("no nodes: give --nodes HOSTLIST and/or --from-slurm PARTITION")
+
+    wh = None
+    prolog = epilog = site_config = b""
+    if not rollback:
+        psrc, esrc = bundle.hook_sources(inst)
+        prolog, epilog = psrc.read_bytes(), esrc.read_bytes()
+        cfg = inst.site_config_src or settings.source
+        if not cfg:
+            raise UsageError("no site config to push: give --config FILE (or set install.site_config_src)")
+        try:
+            site_config = Path(cfg).expanduser().read_bytes()
+        except OSError as e:
+            raise UsageError(f"cannot read the site config to push: {e.strerror}", path=str(cfg)) from None
+        wh = bundle.wheelhouse(inst, say=ctx.say)
+        ctx.say(f"bundle {wh.bundle_id}: slurmkit {wh.version}, {len(wh.wheels)} wheels from {wh.directory}")
+
+    def say(msg):
+        click.echo(f"slurmkit: {msg}", err=True)
+
+    connect = functools.partial(ssh.connect, install=inst, accept_new=accept_new_host_keys, say=say)
+    job = Job(inst, wh, prolog, epilog, site_config, connect, dry_run=dry_run, do_verify=do_verify,
+              do_rollback=rollback)
+    results = fanout.fan_out(nodes, lambda n: run_node(n, job), parallel or inst.parallel,
+                             progress=None if not as_json else False,
+                             label="rollback" if rollback else "install")
+
+    conf = None if rollback else _slurm_conf(settings, layout(inst, nodes[0]), ctx)
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    failed = [r for r in results if not r.ok]
+    if as_json:
+        from ..output import emit_json
+        emit_json({"ok": not failed, "dry_run": dry_run, "rollback": rollback,
+                   "bundle": {"id": wh.bundle_id, "slurmkit_version": wh.version} if wh else None,
+                   "summary": {"nodes": len(results), "ok": len(results) - len(failed), "failed": len(failed),
+                               "by_status": counts},
+                   "nodes": [r.to_dict() for r in results], "slurm_conf": conf})
+    else:
+        _print_text(results, dry_run, conf)
+    return 1 if failed else 0
+
+
+def _slurm_conf(settings, lay, ctx) -> dict:
+    from ..install import slurmconf
+    lines = slurmconf.required_lines(lay.prolog, lay.epilog, settings.install.prolog_epilog_timeout)
+    out = {"lines": [ln.text for ln in lines], "missing": [], "error": None, "node": lay.node,
+           "per_node": "{node}" in settings.install.root}
+    try:
+        have = slurmconf.cluster_config(settings)
+    except (CommandError, SlurmkitError) as e:
+        out["error"] = f"cannot read the cluster's config (scontrol show config): {e}"
+        return out
+    out["missing"] = [{"line": ln.text, "have": h, "why": ln.why} for ln, h in slurmconf.missing(lines, have)]
+    return out
+
+
+def _print_text(results, dry_run, conf) -> None:
+    from ..output import table
+    if dry_run:
+        for r in results:
+            if r.changes:
+                click.echo(f"{r.node}: would change")
+                for c in r.changes:
+                    click.echo(f"  {c.action:12} {c.path}" + (f"  ({c.detail})" if c.detail else ""))
+    rows = []
+    for r in results:
+        detail = r.error or r.note or ""
+        if r.verify is not None and r.verify["ok"]:
+            detail = (detail + "; " if detail else "") + "check ok"
+        rows.append([r.node, r.status, str(len(r.changes)), r.version or "-", f"{r.seconds:.1f}s", detail])
+    click.echo(table(rows, ["NODE", "STATUS", "CHANGES", "VERSION", "TIME", "DETAIL"]))
+    if conf is not None:
+        where = f" (paths as on {conf['node']}: install.root depends on the node)" if conf.get("per_node") else ""
+        click.echo(f"\nslurm.conf needs (on the controller and every node){where}:")
+        for line in conf["lines"]:
+            click.echo(f"  {line}")
+        if conf["error"]:
+            click.echo(f"slurmkit: warning: {conf['error']}", err=True)
+        for m in conf["missing"]:
+            click.echo(f"slurmkit: warning: slurm.conf lacks {m['line']} (cluster has {m['have']}): {m['why']}",
+                       err=True)
+    failed = [r for r in results if not r.ok]
+    if failed:
+        click.echo(f"slurmkit: {len(failed)} of {len(results)} nodes failed", err=True)
+
+
+__all__ = ["install"]

@@ -1,0 +1,196 @@
+"""What `install` puts on a node: the hook scripts, the site config and a wheelhouse (slurmkit + what it needs).
+
+The wheelhouse is built once on the admin host and cached by the hash of the source tree, so a rerun ships the
+very same bytes (and changes nothing on the nodes). Sites without a package index on the admin host point
+`install.wheelhouse` at a directory of prebuilt wheels instead.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import SlurmkitError, UsageError
+from .layout import Layout
+
+SOURCE_DATE_EPOCH = "315532800"   # 1980-01-01: wheels built twice from the same tree are byte-identical
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One file as it must be on the node."""
+    role: str        # prolog | epilog | config | wheel | stamp
+    path: str        # absolute path on the node
+    data: bytes
+    mode: int        # permission bits; owner is always root (uid 0, gid 0)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+
+@dataclass(frozen=True)
+class Wheelhouse:
+    directory: Path
+    wheels: tuple[Path, ...]          # every wheel, sorted by name
+    version: str                      # slurmkit's version in it
+
+    @property
+    def installer(self) -> Path:
+        return next(w for w in self.wheels if w.name.startswith("installer-"))
+
+    @property
+    def to_install(self) -> list[Path]:
+        """The wheels that go into the venv (all but pypa/installer, which only runs the install)."""
+        return [w for w in self.wheels if not w.name.startswith("installer-")]
+
+    @property
+    def bundle_id(self) -> str:
+        h = hashlib.sha256()
+        for w in self.wheels:
+            h.update(w.name.encode() + b"\0" + hashlib.sha256(w.read_bytes()).hexdigest().encode() + b"\n")
+        return h.hexdigest()[:12]
+
+
+def hook_text(script: bytes, lay: Layout) -> bytes:
+    """The hook script with a preamble after its first line naming the venv's Python and the site config.
+
+    The hooks pick their interpreter as $SLURMKIT_PYTHON, else <dir>/../.venv/bin/python, else
+    /opt/slurmkit/venv/bin/python, else python3; Slurm runs them with no environment of ours, so the installed
+    copy says where this install put things (an environment set by a wrapper still wins).
+    """
+    first, sep, rest = script.partition(b"\n")
+    if not first.startswith(b"#!"):
+        raise UsageError("a hook script must start with a #! line", path=None)
+    pre = ("# installed by `slurmkit install`: where this node's slurmkit venv and site config are\n"
+           f": \"${{SLURMKIT_PYTHON:={lay.python}}}\" \"${{SLURMKIT_CONFIG:={lay.config}}}\"\n"
+           "export SLURMKIT_PYTHON SLURMKIT_CONFIG\n")
+    for v in (lay.python, lay.config):
+        if any(c in v for c in "\"$`\\\n"):
+            raise UsageError(f"install path {v!r}: characters a shell would interpret")
+    return first + b"\n" + pre.encode() + rest if sep else first + b"\n" + pre.encode()
+
+
+def stamp_bytes(lay: Layout, wh: Wheelhouse, files: list[Artifact]) -> bytes:
+    """The version stamp: deterministic (no time in it), so an unchanged install leaves it unchanged."""
+    doc = {
+        "slurmkit_version": wh.version,
+        "bundle": wh.bundle_id,
+        "venv": lay.venv_for(wh.bundle_id),
+        "files": {a.path: a.sha256 for a in sorted(files, key=lambda a: a.path)},
+    }
+    return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
+
+
+def artifacts(lay: Layout, wh: Wheelhouse, prolog: bytes, epilog: bytes, site_config: bytes) -> list[Artifact]:
+    """Every file for one node, the stamp last."""
+    out = [Artifact("wheel", f"{lay.wheel_dir}/{w.name}", w.read_bytes(), 0o644) for w in wh.wheels]
+    out += [Artifact("config", lay.config, site_config, 0o644),
+            Artifact("prolog", lay.prolog, hook_text(prolog, lay), 0o755),
+            Artifact("epilog", lay.epilog, hook_text(epilog, lay), 0o755)]
+    out.append(Artifact("stamp", lay.stamp, stamp_bytes(lay, wh, out), 0o644))
+    return out
+
+
+# -- the local sources ------------------------------------------------------------------------------------------
+
+def source_tree() -> Path | None:
+    """The slurmkit source checkout this package runs from (an editable install), or None."""
+    import slurmkit
+    top = Path(slurmkit.__file__).resolve().parent.parent
+    pp = top / "pyproject.toml"
+    if pp.exists() and 'name = "slurmkit"' in pp.read_text(errors="replace"):
+        return top
+    return None
+
+
+def hook_sources(install) -> tuple[Path, Path]:
+    src = source_tree()
+    out = []
+    for which, given in (("prolog", install.prolog_src), ("epilog", install.epilog_src)):
+        if given:
+            p = Path(given).expanduser()
+        elif src is not None:
+            p = src / which / which
+        else:
+            raise UsageError(f"install.{which}_src: not set and no slurmkit source tree to take {which}/{which} from")
+        if not p.is_file():
+            raise UsageError(f"install.{which}_src: no such file {p}")
+        out.append(p)
+    return out[0], out[1]
+
+
+def _tree_hash(top: Path, extra: list[str]) -> str:
+    h = hashlib.sha256()
+    files = [top / "pyproject.toml", top / "README.md"]
+    files += sorted(p for p in (top / "slurmkit").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for f in files:
+        if f.exists():
+            h.update(str(f.relative_to(top)).encode() + b"\0" + f.read_bytes() + b"\0")
+    for e in extra:
+        h.update(e.encode() + b"\n")
+    return h.hexdigest()[:16]
+
+
+def _pinned(names: list[str]) -> list[str]:
+    from importlib import metadata
+    out = []
+    for n in [*names, "installer"]:
+        try:
+            out.append(f"{n}=={metadata.version(n)}")
+        except metadata.PackageNotFoundError:
+            raise UsageError(f"install.node_packages: {n} is not installed here, so its version is unknown; "
+                             "install it or set install.wheelhouse") from None
+    return out
+
+
+def wheelhouse(install, *, cache_dir: Path | None = None, say=lambda m: None, timeout: float = 600) -> Wheelhouse:
+    if install.wheelhouse:
+        return _read_wheelhouse(Path(install.wheelhouse).expanduser(), "install.wheelhouse")
+    src = source_tree()
+    if src is None:
+        raise UsageError("install.wheelhouse: not set, and slurmkit does not run from a source tree to build "
+                         "its wheel from; point it at a directory with slurmkit-*.whl, installer-*.whl and the "
+                         "wheels of install.node_packages")
+    pins = _pinned(list(install.node_packages))
+    key = _tree_hash(src, [sys.version.split()[0], *pins])
+    cache = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "slurmkit" / "wheelhouse"
+    target = cache / key
+    if (target / ".complete").exists():
+        return _read_wheelhouse(target, str(target))
+    say(f"building the wheelhouse in {target} (slurmkit from {src}, {' '.join(pins)})")
+    from .. import proc
+    from ..errors import CommandError
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=cache))
+    env = dict(os.environ, SOURCE_DATE_EPOCH=SOURCE_DATE_EPOCH, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    pip = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp)]
+    try:
+        proc.run([*pip, str(src)], timeout=timeout, env=env)
+        proc.run([*pip, *pins], timeout=timeout, env=env)
+    except CommandError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        errs = [ln.strip() for ln in e.stderr.splitlines() if "error" in ln.lower() and "WARNING" not in ln]
+        raise SlurmkitError(f"building the wheelhouse failed: {errs[0] if errs else e}") from None
+    (tmp / ".complete").write_text("\n".join(pins) + "\n")
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(tmp, target)
+    return _read_wheelhouse(target, str(target))
+
+
+def _read_wheelhouse(d: Path, label: str) -> Wheelhouse:
+    if not d.is_dir():
+        raise UsageError(f"{label}: no such directory {d}")
+    wheels = tuple(sorted(d.glob("*.whl"), key=lambda p: p.name))
+    sk = [w for w in wheels if w.name.startswith("slurmkit-")]
+    if len(sk) != 1:
+        raise UsageError(f"{label}: expected exactly one slurmkit-*.whl in {d}, found {len(sk)}")
+    if not any(w.name.startswith("installer-") for w in wheels):
+        raise UsageError(f"{label}: no installer-*.whl (pypa/installer builds the venv on the node) in {d}")
+    version = sk[0].name.split("-")[1]
+    return Wheelhouse(d, wheels, version)

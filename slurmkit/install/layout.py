@@ -1,0 +1,50 @@
+"""Where each installed thing lives on a node. Pure: settings + node name in, absolute paths out."""
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+
+PREV = ".slurmkit-prev"      # suffix of the kept previous version of a file (and of the venv link)
+COMPLETE = ".slurmkit-bundle"  # file inside a finished venv: the bundle id it was built from
+
+
+@dataclass(frozen=True)
+class Layout:
+    node: str
+    root: str
+    prolog: str
+    epilog: str
+    config: str
+    venv: str
+    wheel_dir: str
+    stamp: str
+
+    def venv_for(self, bundle_id: str) -> str:
+        return f"{self.venv}-{bundle_id}"
+
+    @property
+    def python(self) -> str:
+        return posixpath.join(self.venv, "bin", "python")
+
+    @property
+    def slurmkit(self) -> str:
+        return posixpath.join(self.venv, "bin", "slurmkit")
+
+
+def _rooted(root: str, path: str) -> str:
+    if not root:
+        return posixpath.normpath(path)
+    return posixpath.normpath(root.rstrip("/") + "/" + path.lstrip("/"))
+
+
+def layout(install, node: str) -> Layout:
+    """`install` is config.InstallSettings; `{node}` in any path becomes the node's name."""
+    root = install.root.replace("{node}", node)
+
+    def p(path: str) -> str:
+        return _rooted(root, path.replace("{node}", node))
+
+    hooks = p(install.hooks_dir)
+    return Layout(node=node, root=root, prolog=posixpath.join(hooks, "prolog"),
+                  epilog=posixpath.join(hooks, "epilog"), config=p(install.config_path), venv=p(install.venv_dir),
+                  wheel_dir=p(install.wheel_dir), stamp=p(install.stamp_path))

@@ -1,0 +1,362 @@
+"""One node: read its state, plan, then stage -> verify -> commit; roll back; verify with `slurmkit check`.
+
+Order on a node, so that a failure leaves the live files as they were and nothing half-written:
+  1. stage: every changed file is uploaded under a temporary name next to its target (`.NAME.slurmkit-tmp-X`),
+     created exclusively, mode set, owner root; then all staged files are hashed on the node (sha256sum) and
+     compared with what was sent. Any failure removes every staged file.
+  2. wheels are committed (inert until a venv uses them), the venv is built in venv-<bundle> (a new directory:
+     the live venv is untouched) and its import checked.
+  3. config and hooks are committed: `ln -f FILE FILE.slurmkit-prev` keeps the old version, then an atomic rename
+     puts the new one in place (the path never disappears, a running prolog sees old or new, never half).
+  4. the venv link is switched atomically (a new link renamed over the old one), the old target kept as
+     venv.slurmkit-prev; the version stamp is written last.
+"""
+from __future__ import annotations
+
+import posixpath
+import secrets
+import time
+from dataclasses import dataclass, field
+
+from .bundle import Artifact, Wheelhouse, artifacts
+from .layout import COMPLETE, PREV, Layout
+from .plan import (Change, NodePlan, RemoteFile, RollbackPlan, parse_sha256sum, parse_stamp, plan_node,
+                   plan_rollback)
+from .ssh import HostKeyRefused, NodeError, Transport
+
+
+@dataclass
+class NodeResult:
+    node: str
+    status: str                 # unchanged | changed | would-change | rolled-back | failed | refused
+    changes: list[Change] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+    version: str | None = None  # slurmkit version in the node's stamp after the run
+    verify: dict | None = None  # `slurmkit check --json` on the node
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status not in ("failed", "refused") and (self.verify is None or self.verify["ok"])
+
+    def to_dict(self) -> dict:
+        return {"node": self.node, "status": self.status, "ok": self.ok,
+                "changes": [c.to_dict() for c in self.changes], "error": self.error, "note": self.note,
+                "version": self.version, "seconds": round(self.seconds, 3), "verify": self.verify}
+
+
+# -- reading a node ---------------------------------------------------------------------------------------------
+
+def hash_files(t: Transport, paths: list[str]) -> dict[str, str]:
+    if not paths:
+        return {}
+    r = t.run(["sha256sum", "--", *paths])
+    got = parse_sha256sum(r.stdout)
+    if r.returncode != 0 and not got:
+        r.check()
+    return got
+
+
+def gather(t: Transport, paths: list[str]) -> dict[str, RemoteFile]:
+    """stat every path (without following links) and hash the regular files, in one command."""
+    st = {p: t.stat(p) for p in dict.fromkeys(paths)}
+    hashes = hash_files(t, [p for p, s in st.items() if s.exists and s.kind == "file"])
+    out = {}
+    for p, s in st.items():
+        out[p] = RemoteFile(p, s.exists, s.kind, hashes.get(p), s.mode, s.uid, s.gid, s.link)
+    return out
+
+
+def read_file(t: Transport, path: str) -> bytes | None:
+    r = t.run(["cat", "--", path])
+    return r.stdout.encode() if r.returncode == 0 else None
+
+
+# -- changing a node --------------------------------------------------------------------------------------------
+
+def _tmp(path: str, token: str) -> str:
+    d, b = posixpath.split(path)
+    return posixpath.join(d, f".{b}.slurmkit-tmp-{token}")
+
+
+def _remove(t: Transport, paths: list[str]) -> None:
+    if paths:
+        try:
+            t.run(["rm", "-f", "--", *paths])
+        except NodeError:
+            pass
+
+
+def makedirs(t: Transport, path: str) -> None:
+    """mkdir -p over the Transport (mode 0755), without a shell round trip per call."""
+    todo = []
+    p = path
+    while p not in ("/", "") and not t.stat(p).exists:
+        todo.append(p)
+        p = posixpath.dirname(p)
+    for d in reversed(todo):
+        t.mkdir(d, 0o755)
+
+
+def stage(t: Transport, arts: list[Artifact], token: str) -> dict[str, str]:
+    """Upload each artifact under a temporary name; check the hashes on the node. Returns {path: tmp}.
+    On any failure nothing staged is left behind."""
+    staged: dict[str, str] = {}
+    try:
+        for a in arts:
+            tmp = _tmp(a.path, token)
+            staged[a.path] = tmp
+            t.put(a.data, tmp, a.mode)
+        if not arts:
+            return staged
+        if not t.is_root:
+            t.run(["chown", "0:0", "--", *staged.values()]).check()
+        got = hash_files(t, list(staged.values()))
+        for a in arts:
+            h = got.get(staged[a.path])
+            if h != a.sha256:
+                raise NodeError(f"{a.path}: staged copy has sha256 {h or '(none)'}, sent {a.sha256}")
+    except BaseException:
+        _remove(t, list(staged.values()))
+        raise
+    return staged
+
+
+def commit(t: Transport, path: str, tmp: str, existed: bool) -> None:
+    if existed:  # keep the old version, without a moment where `path` is missing
+        t.run(["ln", "-f", "--", path, path + PREV]).check()
+    t.rename(tmp, path)
+
+
+def switch_link(t: Transport, link: str, target: str, current: str | None, token: str) -> None:
+    """Point `link` at `target` atomically (a new link renamed over it); the old target is kept in link.PREV."""
+    if current:
+        tmp = _tmp(link + PREV, token)
+        t.symlink(current, tmp)
+        t.rename(tmp, link + PREV)
+    tmp = _tmp(link, token)
+    t.symlink(posixpath.basename(target), tmp)
+    t.rename(tmp, link)
+
+
+# Runs on the node as `python3 -c VENV_SCRIPT VDIR INSTALLER_WHEEL WHEEL...`: fixed code, paths as argv, one
+# round trip for what would be three commands (create the venv, install the wheels, check the import).
+VENV_SCRIPT = """\
+import os, subprocess, sys, venv
+vdir, installer, wheels = sys.argv[1], sys.argv[2], sys.argv[3:]
+venv.EnvBuilder(with_pip=False, symlinks=True).create(vdir)
+py = os.path.join(vdir, "bin", "python")
+steps = [([py, "-m", "installer", "--no-compile-bytecode", *wheels], dict(os.environ, PYTHONPATH=installer)),
+         ([py, "-c", "import slurmkit.cli, yaml, click; print(slurmkit.__version__)"], None)]
+for argv, env in steps:
+    r = subprocess.run(argv, env=env, capture_output=True, text=True)
+    if r.returncode:
+        lines = (r.stderr or r.stdout).strip().splitlines()
+        sys.exit(argv[2] + ": " + (lines[-1] if lines else "exit code %d" % r.returncode))
+print(r.stdout.strip())
+"""
+
+
+def prune_venv(t: Transport, lay: Layout, old_prev: RemoteFile | None, keep) -> None:
+    """Remove the venv the PREV link pointed to before this switch (now neither live nor kept for --rollback),
+    so that a node holds at most two venvs. Only a sibling named venv-*: never anything else."""
+    if not old_prev or not old_prev.exists or old_prev.kind != "link" or not old_prev.link:
+        return
+    name = posixpath.basename(old_prev.link)
+    keep_names = {posixpath.basename(k) for k in keep if k}
+    if name in keep_names or not name.startswith(posixpath.basename(lay.venv) + "-") or "/" in old_prev.link:
+        return
+    try:
+        t.run(["rm", "-rf", "--", posixpath.join(posixpath.dirname(lay.venv), name)])
+    except NodeError:
+        pass   # disk hygiene only: never fail an install for it
+
+
+def build_venv(t: Transport, lay: Layout, wh: Wheelhouse, vdir: str, python: str, timeout: float,
+               leftover: bool) -> None:
+    """A new venv at vdir from the wheels (pypa/installer run from its own wheel: no pip, no index).
+    Bytecode: the import check compiles what the CLI imports; the rest compiles on first use (as root)."""
+    wheels = [f"{lay.wheel_dir}/{w.name}" for w in wh.to_install]
+    try:
+        if leftover:                                      # a half-built one from an interrupted run
+            t.run(["rm", "-rf", "--", vdir]).check()
+        r = t.run([python, "-c", VENV_SCRIPT, vdir, f"{lay.wheel_dir}/{wh.installer.name}", *wheels],
+                  timeout=timeout).check()
+        if r.stdout.strip() != wh.version:
+            raise NodeError(f"{vdir}: slurmkit {r.stdout.strip()!r} imports, expected {wh.version}")
+        t.put((posixpath.basename(vdir) + "\n").encode(), posixpath.join(vdir, COMPLETE), 0o644)
+    except BaseException:
+        try:
+            t.run(["rm", "-rf", "--", vdir])
+        except NodeError:
+            pass
+        raise
+
+
+def apply(t: Transport, lay: Layout, plan: NodePlan, wh: Wheelhouse, remote: dict[str, RemoteFile],
+          install) -> None:
+    if plan.problems:
+        raise NodeError("; ".join(plan.problems))
+    token = secrets.token_hex(4)
+    dirs = sorted({posixpath.dirname(a.path) for a in plan.uploads} | {posixpath.dirname(lay.venv)})
+    for d in dirs:
+        if not remote.get(d, RemoteFile(d, False)).exists:
+            makedirs(t, d)
+    staged = stage(t, plan.uploads, token)     # the stamp too (staged now, committed last)
+    left = dict(staged)
+    order = ([a for a in plan.uploads if a.role == "wheel"], [a for a in plan.uploads if a.role not in
+                                                              ("wheel", "stamp")])
+    try:
+        for a in order[0]:
+            commit(t, a.path, staged[a.path], remote[a.path].exists)
+            del left[a.path]
+        if plan.build_venv:
+            build_venv(t, lay, wh, plan.build_venv, install.python, install.command_timeout,
+                       remote.get(plan.build_venv, RemoteFile("", False)).exists)
+        for a in order[1]:
+            commit(t, a.path, staged[a.path], remote[a.path].exists)
+            del left[a.path]
+        if plan.switch_venv:
+            link = remote[lay.venv]
+            switch_link(t, lay.venv, plan.switch_venv, link.link if link.exists else None, token)
+            prune_venv(t, lay, remote.get(lay.venv + PREV), keep=(plan.switch_venv, link.link))
+        for a in plan.uploads:
+            if a.role == "stamp":   # last: the stamp says what is installed only once it is
+                commit(t, a.path, staged[a.path], remote[a.path].exists)
+                del left[a.path]
+    except BaseException:
+        _remove(t, list(left.values()))
+        raise
+
+
+def swap(t: Transport, path: str, token: str) -> None:
+    """path <-> path.slurmkit-prev, with `path` present all along."""
+    tmp = _tmp(path, token)
+    t.run(["ln", "-f", "--", path, tmp]).check()
+    t.rename(path + PREV, path)
+    t.rename(tmp, path + PREV)
+
+
+def rollback(t: Transport, lay: Layout, rb: RollbackPlan, remote: dict[str, RemoteFile]) -> None:
+    if rb.problems:
+        raise NodeError("; ".join(rb.problems))
+    token = secrets.token_hex(4)
+    for path in rb.swaps:
+        swap(t, path, token)
+    if rb.venv:
+        link = remote.get(lay.venv)
+        switch_link(t, lay.venv, rb.venv, link.link if link and link.exists else None, token)
+    if rb.swap_stamp:
+        swap(t, lay.stamp, token)
+
+
+def verify(t: Transport, lay: Layout, timeout: float) -> dict:
+    """Run the node's own `slurmkit check --json` (the installed venv, the installed config)."""
+    argv = ["env", f"SLURMKIT_CONFIG={lay.config}", lay.slurmkit, "check", "--json"]
+    r = t.run(argv, timeout=timeout)
+    report = None
+    try:
+        import json
+        report = json.loads(r.stdout) if r.stdout.strip() else None
+    except ValueError:
+        pass
+    err = r.stderr.strip().splitlines()
+    return {"ok": r.returncode == 0, "argv": argv[2:], "returncode": r.returncode, "report": report,
+            "error": err[-1] if err and r.returncode != 0 else None}
+
+
+# -- the whole job for one node ---------------------------------------------------------------------------------
+
+@dataclass
+class Job:
+    """What every node gets; `connect(node) -> Transport` is the edge (paramiko, or a local stand-in)."""
+    install: object                  # config.InstallSettings
+    wheelhouse: Wheelhouse | None
+    prolog: bytes
+    epilog: bytes
+    site_config: bytes
+    connect: object
+    dry_run: bool = False
+    do_verify: bool = False
+    do_rollback: bool = False
+
+
+def run_node(node: str, job: Job) -> NodeResult:
+    from .layout import layout
+    start = time.monotonic()
+    res = NodeResult(node, "failed")
+    t = None
+    try:
+        t = job.connect(node)
+        lay = layout(job.install, node)
+        if job.do_rollback:
+            _rollback_node(t, lay, job, res)
+        else:
+            _install_node(t, lay, job, res)
+        if job.do_verify and not job.dry_run and res.status != "failed":
+            res.verify = verify(t, lay, job.install.verify_timeout)
+            if not res.verify["ok"]:
+                res.error = f"verify: slurmkit check exited {res.verify['returncode']}" + (
+                    f": {res.verify['error']}" if res.verify["error"] else "")
+    except HostKeyRefused as e:
+        res.status, res.error = "refused", str(e)
+    except NodeError as e:
+        res.status, res.error = "failed", str(e)
+    except Exception as e:   # one broken node never stops the others; the report says what happened
+        res.status, res.error = "failed", f"{type(e).__name__}: {e}"
+    finally:
+        if t is not None:
+            try:
+                t.close()
+            except Exception:
+                pass
+        res.seconds = time.monotonic() - start
+    return res
+
+
+def _install_node(t: Transport, lay: Layout, job: Job, res: NodeResult) -> None:
+    wh = job.wheelhouse
+    arts = artifacts(lay, wh, job.prolog, job.epilog, job.site_config)
+    venv = lay.venv_for(wh.bundle_id)
+    dirs = sorted({posixpath.dirname(a.path) for a in arts} | {posixpath.dirname(lay.venv)})
+    remote = gather(t, [a.path for a in arts] + [lay.venv, lay.venv + PREV, venv, posixpath.join(venv, COMPLETE),
+                        *dirs])
+    plan = plan_node(lay, arts, remote, wh.bundle_id, wh.version)
+    res.changes = plan.changes
+    if plan.problems:
+        raise NodeError("; ".join(plan.problems))
+    if not plan.changed:
+        res.status, res.version = "unchanged", wh.version
+        return
+    if job.dry_run:
+        res.status = "would-change"
+        return
+    apply(t, lay, plan, wh, remote, job.install)
+    res.status, res.version = "changed", wh.version
+
+
+def _rollback_node(t: Transport, lay: Layout, job: Job, res: NodeResult) -> None:
+    current = parse_stamp(read_file(t, lay.stamp))
+    previous = parse_stamp(read_file(t, lay.stamp + PREV))
+    paths = [lay.venv]
+    for s in (current, previous):
+        if s:
+            for p in s["files"]:
+                paths += [p, p + PREV]
+            if s.get("venv"):
+                paths.append(posixpath.join(s["venv"], COMPLETE))
+    remote = gather(t, paths)
+    rb = plan_rollback(lay, current, previous, remote)
+    res.changes, res.note = rb.changes, rb.note
+    if rb.problems:
+        raise NodeError("; ".join(rb.problems))
+    if rb.target is None or not rb.changes:
+        res.status = "unchanged"
+        res.version = (current or {}).get("slurmkit_version")
+        return
+    if job.dry_run:
+        res.status = "would-change"
+        return
+    rollback(t, lay, rb, remote)
+    res.status, res.version = "rolled-back", rb.target.get("slurmkit_version")

@@ -1,0 +1,360 @@
+"""`slurmkit install` against real sshd daemons on loopback ports (one per pretend node, started here, stopped by
+pid even when a test fails), and the dev cluster's slurmd running the prolog it installed.
+
+Each node installs under <tmp>/nodes/<node>/ (install.root) since all "nodes" share this machine's filesystem.
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "dev"))
+from sshfleet import Fleet  # noqa: E402
+
+BASE_PORT = int(os.environ.get("SLURMKIT_TEST_SSH_PORT", "7474"))
+NODES = ["n1", "n2", "n3", "n4"]
+PROLOG_V1 = "#!/bin/sh\n# test prolog v1\nexit 0\n"
+PROLOG_V2 = "#!/bin/sh\n# test prolog v2\nexit 0\n"
+
+pytestmark = pytest.mark.skipif(not Path("/usr/sbin/sshd").exists(), reason="needs openssh-server (bootstrap)")
+
+
+class Site:
+    """A fleet of sshds plus a site config that reaches them; `install(...)` runs the CLI as an admin would."""
+
+    def __init__(self, tmp: Path, fleet: Fleet):
+        self.tmp, self.fleet = tmp, fleet
+        self.prolog = tmp / "src" / "prolog"
+        self.prolog.parent.mkdir(parents=True, exist_ok=True)
+        self.prolog.write_text(PROLOG_V1)
+        self.config = tmp / "site.yaml"
+        self.write_config()
+
+    def write_config(self, extra: str = "", **install):
+        self.config.write_text("slurm:\n  timeout: 10\n"
+                               + self.fleet.install_config(prolog_src=str(self.prolog), **install) + extra)
+
+    def install(self, *args, timeout=300, env=None):
+        env = {**os.environ, **(env or {})}
+        env.pop("SLURMKIT_CONFIG", None)
+        # not `-m slurmkit.cli`: run as __main__, cli.py would define a second Ctx class the commands don't know
+        r = subprocess.run([sys.executable, "-c", "from slurmkit.cli import main; main()", "--config", str(self.config), "install", *args],
+                           capture_output=True, text=True, timeout=timeout, env=env)
+        doc = json.loads(r.stdout) if "--json" in args and r.stdout.strip().startswith("{") else None
+        return r, doc
+
+    def root(self, node) -> Path:
+        return self.fleet.node_root(node)
+
+    def path(self, node, p) -> Path:
+        return self.root(node) / p.lstrip("/")
+
+
+@pytest.fixture
+def site(tmp_path):
+    fleet = Fleet(tmp_path / "fleet", NODES, BASE_PORT)
+    fleet.start()
+    try:
+        yield Site(tmp_path, fleet)
+    finally:
+        fleet.stop()
+        for n in NODES:  # an immutable dir left by a failed test would outlive it
+            d = fleet.node_root(n) / "etc" / "slurm" / "slurmkit"
+            if d.exists():
+                subprocess.run(["chattr", "-i", str(d)], capture_output=True, timeout=10)
+
+
+def by_node(doc):
+    return {n["node"]: n for n in doc["nodes"]}
+
+
+def staged_leftovers(root: Path) -> list[str]:
+    return sorted(str(p) for p in root.rglob("*") if ".slurmkit-tmp-" in p.name)
+
+
+def snapshot(root: Path, dirs=True) -> dict[str, tuple[int, int]]:
+    """inode and mtime of everything under root (a directory's mtime moves when a staged file came and went)."""
+    return {str(p): (p.lstat().st_ino, p.lstat().st_mtime_ns) for p in root.rglob("*")
+            if dirs or p.is_symlink() or not p.is_dir()}
+
+
+def test_install_to_all_then_a_rerun_changes_nothing(site):
+    r, doc = site.install("--nodes", "n[1-4]", "--json")
+    assert r.returncode == 0, r.stderr
+    assert doc["ok"] and doc["summary"] == {"nodes": 4, "ok": 4, "failed": 0, "by_status": {"changed": 4}}
+    cfg = site.config.read_bytes()
+    for n in NODES:
+        prolog = site.path(n, "/etc/slurm/slurmkit/prolog")
+        text = prolog.read_text()
+        assert text.startswith("#!/bin/sh\n") and text.endswith(PROLOG_V1.split("\n", 1)[1])
+        assert f"SLURMKIT_PYTHON:={site.root(n)}/opt/slurmkit/venv/bin/python" in text
+        st = prolog.stat()
+        assert (st.st_mode & 0o777, st.st_uid, st.st_gid) == (0o755, 0, 0)
+        assert site.path(n, "/etc/slurm/slurmkit/epilog").read_text().endswith(
+            (REPO / "epilog" / "epilog").read_text().split("\n", 1)[1])
+        assert site.path(n, "/etc/slurmkit/config.yaml").read_bytes() == cfg
+        assert site.path(n, "/etc/slurmkit/config.yaml").stat().st_mode & 0o777 == 0o644
+        stamp = json.loads(site.path(n, "/etc/slurmkit/installed.json").read_text())
+        assert stamp["slurmkit_version"] == doc["bundle"]["slurmkit_version"]
+        assert stamp["bundle"] == doc["bundle"]["id"]
+        # slurmkit itself runs from the node's venv
+        v = subprocess.run([str(site.path(n, "/opt/slurmkit/venv/bin/slurmkit")), "--version"],
+                           capture_output=True, text=True, timeout=30)
+        assert v.stdout.strip() == f"slurmkit, version {doc['bundle']['slurmkit_version']}"
+        assert staged_leftovers(site.root(n)) == []
+    before = snapshot(site.fleet.root)
+
+    r, doc = site.install("--nodes", "n[1-4]", "--json")
+    assert r.returncode == 0, r.stderr
+    assert [(n["status"], n["changes"]) for n in doc["nodes"]] == [("unchanged", [])] * 4
+    assert snapshot(site.fleet.root) == before             # not one file rewritten, not one added
+
+    # a node edited by hand: --dry-run names exactly that file, and changes nothing
+    edited = site.path("n2", "/etc/slurmkit/config.yaml")
+    edited.write_text("# edited by hand\n")
+    r, doc = site.install("--nodes", "n[1-4]", "--dry-run", "--json")
+    assert r.returncode == 0, r.stderr
+    nodes = by_node(doc)
+    assert nodes["n2"]["status"] == "would-change"
+    assert [(c["action"], c["path"]) for c in nodes["n2"]["changes"]] == [("update", str(edited))]
+    assert {nodes[n]["status"] for n in ("n1", "n3", "n4")} == {"unchanged"}
+    assert edited.read_text() == "# edited by hand\n"
+    r = site.install("--nodes", "n[1-4]", "--dry-run")[0]
+    assert f"n2: would change\n  update       {edited}" in r.stdout
+
+    r, doc = site.install("--nodes", "n2", "--json")
+    assert by_node(doc)["n2"]["status"] == "changed"
+    assert edited.read_bytes() == cfg
+    assert Path(str(edited) + ".slurmkit-prev").read_text() == "# edited by hand\n"
+
+    # the human report: a table per node and the slurm.conf lines the hooks need
+    r, _ = site.install("--nodes", "n[1-4]")
+    assert r.returncode == 0
+    assert r.stdout.splitlines()[0].split() == ["NODE", "STATUS", "CHANGES", "VERSION", "TIME", "DETAIL"]
+    assert "PrologFlags=Alloc" in r.stdout and "SchedulerParameters=nohold_on_prolog_fail" in r.stdout
+    assert f"Prolog={site.root('n1')}/etc/slurm/slurmkit/prolog" in r.stdout
+
+
+def test_a_changed_host_key_is_refused_and_reported_while_the_rest_install(site):
+    site.fleet.rekey("n3")      # "reinstalled": same address, new key; known_hosts has the old one
+    site.fleet.forget("n4")     # never seen
+    with open(site.fleet.ssh_config, "a") as f:   # and one that is down: nothing listens on its port
+        f.write(f"\nHost n9\n  HostName 127.0.0.1\n  Port {BASE_PORT + 25}\n  User root\n")
+    r, doc = site.install("--nodes", "n[1-4,9]", "--json")
+    assert r.returncode == 1
+    nodes = by_node(doc)
+    assert nodes["n1"]["status"] == nodes["n2"]["status"] == "changed"
+    assert nodes["n3"]["status"] == "refused" and "host key CHANGED" in nodes["n3"]["error"]
+    assert nodes["n4"]["status"] == "refused" and "--accept-new-host-keys" in nodes["n4"]["error"]
+    assert nodes["n9"]["status"] == "failed" and "cannot connect" in nodes["n9"]["error"]
+    assert not site.root("n3").exists() and not site.root("n4").exists()
+    assert doc["summary"]["failed"] == 3
+
+    # accepting new keys records n4's key and installs there; n3's CHANGED key stays refused
+    r, doc = site.install("--nodes", "n[1-4]", "--accept-new-host-keys", "--json")
+    assert r.returncode == 1
+    nodes = by_node(doc)
+    assert nodes["n4"]["status"] == "changed" and nodes["n3"]["status"] == "refused"
+    assert site.fleet.known_line("n4") in site.fleet.known_hosts.read_text()
+    assert "accepted new ssh-ed25519 host key" in r.stderr
+    r, doc = site.install("--nodes", "n4", "--json")        # now known: no option needed
+    assert r.returncode == 0 and by_node(doc)["n4"]["status"] == "unchanged"
+
+    r = site.install("--nodes", "n[1-4]")[0]               # the table says which node and why
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("n3 "))
+    assert "refused" in line and "CHANGED" in line
+    assert "1 of 4 nodes failed" in r.stderr
+
+
+def test_a_read_only_target_directory_fails_that_node_without_a_partial_file(site):
+    assert site.install("--nodes", "n[1-4]", "--json")[0].returncode == 0
+    hooks = site.path("n2", "/etc/slurm/slurmkit")
+    before = snapshot(site.root("n2"), dirs=False)
+    site.prolog.write_text(PROLOG_V2)
+    site.write_config(extra="# v2 of the site config\n")    # config is staged first, then the prolog fails
+    subprocess.run(["chattr", "+i", str(hooks)], check=True, timeout=10)
+    try:
+        r, doc = site.install("--nodes", "n[1-4]", "--json")
+    finally:
+        subprocess.run(["chattr", "-i", str(hooks)], check=True, timeout=10)
+    assert r.returncode == 1
+    nodes = by_node(doc)
+    assert nodes["n2"]["status"] == "failed" and str(hooks) in nodes["n2"]["error"]
+    assert {nodes[n]["status"] for n in ("n1", "n3", "n4")} == {"changed"}
+    assert staged_leftovers(site.root("n2")) == []
+    assert snapshot(site.root("n2"), dirs=False) == before   # n2 exactly as it was: old prolog, old config
+    assert "v1" in site.path("n2", "/etc/slurm/slurmkit/prolog").read_text()
+    assert "v2" in site.path("n1", "/etc/slurm/slurmkit/prolog").read_text()
+    # writable again: the next run finishes the job
+    r, doc = site.install("--nodes", "n[1-4]", "--json")
+    assert r.returncode == 0 and by_node(doc)["n2"]["status"] == "changed"
+    assert "v2" in site.path("n2", "/etc/slurm/slurmkit/prolog").read_text()
+
+
+def test_rollback_restores_the_previous_version(site):
+    r, doc = site.install("--nodes", "n[1-3]", "--rollback", "--json")
+    assert r.returncode == 0 and {n["note"] for n in doc["nodes"]} == {
+        "nothing to roll back: no previous install is recorded"}
+    assert site.install("--nodes", "n[1-3]", "--json")[0].returncode == 0
+    v1 = {n: site.path(n, "/etc/slurmkit/installed.json").read_bytes() for n in ("n1", "n2", "n3")}
+    v1_cfg = site.config.read_bytes()
+    site.prolog.write_text(PROLOG_V2)
+    site.write_config(extra="# v2\n")
+    assert site.install("--nodes", "n[1-3]", "--json")[0].returncode == 0
+    assert "v2" in site.path("n1", "/etc/slurm/slurmkit/prolog").read_text()
+
+    r, doc = site.install("--nodes", "n[1-3]", "--rollback", "--dry-run", "--json")
+    assert {n["status"] for n in doc["nodes"]} == {"would-change"}
+    assert "v2" in site.path("n1", "/etc/slurm/slurmkit/prolog").read_text()
+
+    r, doc = site.install("--nodes", "n[1-3]", "--rollback", "--json")
+    assert r.returncode == 0, r.stderr
+    for n in ("n1", "n2", "n3"):
+        node = by_node(doc)[n]
+        assert node["status"] == "rolled-back"
+        assert {c["path"] for c in node["changes"]} == {
+            str(site.path(n, p)) for p in ("/etc/slurm/slurmkit/prolog", "/etc/slurmkit/config.yaml",
+                                           "/etc/slurmkit/installed.json")}
+        assert "v1" in site.path(n, "/etc/slurm/slurmkit/prolog").read_text()
+        assert site.path(n, "/etc/slurmkit/config.yaml").read_bytes() == v1_cfg
+        assert site.path(n, "/etc/slurmkit/installed.json").read_bytes() == v1[n]
+        assert staged_leftovers(site.root(n)) == []
+    # and installing again brings v2 back
+    r, doc = site.install("--nodes", "n[1-3]", "--json")
+    assert {n["status"] for n in doc["nodes"]} == {"changed"}
+    assert "v2" in site.path("n3", "/etc/slurm/slurmkit/prolog").read_text()
+
+
+def test_a_new_bundle_gets_a_new_venv_and_rollback_switches_back(site, tmp_path):
+    import shutil
+    import zipfile
+
+    from slurmkit import config
+    from slurmkit.install import bundle
+    r, doc = site.install("--nodes", "n[1-2]", "--json")
+    assert r.returncode == 0, r.stderr
+    venv_a = f"venv-{doc['bundle']['id']}"
+    # a second wheelhouse: the same wheels, click's re-zipped with a comment (valid, other bytes: a new bundle)
+    wh = bundle.wheelhouse(config.loads(site.config.read_text()).install)
+    other = tmp_path / "wheelhouse-b"
+    shutil.copytree(wh.directory, other)
+    (click,) = other.glob("click-*.whl")
+    with zipfile.ZipFile(click, "a") as z:
+        z.comment = b"rebuilt"
+    site.write_config(wheelhouse=str(other))
+    r, doc = site.install("--nodes", "n[1-2]", "--json")
+    assert r.returncode == 0, r.stderr
+    venv_b = f"venv-{doc['bundle']['id']}"
+    assert venv_b != venv_a
+    for n in ("n1", "n2"):
+        changes = {(c["action"], c["path"]) for c in by_node(doc)[n]["changes"]}
+        assert ("build-venv", str(site.path(n, f"/opt/slurmkit/{venv_b}"))) in changes
+        assert os.readlink(site.path(n, "/opt/slurmkit/venv")) == venv_b
+        assert os.readlink(site.path(n, "/opt/slurmkit/venv.slurmkit-prev")) == venv_a
+        v = subprocess.run([str(site.path(n, "/opt/slurmkit/venv/bin/python")), "-c", "import click, slurmkit"],
+                           capture_output=True, text=True, timeout=30)
+        assert v.returncode == 0, v.stderr
+
+    r, doc = site.install("--nodes", "n[1-2]", "--rollback", "--json")
+    assert r.returncode == 0, r.stderr
+    for n in ("n1", "n2"):
+        assert by_node(doc)[n]["status"] == "rolled-back"
+        assert os.readlink(site.path(n, "/opt/slurmkit/venv")) == venv_a
+        assert json.loads(site.path(n, "/etc/slurmkit/installed.json").read_text())["venv"].endswith(venv_a)
+        assert b"rebuilt" not in site.path(n, f"/opt/slurmkit/wheels/{click.name}").read_bytes()
+
+
+def test_the_ssh_agent_is_used_when_no_key_file_is_named(site, tmp_path):
+    # the ssh config without IdentityFile: the key is only in an agent we start (and stop, by pid)
+    cfg = site.fleet.ssh_config
+    cfg.write_text("\n".join(ln for ln in cfg.read_text().splitlines() if "IdentityFile" not in ln) + "\n")
+    env_home = {"HOME": str(tmp_path / "home")}    # no ~/.ssh/id_* to fall back on
+    (tmp_path / "home").mkdir()
+    r, doc = site.install("--nodes", "n1", "--json", env=env_home)
+    assert r.returncode == 1 and "No authentication methods available" in by_node(doc)["n1"]["error"]
+    sock = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            if sock.exists():
+                break
+            time.sleep(0.05)
+        subprocess.run(["ssh-add", "-q", str(site.fleet.client_key)], check=True, timeout=10,
+                       env=dict(os.environ, SSH_AUTH_SOCK=str(sock)))
+        r, doc = site.install("--nodes", "n1", "--json", env={**env_home, "SSH_AUTH_SOCK": str(sock)})
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert by_node(doc)["n1"]["status"] == "changed"
+    finally:
+        agent.terminate()
+        agent.wait(timeout=10)
+
+
+def test_paths_with_spaces_and_shell_characters_reach_the_node_as_one_argument(site, tmp_path):
+    # spliced into a shell string, this would run `touch pwned` in the remote HOME (under tmp_path)
+    root = tmp_path / "a root; touch pwned; true" / "{node}"
+    site.write_config(root=str(root))
+    r, doc = site.install("--nodes", "n1", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    node_root = Path(str(root).replace("{node}", "n1"))
+    prolog = node_root / "etc" / "slurm" / "slurmkit" / "prolog"
+    # the installed prolog's preamble is valid sh and names the venv under that root
+    out = subprocess.run(["sh", "-c", prolog.read_text().replace("exit 0", 'echo "$SLURMKIT_PYTHON"')],
+                         capture_output=True, text=True, timeout=10, env={})
+    assert out.stdout.strip() == str(node_root / "opt" / "slurmkit" / "venv" / "bin" / "python")
+    assert subprocess.run([out.stdout.strip(), "-c", "import slurmkit"], timeout=30).returncode == 0
+    assert not list(tmp_path.rglob("pwned"))
+
+
+def test_verify_runs_the_installed_slurmkit_check_on_each_node(site):
+    r, doc = site.install("--nodes", "n[1-2]", "--verify", "--json")
+    for n in doc["nodes"]:
+        v = n["verify"]
+        assert v["argv"] == [str(site.path(n["node"], "/opt/slurmkit/venv/bin/slurmkit")), "check", "--json"]
+        assert v["returncode"] not in (126, 127)       # the installed slurmkit ran
+        assert n["ok"] == v["ok"] == (v["returncode"] == 0)
+    assert r.returncode == (0 if all(n["ok"] for n in doc["nodes"]) else 1)
+
+
+def test_the_dev_clusters_slurmd_runs_the_installed_prolog(site, clean):
+    cluster = clean
+    marks = site.tmp / "marks"
+    marks.mkdir()
+    site.prolog.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        # test prolog: leaves a marker saying which file ran and which slurmkit its venv has
+        {{ echo "script=$0"; echo "node=$SLURMD_NODENAME"
+          "$SLURMKIT_PYTHON" -c 'import sys, slurmkit; print("prefix=" + sys.prefix); print("version=" + slurmkit.__version__)'
+        }} > {marks}/prolog-$SLURM_JOB_ID 2>&1
+        exit 0
+        """))
+    r, doc = site.install("--nodes", "n[1-4]", "--json")
+    assert r.returncode == 0, r.stderr
+    # the cluster's real config (scontrol show config) runs the dev wrappers, not the installed hooks: warned;
+    # the rest of the lines the hooks need are there
+    missing = {m["line"].split("=")[0]: m["have"] for m in doc["slurm_conf"]["missing"]}
+    assert missing == {"Prolog": str(cluster.dir / "hooks" / "prolog"),
+                       "Epilog": str(cluster.dir / "hooks" / "epilog")}
+    # --from-slurm: the partition's nodes (n1..n4, which the ssh config maps to the sshds)
+    r, doc = site.install("--from-slurm", "gpu", "--dry-run", "--json")
+    assert r.returncode == 0 and [n["node"] for n in doc["nodes"]] == NODES
+    assert {n["status"] for n in doc["nodes"]} == {"unchanged"}
+    dev = [sys.executable, str(REPO / "dev" / "cluster.py"), "--dir", str(cluster.dir), "hooks"]
+    subprocess.run([*dev, "--prolog", f"{site.fleet.root}/{{node}}/etc/slurm/slurmkit/prolog"], check=True,
+                   timeout=30)
+    try:
+        job = cluster.sbatch("#!/bin/sh\ntrue\n", "-w", "n3", "-o", "/dev/null")
+        cluster.wait_job(job)
+    finally:
+        subprocess.run(dev, check=True, timeout=30)    # the repo's hooks again
+    mark = dict(ln.split("=", 1) for ln in (marks / f"prolog-{job}").read_text().splitlines() if "=" in ln)
+    assert mark["script"] == str(site.path("n3", "/etc/slurm/slurmkit/prolog"))
+    assert mark["node"] == "n3"
+    assert mark["prefix"].startswith(str(site.path("n3", "/opt/slurmkit/venv")))
+    assert mark["version"] == doc["bundle"]["slurmkit_version"]
