@@ -89,4 +89,7 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # `python -m slurmkit.cli`: run the copy importable as slurmkit.cli, not this __main__ one, or the commands'
+    # pass_ctx (made from slurmkit.cli.Ctx) would not find the context object (__main__.Ctx).
+    from slurmkit.cli import main as _main
+    _main()
