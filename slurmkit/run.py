@@ -484,7 +484,8 @@ class Runner:
                     name = signame(num)
                     if name in TERMINATING:
                         cancelled = True
-                    self.log("signal", signal=name, action="forwarded to the child")
+                    if num != signal.SIGCONT:       # Slurm sends CONT with most signals: forward it quietly
+                        self.log("signal", signal=name, action="forwarded to the child")
                     self._send(num)
                 if watcher is not None and watcher.notice is not None and not asked:
                     n = watcher.notice
