@@ -41,6 +41,9 @@ Stop requests
   none`). When that variable is set, importing this module installs a handler for that signal (main thread
   only, and only where the handler is still the default one) that just records the request; SIGTERM from
   `scancel` or from the time limit is recorded the same way, so a cancelled job gets the chance to save too.
+  Once a stop is requested (either way), that signal is ignored: repeats arrive (Slurm signals every process
+  and the wrapper forwards; the flag may be seen first), and one during interpreter shutdown would otherwise
+  kill the process with it.
 
 `stop_requested()` is true once either has happened. Outside `slurmkit run`, `install_stop_handler()` catches
 the signals you name (default SIGTERM) the same way.
@@ -253,28 +256,43 @@ def prune(dir: str, keep: int) -> list[str]:
 # --- stop requests ---------------------------------------------------------------------------------------------
 
 _stop = False
+_handled: set[int] = set()        # signals whose handler is ours
+
+
+def _ignore_repeats() -> None:
+    """Once a stop is requested, ignore our stop signals: the request often arrives more than once (Slurm signals
+    every process of the step, the wrapper forwards, srun forwards from two processes, the flag file is seen
+    before the signal lands), and one landing during interpreter shutdown, which restores the default action,
+    would kill the process with it. A process that hangs still gets Slurm's SIGKILL after KillWait."""
+    for num in list(_handled):
+        try:
+            if signal.getsignal(num) is _on_stop_signal:
+                signal.signal(num, signal.SIG_IGN)
+        except (ValueError, OSError):      # not the main thread: the handler stays, harmless
+            pass
 
 
 def _on_stop_signal(signum, frame) -> None:
     global _stop
     _stop = True
+    _ignore_repeats()
 
 
 def request_stop() -> None:
     """Mark a stop as requested in this process (what the signal handler does)."""
     global _stop
     _stop = True
+    _ignore_repeats()
 
 
 def stop_requested() -> bool:
     """True once `slurmkit run` asked this process to checkpoint and stop: its signal arrived (see the module
     docstring) or its flag file ($SLURMKIT_STOP_FILE) exists. Cheap: one flag test and at most one stat."""
-    global _stop
     if _stop:
         return True
     path = os.environ.get(ENV_STOP_FILE)
     if path and os.path.exists(path):
-        _stop = True
+        request_stop()
     return _stop
 
 
@@ -299,6 +317,7 @@ def install_stop_handler(signals=("SIGTERM",), *, force: bool = False) -> list[i
             if not force and signal.getsignal(num) not in (signal.SIG_DFL, None, _on_stop_signal):
                 continue
             signal.signal(num, _on_stop_signal)
+            _handled.add(num)
             done.append(num)
         except ValueError:      # not the main thread
             break

@@ -225,3 +225,43 @@ def test_spot_notice_checkpoints_and_requeues(clean, tmp_path):
     assert f"event=spot-notice action=terminate time={when}" in log
     assert "event=checkpoint-asked kind=spot" in log and "event=requeued kind=spot restart=1" in log
     assert final_state(ck) == {"step": target, "value": uninterrupted(tmp_path, target)}
+
+
+TASK = r"""
+import os, sys, time
+from slurmkit import checkpoint
+e = os.environ
+print(f"task {e['SLURM_PROCID']} addr={e.get('MASTER_ADDR')} port={e.get('MASTER_PORT')} world={e.get('WORLD_SIZE')}",
+      flush=True)
+for i in range(600):
+    if checkpoint.stop_requested():
+        print(f"task {e['SLURM_PROCID']} stopped", flush=True)
+        sys.exit(0)
+    time.sleep(0.05)
+sys.exit(3)
+"""
+
+
+def test_multinode_env_and_the_ask_reach_every_task(clean, tmp_path):
+    """2 nodes x 2 tasks under one wrapper in the batch step (`exec slurmkit run -- srun ...`); --dry-run, so the
+    USR2 (sent by hand with scancel -b) asks every task to stop and only logs the requeue it would do."""
+    task, out = tmp_path / "task.py", tmp_path / "job.out"
+    task.write_text(TASK)
+    script = f"#!/bin/sh\nexec {PY} -m slurmkit.cli run --dry-run --checkpoint-signal USR2 -- srun {PY} {task}\n"
+    job = clean.sbatch(script, "-N2", "--ntasks-per-node=2", "--time=2", f"--output={out}")
+    rec = clean.wait_job(job, states=("RUNNING",), timeout=30)
+    deadline = time.monotonic() + 30
+    while (not out.exists() or out.read_text().count(" addr=") < 4) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    first = clean.run("scontrol", "show", "hostnames", rec.nodes).stdout.split()[0]
+    port = 20000 + job % 20000
+    lines = out.read_text()
+    for r in range(4):
+        assert f"task {r} addr={first} port={port} world=4" in lines, lines
+    clean.run("scancel", "-b", "-s", "USR2", str(job))
+    rec = clean.wait_job(job, states=("COMPLETED", "FAILED", "CANCELLED"), timeout=30)
+    log = out.read_text()
+    assert rec.state == "COMPLETED", log
+    assert all(f"task {r} stopped" in log for r in range(4)), log
+    assert "event=checkpoint-asked kind=timeout signal=SIGUSR2" in log
+    assert f'would="scontrol requeue {job}"' in log and "event=requeued" not in log

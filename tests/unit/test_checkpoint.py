@@ -183,3 +183,20 @@ def test_import_is_light():
             "print(','.join(bad))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_repeated_stop_signal_after_the_flag_does_not_kill(tmp_path):
+    """The flag file is often seen before the wrapper's signal lands, and the signal can come twice: once a stop
+    is requested the signal is ignored, so the process still exits with its own code."""
+    flag = tmp_path / "stop"
+    code = STOPPER.replace('print("stop", flush=True); sys.exit(0)',
+                           'import signal; print("stop", signal.getsignal(signal.SIGUSR2) == signal.SIG_IGN, '
+                           'flush=True); time.sleep(0.5); sys.exit(0)')
+    env = dict(os.environ, SLURMKIT_STOP_FILE=str(flag), SLURMKIT_STOP_SIGNAL="SIGUSR2")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+    assert p.stdout.readline().strip() == "ready"
+    flag.write_text("timeout\n")
+    assert p.stdout.readline().strip() == "stop True"       # ignored from now on, shutdown included
+    p.send_signal(signal.SIGUSR2)
+    p.send_signal(signal.SIGUSR2)
+    assert p.wait(timeout=10) == 0
