@@ -55,7 +55,6 @@ import re
 import shutil
 import signal
 import socket
-import uuid
 from dataclasses import dataclass
 from typing import Callable
 
@@ -159,7 +158,7 @@ def _fsync_tree(root: str) -> None:
 
 def _tmp_name(kind: str, step: int) -> str:
     host = socket.gethostname().split(".")[0].replace("-", "_") or "host"
-    return f"{TMP_PREFIX}{kind}-{step:0{STEP_DIGITS}d}-{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    return f"{TMP_PREFIX}{kind}-{step:0{STEP_DIGITS}d}-{host}-{os.getpid()}-{os.urandom(4).hex()}"
 
 
 def _hide_and_remove(dir: str, name: str, step: int) -> None:
