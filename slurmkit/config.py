@@ -60,6 +60,9 @@ def _check_signal(name: str, what: str, allow_none: bool = False) -> None:
         raise ValueError(f"{what}: unknown signal {name!r} (e.g. USR2, TERM, INT{', none' if allow_none else ''})")
 
 
+TRIGGER_FORBIDDEN = ("TERM", "INT", "KILL", "STOP", "CONT", "CHLD", "HUP", "QUIT")
+
+
 @dataclass
 class RunSettings:
     """`slurmkit run`, the job wrapper. Submit with `--signal=B:USR2@LEAD` where LEAD > grace + 30 s."""
@@ -78,6 +81,9 @@ class RunSettings:
 
     def __post_init__(self):
         _check_signal(self.signal, "signal")
+        if self.signal.strip().upper().removeprefix("SIG") in TRIGGER_FORBIDDEN:
+            raise ValueError(f"signal: {self.signal} cannot be the trigger (scancel and the time limit send TERM, "
+                             "and a cancelled job must never requeue); use USR2")
         _check_signal(self.checkpoint_signal, "checkpoint_signal", allow_none=True)
         if self.grace < 0 or self.max_requeues < 0 or self.imds_poll_interval <= 0 or self.timeout_window < 0:
             raise ValueError("grace, max_requeues and timeout_window must be >= 0, imds_poll_interval > 0")

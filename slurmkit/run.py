@@ -492,7 +492,7 @@ class Runner:
                     self.log("spot-notice", action=n["action"], time=n["time"] or "?")
                     if n["epoch"] is not None:
                         left = n["epoch"] - time.time() - o.spot_margin
-                        dl = time.monotonic() + max(0.0, left)
+                        dl = time.monotonic() + max(5.0, left)     # a notice already due: 5 s still
                     else:
                         dl = time.monotonic() + max(0.0, min(o.grace, 120 - o.spot_margin))
                     asked, decision, deadline = self._ask("spot", stop_file, dl)

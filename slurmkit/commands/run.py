@@ -41,6 +41,10 @@ def run(ctx: Ctx, trigger, checkpoint_signal, grace, max_requeues, checkpoint_di
             signum(val)
         except (KeyError, ValueError):
             raise UsageError(f"{what}: unknown signal {val!r} (e.g. USR2, TERM)") from None
+    from ..config import TRIGGER_FORBIDDEN
+    if trigger and trigger.strip().upper().removeprefix("SIG") in TRIGGER_FORBIDDEN:
+        raise UsageError(f"--signal: {trigger} cannot be the trigger (scancel and the time limit send TERM, and a "
+                         "cancelled job must never requeue); use USR2")
     if grace is not None and grace < 0:
         raise UsageError("--grace must be >= 0")
     rs = ctx.settings.run

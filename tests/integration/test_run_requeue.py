@@ -29,7 +29,7 @@ PY = sys.executable
 
 def job_script(ck: Path, target: int, delay: float, every: int, *, kib: int = 0, wrapper_args=()) -> str:
     args = " ".join(wrapper_args)
-    return (f"#!/bin/sh\nexec {PY} -m slurmkit.cli run --grace 15 --max-requeues 4 --checkpoint-dir {ck} {args} "
+    return (f"#!/bin/sh\nexec {PY} -m slurmkit.cli run --grace 15 --max-requeues 8 --checkpoint-dir {ck} {args} "
             f"-- {PY} {TOY} {ck} {target} {delay} {every} {kib}\n")
 
 
@@ -69,7 +69,7 @@ def drive(cluster, job: int, until=("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT
 
 
 def test_timeout_requeues_and_resumes_to_the_uninterrupted_state(clean, tmp_path):
-    target, delay = 150, 0.25        # ~37 s of steps: more than fits before the signal of a 1-minute job
+    target, delay = 200, 0.25        # ~50 s of steps: more than fits before the signal of a 1-minute job
     ck, out = tmp_path / "ck", tmp_path / "job.out"
     job = clean.sbatch(job_script(ck, target, delay, 10), "--time=1", "--signal=B:USR2@40", "--requeue",
                        "--open-mode=append", f"--output={out}")

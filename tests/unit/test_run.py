@@ -73,6 +73,9 @@ def test_run_config_section_and_errors(tmp_path):
         config.loads("run:\n  signal: USR9\n", "c.yaml")
     assert str(e.value).startswith("c.yaml:2: ") and "USR9" in str(e.value)
     with pytest.raises(UsageError) as e:
+        config.loads("run:\n  signal: TERM\n", "c.yaml")
+    assert "cannot be the trigger" in str(e.value)
+    with pytest.raises(UsageError) as e:
         config.loads("run:\n  requeue_on: [timeout, crash]\n", "c.yaml")
     assert "c.yaml:2" in str(e.value)
 
@@ -241,3 +244,6 @@ def test_bad_signal_is_exit_2():
     p = wrapper("--signal", "USR9", "--", "true")
     out, err = p.communicate(timeout=30)
     assert p.returncode == 2 and "unknown signal 'USR9'" in err and "Traceback" not in err
+    p = wrapper("--signal", "TERM", "--", "true")
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 2 and "cannot be the trigger" in err
