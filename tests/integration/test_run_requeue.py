@@ -88,6 +88,26 @@ def test_timeout_requeues_and_resumes_to_the_uninterrupted_state(clean, tmp_path
     assert rec.exit_code == "0:0"
 
 
+def test_signal_early_in_a_long_job_is_a_preemption_and_requeues(clean, tmp_path):
+    """USR2 2 s into a 30-minute job: what Slurm sends at preemption with PreemptParameters=send_user_signal (sent
+    here by hand with `scancel -b -s USR2`). Elapsed 2 s of 1800 s: a preemption, requeued, resumed."""
+    target = 80
+    ck, out = tmp_path / "ck", tmp_path / "job.out"
+    job = clean.sbatch(job_script(ck, target, 0.1, 5), "--time=30", "--requeue", "--open-mode=append",
+                       f"--output={out}")
+    clean.wait_job(job, states=("RUNNING",), timeout=30)
+    deadline = time.monotonic() + 30
+    while checkpoint.latest(str(ck)) is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    clean.run("scancel", "-b", "-s", "USR2", str(job))
+    rec, _ = drive(clean, job, timeout=90)
+    log = out.read_text()
+    assert rec.state == "COMPLETED" and rec.restarts == 1, (rec, log)
+    assert "event=checkpoint-asked kind=preemption" in log and "limit=1800s" in log
+    assert "event=requeued kind=preemption restart=1" in log
+    assert final_state(ck) == {"step": target, "value": uninterrupted(tmp_path, target)}
+
+
 def test_scancel_does_not_requeue(clean, tmp_path):
     ck, out = tmp_path / "ck", tmp_path / "job.out"
     job = clean.sbatch(job_script(ck, 10_000, 0.1, 5), "--time=1", "--signal=B:USR2@40", "--requeue",
