@@ -221,7 +221,7 @@ def test_file_flag_only_and_forwarded_signals():
     assert "child stopped" in out and p.returncode == 0 and "signal=none" in err
     # a TERM from outside (scancel) is forwarded; a child without a handler dies of it: 128+15
     p = wrapper("--", "sleep", "30")
-    time.sleep(0.5)
+    assert "event=start" in p.stderr.readline()       # the wrapper's handlers are in place
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=30)
     assert p.returncode == 143 and "event=signal signal=SIGTERM action=" in err
