@@ -10,7 +10,9 @@ when it is not the trigger) to that group, and on the trigger signal (USR2) or a
 1. decides what happened: a timeout when the time left is under `run.timeout_window` or past 80% of the limit
    (submitit's rule, from `scontrol show job`'s RunTime and TimeLimit), else a preemption; a spot notice is its
    own kind;
-2. asks the child to checkpoint: creates $SLURMKIT_STOP_FILE and sends `run.checkpoint_signal` (TERM) to it;
+2. asks the child to checkpoint: creates $SLURMKIT_STOP_FILE and sends `run.checkpoint_signal` (TERM) to its
+   process group; when the child is `srun` (which would turn a TERM into SIGKILL for every task), to every
+   task of the job's steps through `scancel --signal=TERM JOBID` instead;
 3. waits until the child exits, at most `run.grace` seconds (for a spot notice: until the announced time less
    `run.spot_margin`);
 4. requeues the job with `scontrol requeue` if the kind is in `run.requeue_on`, SLURM_RESTART_COUNT is below
@@ -332,6 +334,7 @@ class Runner:
             self.restarts = 0
         self.leader = self.environ.get("SLURM_PROCID", "0") in ("", "0")
         self.trigger = signum(opts.signal)
+        self.child_is_srun = bool(self.argv) and os.path.basename(self.argv[0]) == "srun"
         cs = (opts.checkpoint_signal or "none").strip()
         self.ask_signal = None if cs.lower() == "none" else signum(cs)
         self._pending: list[int] = []
@@ -554,15 +557,30 @@ class Runner:
                 f.write(f"{kind}\n")
         except OSError as e:
             self.log("stop-file-error", error=str(e))
+        via = None
         if self.ask_signal:
-            self._send(self.ask_signal)
+            via = self._send_ask()
         secs = max(0.0, deadline - time.monotonic())
         self.log("checkpoint-asked", kind=kind, signal=signame(self.ask_signal) if self.ask_signal else "none",
-                 flag=stop_file, wait=f"{secs:.0f}s",
+                 via=via, flag=stop_file, wait=f"{secs:.0f}s",
                  elapsed=None if info.get("elapsed") is None else f"{info['elapsed']:.0f}s",
                  limit=None if info.get("limit") is None else f"{info['limit']:.0f}s",
                  then="requeue" if decision.requeue else "no requeue: " + decision.why)
         return kind, decision, deadline
+
+    def _send_ask(self) -> str:
+        """Deliver the checkpoint signal. A child that is `srun` would take TERM/INT/QUIT as "kill the step"
+        (SIGKILL to every task at once), so the tasks get the signal from Slurm directly instead: `scancel
+        --signal=SIG JOBID` reaches every process of the job's steps on every node, not the batch shell, and
+        ends nothing. Anything else: the child's process group."""
+        if self.child_is_srun and self.job_id:
+            try:
+                self.backend().signal_steps(int(self.job_id), signame(self.ask_signal))
+                return "scancel"
+            except Exception as e:
+                self.log("scancel-error", error=str(e), note="signalling srun itself instead")
+        self._send(self.ask_signal)
+        return "process-group"
 
     def _finish_child(self, code: int) -> int:
         """No requeue but the child still runs (grace expired): keep waiting for it, forwarding signals."""

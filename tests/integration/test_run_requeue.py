@@ -263,11 +263,12 @@ sys.exit(3)
 
 
 def test_multinode_env_and_the_ask_reach_every_task(clean, tmp_path):
-    """2 nodes x 2 tasks under one wrapper in the batch step (`exec slurmkit run -- srun ...`); --dry-run, so the
-    USR2 (sent by hand with scancel -b) asks every task to stop and only logs the requeue it would do."""
+    """2 nodes x 2 tasks under one wrapper in the batch step (`exec slurmkit run -- srun ...`, what `slurmkit
+    submit` renders); --dry-run, so the USR2 (sent by hand with scancel -b) asks every task to stop and only logs
+    the requeue it would do. The ask (TERM) goes to the tasks through scancel: srun itself would SIGKILL them."""
     task, out = tmp_path / "task.py", tmp_path / "job.out"
     task.write_text(TASK)
-    script = f"#!/bin/sh\nexec {PY} -m slurmkit.cli run --dry-run --checkpoint-signal USR2 -- srun {PY} {task}\n"
+    script = f"#!/bin/sh\nexec {PY} -m slurmkit.cli run --dry-run -- srun --kill-on-bad-exit=1 {PY} {task}\n"
     job = clean.sbatch(script, "-N2", "--ntasks-per-node=2", "--time=2", f"--output={out}")
     rec = clean.wait_job(job, states=("RUNNING",), timeout=30)
     deadline = time.monotonic() + 30
@@ -283,5 +284,5 @@ def test_multinode_env_and_the_ask_reach_every_task(clean, tmp_path):
     log = out.read_text()
     assert rec.state == "COMPLETED", log
     assert all(f"task {r} stopped" in log for r in range(4)), log
-    assert "event=checkpoint-asked kind=timeout signal=SIGUSR2" in log
+    assert "event=checkpoint-asked kind=timeout signal=SIGTERM via=scancel" in log
     assert f'would="scontrol requeue {job}"' in log and "event=requeued" not in log
