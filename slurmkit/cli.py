@@ -46,6 +46,7 @@ COMMANDS = {
     "render": "slurmkit.commands.submit:render_cmd",
     "submit": "slurmkit.commands.submit:submit",
     "install": "slurmkit.commands.install:install",
+    "run": "slurmkit.commands.run:run",
 }
 
 

@@ -49,6 +49,46 @@ class DrainSettings:
     prefix: str = "slurmkit:"        # every reason slurmkit writes starts with this; the only reasons it may undo
 
 
+def _check_signal(name: str, what: str, allow_none: bool = False) -> None:
+    import signal as _signal
+    n = name.strip().upper()
+    if allow_none and n in ("NONE", ""):
+        return
+    if not n.startswith("SIG"):
+        n = "SIG" + n
+    if n not in _signal.Signals.__members__:
+        raise ValueError(f"{what}: unknown signal {name!r} (e.g. USR2, TERM, INT{', none' if allow_none else ''})")
+
+
+TRIGGER_FORBIDDEN = ("TERM", "INT", "KILL", "STOP", "CONT", "CHLD", "HUP", "QUIT")
+
+
+@dataclass
+class RunSettings:
+    """`slurmkit run`, the job wrapper. Submit with `--signal=B:USR2@LEAD` where LEAD > grace + 30 s."""
+    signal: str = "USR2"              # what Slurm sends before the time limit / at preemption: checkpoint + requeue
+    checkpoint_signal: str = "TERM"   # what the child gets when asked to checkpoint; "none": only the flag file
+    grace: float = 60.0               # seconds the child gets to checkpoint and exit before the requeue
+    max_requeues: int = 10            # requeue only while SLURM_RESTART_COUNT is below this
+    requeue_on: list[Literal["timeout", "preemption", "spot"]] = field(
+        default_factory=lambda: ["timeout", "preemption", "spot"])
+    timeout_window: float = 600.0     # signal with less than this left (or past 80% of the limit): a timeout
+    master_port: int | None = None    # MASTER_PORT for multi-node jobs; null: 20000 + job id % 20000
+    imds_endpoint: str | None = None  # e.g. http://169.254.169.254 to watch for AWS spot interruption notices
+    imds_poll_interval: float = 5.0   # seconds between polls of spot/instance-action
+    imds_timeout: float = 2.0         # seconds for each IMDS request
+    spot_margin: float = 15.0         # after a spot notice, requeue this long before the announced time
+
+    def __post_init__(self):
+        _check_signal(self.signal, "signal")
+        if self.signal.strip().upper().removeprefix("SIG") in TRIGGER_FORBIDDEN:
+            raise ValueError(f"signal: {self.signal} cannot be the trigger (scancel and the time limit send TERM, "
+                             "and a cancelled job must never requeue); use USR2")
+        _check_signal(self.checkpoint_signal, "checkpoint_signal", allow_none=True)
+        if self.grace < 0 or self.max_requeues < 0 or self.imds_poll_interval <= 0 or self.timeout_window < 0:
+            raise ValueError("grace, max_requeues and timeout_window must be >= 0, imds_poll_interval > 0")
+
+
 @dataclass
 class TopologySettings:
     """`slurmkit topo` on a node: how long nvidia-smi/lscpu may take, where the CPU layout and GPU devices are."""
@@ -149,6 +189,7 @@ class Settings:
     topology: TopologySettings = field(default_factory=TopologySettings)
     sync: SyncSettings = field(default_factory=SyncSettings)
     install: InstallSettings = field(default_factory=InstallSettings)
+    run: RunSettings = field(default_factory=RunSettings)
     # where the settings came from, and the line of each key ("slurm.timeout" -> 3), for messages
     source: str | None = field(default=None, metadata={"internal": True})
     lines: dict[str, int] = field(default_factory=dict, metadata={"internal": True})

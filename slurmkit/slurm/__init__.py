@@ -33,6 +33,8 @@ class SlurmBackend(Protocol):
 
     def cancel(self, job_id: int) -> None: ...
 
+    def signal_steps(self, job_id: int, sig: str) -> None: ...
+
 
 def expand_hostlist(expr: str) -> list[str]:
     """'n[001-003],gpu7' -> ['n001', 'n002', 'n003', 'gpu7'] (ClusterShell NodeSet)."""

@@ -110,3 +110,11 @@ class CliBackend:
 
     def cancel(self, job_id: int) -> None:
         self._run(["scancel", str(int(job_id))])
+
+    def signal_steps(self, job_id: int, sig: str) -> None:
+        """Send `sig` (a name: TERM, USR2) to every process of the job's steps (srun tasks on all nodes), not to
+        the batch shell, and without ending anything: `scancel --signal=SIG JOBID`."""
+        name = sig.upper().removeprefix("SIG")
+        if not name.isalnum():
+            raise SlurmError(f"bad signal name {sig!r}")
+        self._run(["scancel", f"--signal={name}", str(int(job_id))])
