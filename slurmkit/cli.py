@@ -41,6 +41,7 @@ pass_ctx = click.make_pass_decorator(Ctx)
 # name -> "module:attribute"; each module holds one command (or group), a thin layer over the packages.
 COMMANDS = {
     "nodes": "slurmkit.commands.nodes:nodes",
+    "check": "slurmkit.commands.check:check",
 }
 
 

@@ -78,10 +78,12 @@ def run_checks(settings, profile: str, *, only=None, captures=None, job_gpus=Non
             res = mod.run(ctx)
         except NoData as e:
             if name in captures:
-                raise UsageError(f"--capture {name}: {e}") from None
+                err = UsageError(f"--capture {name}: {e}")
+                err.check = name
+                raise err from None
             res = Result(name, "skip", str(e), {})
         except CommandError as e:
-            argv = " ".join(e.argv[:3])
+            argv = " ".join([os.path.basename(e.argv[0]), *e.argv[1:3]]) if e.argv else name
             if e.timed_out:
                 why = f"{argv} timed out after {settings.health.command_timeout:g}s (hung nvidia-smi: GPU gone?)"
             elif e.missing:
