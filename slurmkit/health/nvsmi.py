@@ -158,6 +158,12 @@ def parse_csv(text: str, columns: list[str] | None = None) -> list[dict]:
     return rows
 
 
+def looks_like_csv(text: str) -> bool:
+    """A `--query-*` CSV (with its header, or a one-column header like `ecc.errors.uncorrected.volatile.total`)."""
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return ("," in first and " : " not in first) or bool(re.match(r"^[a-z_]+(\.[a-z_]+)+$", first))
+
+
 def parse_list(text: str) -> list[dict]:
     """`nvidia-smi -L` -> [{"index": 0, "name": ..., "uuid": ...}]."""
     out = []
