@@ -76,7 +76,20 @@ class Node(dict):
                 yield prefix + (k,), v
 
 
+_Q_CACHE: dict[str, dict] = {}
+
+
 def parse_q(text: str) -> dict:
+    """Memoized: five checks read the same `nvidia-smi -q` text in one prolog. The result is shared: read-only."""
+    got = _Q_CACHE.get(text)
+    if got is None:
+        if len(_Q_CACHE) > 8:
+            _Q_CACHE.clear()
+        got = _Q_CACHE[text] = _parse_q(text)
+    return got
+
+
+def _parse_q(text: str) -> dict:
     """`nvidia-smi -q` text -> {"driver_version", "cuda_version", "attached", "gpus": [{"bus_id", "tree"}],
     "errors": [...]}. A partial excerpt without `GPU xxxx:xx:xx.x` headers becomes one GPU with bus_id None."""
     top = Node()
