@@ -26,7 +26,9 @@ _SOURCES = {"xid": "dmesg", "gpu_count": "q", "ecc": "q", "driver": "q", "pcie":
 
 
 def node_name() -> str:
-    return os.environ.get("SLURMKIT_NODE") or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    env = os.environ
+    return (env.get("SLURMKIT_NODE") or env.get("SLURMD_NODENAME") or env.get("SLURMKIT_FAKE_NODE")
+            or socket.gethostname().split(".")[0])
 
 
 def parse_gpu_list(value: str | None) -> list[int] | None:

@@ -50,10 +50,10 @@ def run_hook(profile: str, settings, environ, *, pre_records=()) -> tuple[object
 
 
 def load_settings(profile: str):
-    from .. import config
     from ..errors import SlurmkitError
+    from .settings_cache import load
     try:
-        return config.load()
+        return load()
     except SlurmkitError as e:
         print(f"slurmkit {profile}: {e}", file=sys.stderr)
         return None

@@ -212,7 +212,8 @@ def test_check_command_exit_codes_and_json(tmp_path):
 def hook(tmp_path, which, scenario, **env):
     e = {"SLURMKIT_CONFIG": str(write_config(tmp_path)), "SLURMKIT_FAKEGPU_SCENARIO": str(SCEN / scenario),
          "SLURMD_NODENAME": "n7", "SLURM_JOB_ID": "77", "SLURM_JOB_GPUS": "0,1",
-         "SLURMKIT_PYTHON": sys.executable, **env}     # no PATH, as slurmd runs it
+         "SLURMKIT_PYTHON": sys.executable, "SLURMKIT_HOOK_CACHE_DIR": str(tmp_path / "cache"),
+         **env}     # no PATH, as slurmd runs it
     return subprocess.run([str(REPO / which / which)], capture_output=True, text=True, env=e, timeout=60)
 
 
@@ -246,3 +247,25 @@ def test_prolog_imports_nothing_heavy(tmp_path):
             "'paramiko', 'ClusterShell') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, timeout=60)
     assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout + r.stderr
+
+
+def test_hook_settings_cache(tmp_path, monkeypatch):
+    from slurmkit.hooks import settings_cache
+    cfg = write_config(tmp_path)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SLURMKIT_CONFIG", str(cfg))
+    monkeypatch.setattr(settings_cache, "CACHE_DIR", str(cache))
+    first = settings_cache.load()
+    (cached_file,) = cache.iterdir()
+    assert oct(cache.stat().st_mode & 0o777) == "0o700"
+    again = settings_cache.load()
+    assert again == first and again.gpu_count.expected == 8 and again.health.drain is False
+    # a changed config is parsed again, never served stale
+    cfg.write_text(cfg.read_text().replace("expected: 8", "expected: 4"))
+    assert settings_cache.load().gpu_count.expected == 4
+    # a cache anyone could have written is not trusted (it names the binaries a root hook runs)
+    doc = json.loads(cached_file.read_text())
+    doc["settings"]["tools"]["nvidia_smi"] = "/tmp/evil"
+    cached_file.write_text(json.dumps(doc))
+    cached_file.chmod(0o666)
+    assert settings_cache.load().tools.nvidia_smi.endswith("/nvidia-smi")

@@ -1,0 +1,89 @@
+"""The hooks' settings without YAML on the hot path.
+
+Parsing the site config needs PyYAML (~10 ms to import and parse, on every job, twice). The first hook after a
+config change parses it as usual and leaves the result as JSON in a root-only directory; the next hooks read that
+JSON while the config file is unchanged (same path, inode, size, mtime, slurmkit version). The cache is only
+trusted when its directory is 0700 and it and its file belong to us: a root hook never reads settings (which name
+the binaries it runs) from a file someone else could have written. Any doubt: parse the YAML.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import stat
+
+CACHE_DIR = os.environ.get("SLURMKIT_HOOK_CACHE_DIR", "/run/slurmkit")
+
+
+def _key(path: str, st: os.stat_result) -> dict:
+    from .. import __version__
+    return {"path": os.path.abspath(path), "ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+            "version": __version__}
+
+
+def _cache_file(path: str) -> str:
+    return os.path.join(CACHE_DIR, "settings-" + hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:16]
+                        + ".json")
+
+
+def _trusted(p: str, *, is_dir: bool) -> bool:
+    try:
+        st = os.lstat(p)
+    except OSError:
+        return False
+    if st.st_uid != os.geteuid():
+        return False
+    if is_dir:
+        return stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) & 0o077 == 0
+    return stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) & 0o022 == 0
+
+
+def _build(cls, data: dict):
+    proto = cls()
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("internal") or f.name not in data:
+            continue
+        cur = getattr(proto, f.name)
+        v = data[f.name]
+        kwargs[f.name] = _build(type(cur), v) if dataclasses.is_dataclass(cur) else v
+    return cls(**kwargs)
+
+
+def load():
+    """Settings for a hook: from the cache when the config is unchanged, else parsed (and cached)."""
+    from .. import config
+    path, required = config.config_path()
+    try:
+        st = os.stat(path)
+    except OSError:
+        return config.load()          # missing file: config.load says what is wrong (or gives the defaults)
+    key = _key(path, st)
+    cf = _cache_file(path)
+    if _trusted(CACHE_DIR, is_dir=True) and _trusted(cf, is_dir=False):
+        try:
+            with open(cf, encoding="utf-8") as f:
+                doc = json.load(f)
+            if doc.get("key") == key:
+                s = _build(config.Settings, doc["settings"])
+                s.source = path
+                s.lines = doc.get("lines", {})
+                return s
+        except (OSError, ValueError, TypeError, KeyError):
+            pass
+    s = config.load()
+    try:
+        os.makedirs(CACHE_DIR, mode=0o700, exist_ok=True)
+        if _trusted(CACHE_DIR, is_dir=True):
+            data = {f.name: dataclasses.asdict(getattr(s, f.name)) if dataclasses.is_dataclass(getattr(s, f.name))
+                    else getattr(s, f.name) for f in dataclasses.fields(s) if not f.metadata.get("internal")}
+            tmp = f"{cf}.{os.getpid()}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump({"key": key, "settings": data, "lines": s.lines}, f)
+            os.replace(tmp, cf)
+    except OSError:
+        pass
+    return s
