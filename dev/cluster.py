@@ -180,6 +180,8 @@ paths:
 # health checks (issue 3): what the healthy-h100x8 scenario shows is what a healthy node must show
 health:
   command_timeout: 3          # short, so the `hang` scenario fails fast in tests (production default: 10)
+gpu_procs:
+  grace_seconds: 1            # the epilog waits this long for a job's processes to leave its GPUs
 gpu_count:
   expected: {a.gpus}
 driver:

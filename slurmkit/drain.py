@@ -7,7 +7,7 @@
 - Only ever resume nodes slurmkit drained.
 
 Every function returns what it did, as a short action string the health log records:
-`drained`, `redrained` (our own reason replaced by a newer one of ours), `already-drained`, `would-drain`,
+`drained`, `already-drained` (ours already: the first reason stays), `would-drain`,
 `skipped-admin-drain`, `skipped-down`, `skipped-maintenance`, `skipped-unknown-node`, `drain-failed: ...`,
 `resumed`, `would-resume`, `skipped-not-ours`, `skipped-not-drained`, `resume-failed: ...`.
 """
@@ -65,11 +65,10 @@ def drain_node(settings, node: str, reason: str, *, backend=None, dry_run: bool 
     if rec.drained or "FAIL" in rec.flags:
         if not is_slurmkit_reason(rec.reason, settings):
             return "skipped-admin-drain"
-        if rec.reason.strip() == reason.strip():
-            return "already-drained"
-        action = "redrained"
-    else:
-        action = "drained"
+        # ours already: keep the first reason, usually the root cause (a hung nvidia-smi in the prolog, then the
+        # epilog's ECC read timing out on the same hang, must not bury the first finding)
+        return "already-drained"
+    action = "drained"
     if dry_run:
         return "would-drain"
     try:

@@ -38,7 +38,8 @@ def run_hook(profile: str, settings, environ, *, pre_records=()) -> tuple[object
     for r in report.results:
         recs.append(healthlog.record(check=r.check, status=r.status, reason=r.reason, evidence=r.evidence,
                                      context=profile, node=node, job_id=jid,
-                                     action=action if r is failed else "none", seconds=r.seconds))
+                                     action=action if r is failed else "none", seconds=r.seconds,
+                                     profile_seconds=round(report.seconds, 3)))
     try:
         healthlog.append(settings.paths.health_log, recs)
     except OSError as e:
