@@ -26,6 +26,18 @@ def is_slurmkit_reason(reason: str | None, settings) -> bool:
     return bool(reason) and reason.strip().startswith(settings.drain.prefix)
 
 
+def check_of_reason(reason: str | None, settings) -> str | None:
+    """The check that wrote a slurmkit reason: 'slurmkit:xid79 GPU ...' -> 'xid', 'slurmkit:ecc ...' -> 'ecc'.
+    None for a reason slurmkit did not write. Resume a node only after this check passes again."""
+    if not is_slurmkit_reason(reason, settings):
+        return None
+    word = reason.strip()[len(settings.drain.prefix):].split(" ", 1)[0]
+    for name in ("gpu_count", "gpu_procs", "driver", "nvlink", "nccl", "pcie", "ecc", "sxid", "xid"):
+        if word.startswith(name):
+            return "xid" if name == "sxid" else name
+    return word or None
+
+
 def reason_for(settings, check: str, detail: str) -> str:
     """`<prefix><check> <detail>` on one line, cut to what Slurm keeps comfortably."""
     detail = " ".join(str(detail).split())

@@ -156,6 +156,10 @@ def test_drain_reasons():
     assert not drain.is_slurmkit_reason("admin: PSU swap ticket 4411", s)
     assert not drain.is_slurmkit_reason("Prolog error", s) and not drain.is_slurmkit_reason("", s)
     assert len(drain.reason_for(s, "ecc", "x" * 500)) == drain.MAX_REASON
+    assert drain.check_of_reason("slurmkit:xid79 GPU 0000:3b:00 fell off the bus", s) == "xid"
+    assert drain.check_of_reason("slurmkit:sxid20034 NVSwitch", s) == "xid"
+    assert drain.check_of_reason("slurmkit:gpu_procs left on the GPU", s) == "gpu_procs"
+    assert drain.check_of_reason("admin: PSU swap", s) is None
     with pytest.raises(ValueError):
         drain.drain_node(s, "n1", "admin reason", backend=object())
 

@@ -21,13 +21,13 @@ def _reason(v: kernlog.Verdict) -> str:
     return f"GPU {v.pci} {v.name}"
 
 
-def evaluate(events: list, all_events: list, s, *, total_events=None) -> Result:
+def evaluate(events: list, all_events: list, s, *, total_events=None, live: bool = True) -> Result:
     verdicts = kernlog.grade_all(events, fatal_extra=s.fatal_extra, ignore=s.ignore, unknown_status=s.unknown_status)
     ev = {"events": [dict(e.to_dict(), status=v.status, name=v.name, action=v.action, why=v.why)
                      for e, v in zip(events, verdicts)][:50],
           "new_events": len(events), "events_in_log": total_events if total_events is not None else len(all_events)}
     if not verdicts:
-        return Result(NAME, "ok", "no new Xid events", ev)
+        return Result(NAME, "ok", "no new Xid events" if live else "no Xid events", ev)
     status = worst(v.status for v in verdicts)
     if status == "ok":
         return Result(NAME, "ok", f"{len(verdicts)} Xid events, none that matters", ev)
@@ -54,7 +54,7 @@ def run(ctx) -> Result:
     text = ctx.text(NAME, "dmesg")
     events = kernlog.parse(text)
     if not ctx.live:
-        return evaluate(events, events, ctx.settings.xid)
+        return evaluate(events, events, ctx.settings.xid, live=False)
     path = ctx.state_path("xid")
     try:
         with open(path, encoding="utf-8") as f:
