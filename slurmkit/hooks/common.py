@@ -36,7 +36,11 @@ def run_hook(profile: str, settings, environ, *, pre_records=()) -> tuple[object
             action = "not-drained (health.drain is false)"
     recs = list(pre_records)
     for r in report.results:
-        recs.append(healthlog.record(check=r.check, status=r.status, reason=r.reason, evidence=r.evidence,
+        # every verdict is logged; per-GPU detail only where it matters (warn/fail): an ok verdict keeps its
+        # scalar evidence, so a busy node's log grows by a few hundred bytes a job, not kilobytes
+        ev = r.evidence if r.status in ("warn", "fail") else \
+            {k: v for k, v in r.evidence.items() if not isinstance(v, (list, dict))}
+        recs.append(healthlog.record(check=r.check, status=r.status, reason=r.reason, evidence=ev,
                                      context=profile, node=node, job_id=jid,
                                      action=action if r is failed else "none", seconds=r.seconds,
                                      profile_seconds=round(report.seconds, 3)))
