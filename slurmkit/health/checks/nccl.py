@@ -65,11 +65,15 @@ def run(ctx) -> Result:
             res = evaluate(text, expected, s)
         except NoData as e:
             res = Result(NAME, "fail", f"all_reduce_perf printed no results ({e})", {}, code="nccl")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"time": time.time(), "result": res.to_dict(), "code": res.code}, f)
-        os.replace(tmp, path)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump({"time": time.time(), "result": res.to_dict(), "code": res.code}, f)
+            os.replace(tmp, path)
+            res.evidence["cached_to"] = path
+        except OSError as e:       # the verdict stands; the prolog just won't see it
+            res.evidence["cache_error"] = f"{path}: {e.strerror}"
         return res
     try:
         with open(path, encoding="utf-8") as f:
