@@ -164,7 +164,7 @@ def grade_all(events: list[Event], **kw) -> list[Verdict]:
 
 # --- only new events count: a small state per node ----------------------------------------------------------
 
-def new_events(events: list[Event], text_lines_hint: list[str] | None, state: dict, boot_id: str | None) -> list[Event]:
+def new_events(events: list[Event], state: dict, boot_id: str | None) -> list[Event]:
     """Events after the last one seen (state["last_line"]) in this boot. When the last seen line is no longer in
     the log (new boot, log cleared or rotated), every event is new."""
     if not state or (boot_id and state.get("boot_id") not in (None, boot_id)):

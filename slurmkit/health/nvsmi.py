@@ -95,7 +95,6 @@ def _parse_q(text: str) -> dict:
     top = Node()
     gpus: list[dict] = []
     stack: list[tuple[int, Node]] = [(-1, top)]
-    current_root = top
     for raw in text.splitlines():
         line = raw.rstrip()
         s = line.strip()
@@ -106,7 +105,6 @@ def _parse_q(text: str) -> dict:
         if m and indent == 0:
             node = Node()
             gpus.append({"bus_id": m.group(1), "tree": node})
-            current_root = node
             stack = [(-1, node)]
             continue
         while len(stack) > 1 and stack[-1][0] >= indent:

@@ -53,6 +53,10 @@ def test_requeue_a_running_job(clean, tmp_path):
     out = tmp_path / "runs.txt"
     job = clean.sbatch(f"#!/bin/sh\necho start >> {out}\nsleep 60\n", "--requeue", "--output=/dev/null")
     clean.wait_job(job, states=("RUNNING",))
+    # RUNNING includes the prolog (PrologFlags=Alloc): requeue once the script itself has run
+    deadline = time.monotonic() + 30
+    while not (out.exists() and "start" in out.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.2)
     clean.backend.requeue(job, start_now=True)
     rec = clean.wait_job(job, states=("RUNNING",), timeout=30)
     assert rec.restarts == 1

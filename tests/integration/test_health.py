@@ -36,6 +36,16 @@ def health_log(cluster, since=0, **match):
     return out
 
 
+def wait_started(path, timeout=60.0):
+    """The job's script is running (RUNNING alone can still be its prolog: PrologFlags=Alloc)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"job never started: {path} missing")
+
+
 def blocker(cluster, node):
     jid = cluster.sbatch("#!/bin/sh\nsleep 300\n", "-w", node, "--gres=gpu:8", "--exclusive", "-o", "/dev/null")
     cluster.wait_job(jid, ("RUNNING",), timeout=60)
@@ -91,7 +101,7 @@ def test_fifty_jobs_on_healthy_nodes_drain_nothing(clean):
     assert [r for r in recs if r["status"] == "fail"] == []
 
 
-def test_an_admins_drain_reason_is_left_untouched(clean):
+def test_an_admins_drain_reason_is_left_untouched(clean, tmp_path):
     cluster = clean
     s = site(cluster)
     cluster.run("scontrol", "update", "NodeName=n2", "State=DRAIN", f"Reason={ADMIN}")
@@ -101,8 +111,9 @@ def test_an_admins_drain_reason_is_left_untouched(clean):
     # and through the epilog: a job on n2, the admin drains n2 while it runs, the GPU then shows Xid 79
     cluster.run("scontrol", "update", "NodeName=n2", "State=RESUME")
     mark = log_mark(cluster)
-    jid = cluster.sbatch("#!/bin/sh\nsleep 4\n", "-w", "n2", "--gres=gpu:1", "-o", "/dev/null")
-    cluster.wait_job(jid, ("RUNNING",), timeout=60)
+    started = tmp_path / "started"
+    jid = cluster.sbatch(f"#!/bin/sh\ntouch {started}\nsleep 4\n", "-w", "n2", "--gres=gpu:1", "-o", "/dev/null")
+    wait_started(started)
     cluster.run("scontrol", "update", "NodeName=n2", "State=DRAIN", f"Reason={ADMIN}")
     cluster.set_scenario("n2", "xid79")
     cluster.wait_job(jid, ("COMPLETED",), timeout=60)
@@ -164,11 +175,12 @@ def test_a_hanging_nvidia_smi_fails_the_prolog_within_its_timeout(clean):
     assert "timed out" in json.loads(r.stdout)["results"][0]["reason"]
 
 
-def test_epilog_drains_a_node_with_processes_left_on_the_jobs_gpus(clean):
+def test_epilog_drains_a_node_with_processes_left_on_the_jobs_gpus(clean, tmp_path):
     cluster = clean
     mark = log_mark(cluster)
-    jid = cluster.sbatch("#!/bin/sh\nsleep 3\n", "-w", "n1", "--gres=gpu:8", "-o", "/dev/null")
-    cluster.wait_job(jid, ("RUNNING",), timeout=60)
+    started = tmp_path / "started"
+    jid = cluster.sbatch(f"#!/bin/sh\ntouch {started}\nsleep 3\n", "-w", "n1", "--gres=gpu:8", "-o", "/dev/null")
+    wait_started(started)
     cluster.set_scenario("n1", "procs-left")       # a process that outlives the job holds GPU 0
     cluster.wait_job(jid, ("COMPLETED",), timeout=60)
     n1 = cluster.wait_node("n1", lambda r: r.drained, timeout=30)

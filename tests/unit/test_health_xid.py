@@ -6,7 +6,6 @@ import pytest
 
 from slurmkit import config
 from slurmkit.health import kernlog
-from slurmkit.health.checks import xid as xid_check
 from slurmkit.health.runner import run_checks
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "xid"

@@ -62,7 +62,7 @@ def run(ctx) -> Result:
     except (OSError, ValueError):
         state = {}
     boot = _boot_id()
-    new = kernlog.new_events(events, None, state, boot)
+    new = kernlog.new_events(events, state, boot)
     res = evaluate(new, events, ctx.settings.xid)
     if ctx.profile in ("prolog", "epilog"):     # only the hooks move the mark; `slurmkit check` only reads
         os.makedirs(os.path.dirname(path), exist_ok=True)
