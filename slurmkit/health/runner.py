@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import socket
 import time
 
 from ..errors import CommandError, UsageError
@@ -28,7 +27,7 @@ _SOURCES = {"xid": "dmesg", "gpu_count": "q", "ecc": "q", "driver": "q", "pcie":
 def node_name() -> str:
     env = os.environ
     return (env.get("SLURMKIT_NODE") or env.get("SLURMD_NODENAME") or env.get("SLURMKIT_FAKE_NODE")
-            or socket.gethostname().split(".")[0])
+            or __import__("socket").gethostname().split(".")[0])
 
 
 def parse_gpu_list(value: str | None) -> list[int] | None:
