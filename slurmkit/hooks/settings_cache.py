@@ -18,8 +18,26 @@ CACHE_DIR = os.environ.get("SLURMKIT_HOOK_CACHE_DIR", "/run/slurmkit")
 
 def _key(path: str, st: os.stat_result) -> dict:
     from .. import __version__
+    # the schema is part of the key: a slurmkit with new settings must not be served an older cache
+    schema = os.stat(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "config.py"))
     return {"path": os.path.abspath(path), "ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-            "version": __version__}
+            "version": __version__, "schema": [schema.st_size, schema.st_mtime_ns]}
+
+
+class _Section:
+    """Read-only attribute access over a cached settings section (no dataclass machinery on the hot path)."""
+
+    def __init__(self, data: dict):
+        for k, v in data.items():
+            object.__setattr__(self, k, v)
+
+    def __repr__(self):
+        return f"Section({vars(self)!r})"
+
+
+def _sections(data: dict, sections: list[str]):
+    top = _Section({k: (_Section(v) if k in sections else v) for k, v in data.items()})
+    return top
 
 
 def _cache_file(path: str) -> str:
@@ -40,25 +58,15 @@ def _trusted(p: str, *, is_dir: bool) -> bool:
     return stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) & 0o022 == 0
 
 
-def _build(cls, data: dict):
-    proto = cls()
-    kwargs = {}
-    for f in dataclasses.fields(cls):
-        if f.metadata.get("internal") or f.name not in data:
-            continue
-        cur = getattr(proto, f.name)
-        v = data[f.name]
-        kwargs[f.name] = _build(type(cur), v) if dataclasses.is_dataclass(cur) else v
-    return cls(**kwargs)
 
 
 def load():
     """Settings for a hook: from the cache when the config is unchanged, else parsed (and cached)."""
-    from .. import config
-    path, required = config.config_path()
+    path = os.environ.get("SLURMKIT_CONFIG") or "/etc/slurmkit/config.yaml"   # as config.config_path()
     try:
         st = os.stat(path)
     except OSError:
+        from .. import config
         return config.load()          # missing file: config.load says what is wrong (or gives the defaults)
     key = _key(path, st)
     cf = _cache_file(path)
@@ -67,12 +75,13 @@ def load():
             with open(cf, encoding="utf-8") as f:
                 doc = json.load(f)
             if doc.get("key") == key:
-                s = _build(config.Settings, doc["settings"])
+                s = _sections(doc["settings"], doc["sections"])
                 s.source = path
                 s.lines = doc.get("lines", {})
                 return s
         except (OSError, ValueError, TypeError, KeyError):
             pass
+    from .. import config
     s = config.load()
     try:
         os.makedirs(CACHE_DIR, mode=0o700, exist_ok=True)
@@ -82,7 +91,8 @@ def load():
             tmp = f"{cf}.{os.getpid()}.tmp"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump({"key": key, "settings": data, "lines": s.lines}, f)
+                sections = [k for k in data if dataclasses.is_dataclass(getattr(s, k))]
+                json.dump({"key": key, "settings": data, "sections": sections, "lines": s.lines}, f)
             os.replace(tmp, cf)
     except OSError:
         pass

@@ -263,7 +263,17 @@ def test_hook_settings_cache(tmp_path, monkeypatch):
     (cached_file,) = cache.iterdir()
     assert oct(cache.stat().st_mode & 0o777) == "0o700"
     again = settings_cache.load()
-    assert again == first and again.gpu_count.expected == 8 and again.health.drain is False
+    import dataclasses
+    for f in dataclasses.fields(first):
+        if not f.metadata.get("internal"):
+            assert vars(getattr(again, f.name)) == dataclasses.asdict(getattr(first, f.name)), f.name
+    assert again.gpu_count.expected == 8 and again.health.drain is False and again.lines == first.lines
+    # a hit costs no YAML and no config module: a fresh process shows it
+    code = ("import sys; from slurmkit.hooks import settings_cache as c; c.CACHE_DIR = sys.argv[1]; "
+            "s = c.load(); print(s.gpu_count.expected, 'yaml' in sys.modules, 'slurmkit.config' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code, str(cache)], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, SLURMKIT_CONFIG=str(cfg)))
+    assert r.stdout.split() == ["8", "False", "False"], r.stderr
     # a changed config is parsed again, never served stale
     cfg.write_text(cfg.read_text().replace("expected: 8", "expected: 4"))
     assert settings_cache.load().gpu_count.expected == 4

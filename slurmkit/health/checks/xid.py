@@ -64,10 +64,11 @@ def run(ctx) -> Result:
     boot = _boot_id()
     new = kernlog.new_events(events, state, boot)
     res = evaluate(new, events, ctx.settings.xid)
-    if ctx.profile in ("prolog", "epilog"):     # only the hooks move the mark; `slurmkit check` only reads
+    nxt = kernlog.next_state(events, boot)
+    if ctx.profile in ("prolog", "epilog") and nxt != state:   # only hooks move the mark; `check` only reads
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(kernlog.next_state(events, boot), f)
+            json.dump(nxt, f)
         os.replace(tmp, path)
     return res
