@@ -10,12 +10,15 @@ def job_id(environ) -> int | None:
     return int(v) if v and v.isdigit() else None
 
 
-def job_gpus(environ):
+def job_gpus(environ) -> list[int]:
+    """The GPUs the job gets on this node: SLURM_JOB_GPUS (gres indices = device minor numbers), else
+    CUDA_VISIBLE_DEVICES (the same in a prolog: no cgroup renumbering yet). A job without GPUs gets [] - never
+    "all GPUs": a CPU job must not be refused over another job's processes on GPUs it does not use."""
     from ..health.runner import parse_gpu_list
-    # SLURM_JOB_GPUS: the node's GPU indices given to the job (what nvidia-smi numbers); CUDA_VISIBLE_DEVICES
-    # as a fallback (the same in a prolog, where no cgroup renumbering has happened)
-    return parse_gpu_list(environ.get("SLURM_JOB_GPUS")) if environ.get("SLURM_JOB_GPUS") is not None \
-        else parse_gpu_list(environ.get("CUDA_VISIBLE_DEVICES"))
+    for var in ("SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"):
+        if environ.get(var, "").strip():
+            return parse_gpu_list(environ[var]) or []
+    return []
 
 
 def run_hook(profile: str, settings, environ, *, pre_records=()) -> tuple[object, str]:

@@ -190,3 +190,14 @@ def test_epilog_drains_a_node_with_processes_left_on_the_jobs_gpus(clean, tmp_pa
     assert rec["evidence"]["gpus"][0]["processes"][0]["pid"] == 4242
     assert rec["seconds"] >= 1.0                   # it gave the job's processes their grace period first
     assert cluster.node("n1").reason == n1.reason  # the epilog exited 0: no "Epilog error" over our reason
+
+
+def test_a_cpu_job_is_not_refused_over_a_gpu_it_does_not_use(clean):
+    cluster = clean
+    cluster.set_scenario("n1", "procs-left")        # something holds GPU 0 of n1
+    mark = log_mark(cluster)
+    jid = cluster.sbatch("#!/bin/sh\ntrue\n", "-w", "n1", "-o", "/dev/null")      # no GPUs asked
+    cluster.wait_job(jid, ("COMPLETED",), timeout=60)
+    assert not cluster.node("n1").drained
+    recs = health_log(cluster, since=mark, node="n1", job_id=jid, check="gpu_procs")
+    assert {r["context"] for r in recs} == {"prolog", "epilog"} and {r["status"] for r in recs} == {"ok"}

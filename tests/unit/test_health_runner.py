@@ -86,6 +86,28 @@ def test_gpu_procs_only_judges_the_jobs_gpus():
     assert r.status == "ok"
 
 
+def test_gpu_procs_follows_minor_numbers_and_cpu_jobs_judge_no_gpu():
+    # SYNTHETIC: the healthy -q with GPU 0's block carrying minor number 5 and a process
+    from slurmkit.hooks.common import job_gpus
+    text = (SCEN / "healthy-h100x8" / "nvidia-smi-q.txt").read_text()
+    blocks = text.split("GPU 00000000:")
+    blocks[1] = blocks[1].replace("Minor Number                          : 0", "Minor Number                          : 5") \
+        .replace("    Processes                             : None",
+                 "    Processes\n        Process ID                        : 99\n            Name                          : "
+                 "stuck")
+    blocks[6] = blocks[6].replace("Minor Number                          : 5", "Minor Number                          : 0")
+    text = "GPU 00000000:".join(blocks)
+    s = config.Settings()
+    (r,) = run_checks(s, "full", captures={"gpu_procs": text}, job_gpus=[5]).results
+    assert r.status == "fail" and r.reason.startswith("left on the GPU: GPU 5 (0000:18:00): pid 99")
+    (r,) = run_checks(s, "full", captures={"gpu_procs": text}, job_gpus=[0]).results
+    assert r.status == "ok"
+    assert job_gpus({"SLURM_JOB_GPUS": "", "CUDA_VISIBLE_DEVICES": ""}) == [] and job_gpus({}) == []
+    assert job_gpus({"SLURM_JOB_GPUS": "2,3"}) == [2, 3] and job_gpus({"CUDA_VISIBLE_DEVICES": "1"}) == [1]
+    (r,) = run_checks(s, "full", captures={"gpu_procs": text}, job_gpus=job_gpus({})).results
+    assert r.status == "ok"
+
+
 def test_parse_gpu_list():
     assert parse_gpu_list("0,1,3") == [0, 1, 3]
     assert parse_gpu_list("0-2,5") == [0, 1, 2, 5]

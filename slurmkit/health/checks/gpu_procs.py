@@ -21,10 +21,13 @@ def evaluate(text: str, job_gpus, s) -> Result:
                for g in q["gpus"]):
         raise NoData("no Processes / FB Memory Usage section in this input (expected `nvidia-smi -q` output)")
     findings, per = [], []
-    for i, g in enumerate(q["gpus"]):
+    for n, g in enumerate(q["gpus"]):
+        t = g["tree"]
+        # Slurm numbers GPUs by device minor (/dev/nvidiaN), which need not follow nvidia-smi's PCI order
+        minor = to_int(t.get_ci("Minor Number"))
+        i = minor if minor is not None else n
         if job_gpus is not None and i not in job_gpus:
             continue
-        t = g["tree"]
         gid = f"{i} ({nvsmi.short_bus(g['bus_id']) or '?'})"
         procs = nvsmi.processes(t)
         used = to_int(t.get_ci("FB Memory Usage", "Used"))
