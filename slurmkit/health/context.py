@@ -51,7 +51,9 @@ class Context:
             return v  # type: ignore[return-value]
         from .. import proc
         try:
-            res = proc.run(self.tool_argv(source), check=False,
+            # nvidia-smi's failures are findings (its error text is parsed); a kernel log we could not read is
+            # not an empty one (dmesg_restrict for a non-root `slurmkit check`): that raises
+            res = proc.run(self.tool_argv(source), check=(source == "dmesg"),
                            timeout=timeout or self.settings.health.command_timeout)
             out = res.stdout if res.returncode == 0 else (res.stdout + "\n" + res.stderr)
         except CommandError as e:

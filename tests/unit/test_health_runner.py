@@ -146,6 +146,16 @@ def test_missing_tool_fails_closed(tmp_path):
     assert r.status == "fail" and "not found" in r.reason
 
 
+def test_an_unreadable_kernel_log_is_not_a_clean_one(tmp_path):
+    s = settings(tmp_path)
+    tool = tmp_path / "dmesg"
+    tool.write_text("#!/bin/sh\necho 'dmesg: read kernel buffer failed: Operation not permitted' >&2\nexit 1\n")
+    tool.chmod(0o755)
+    s.tools.dmesg = str(tool)
+    (r,) = run_checks(s, "full", only=["xid"], node="n1").results
+    assert r.status == "fail" and "Operation not permitted" in r.reason
+
+
 def test_budget_spent_fails_the_rest(tmp_path):
     s = settings(tmp_path, "hang", command_timeout=0.3, budget_seconds=0.1)
     rep = run_checks(s, "prolog", node="n1")
