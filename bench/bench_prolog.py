@@ -54,7 +54,7 @@ health:
     # what slurmd gives a prolog: no PATH, Slurm's variables (plus what the dev cluster's wrapper exports)
     env = {"SLURMKIT_CONFIG": str(cfg), "SLURMKIT_FAKEGPU_SCENARIO": str(SCEN), "SLURMD_NODENAME": "n1",
            "SLURM_JOB_ID": "1", "SLURM_JOB_UID": "0", "SLURM_JOB_USER": "root", "SLURM_JOB_GPUS": "0,1",
-           "CUDA_VISIBLE_DEVICES": "0,1"}
+           "CUDA_VISIBLE_DEVICES": "0,1", "SLURMKIT_HOOK_CACHE_DIR": str(tmp / "cache")}   # warmed by the first run
     prolog = [str(REPO / "prolog" / "prolog")]
     # the floor: the very tool calls the prolog profile makes (one nvidia-smi -q shared by the GPU checks, dmesg)
     floor = ["/bin/sh", "-c", f"{FAKE}/nvidia-smi -q >/dev/null && {FAKE}/dmesg >/dev/null"]
