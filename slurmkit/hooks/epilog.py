@@ -20,7 +20,9 @@ def checkpoint_sync(settings, environ) -> list[dict]:
     node = environ.get("SLURMD_NODENAME")
     try:
         from ..checkpoint.sync import sync_for_job  # lazily: the epilog stays light when sync has nothing to do
-    except ImportError:
+    except ModuleNotFoundError as e:
+        if e.name not in ("slurmkit.checkpoint.sync", "slurmkit.checkpoint"):
+            raise                       # the module is there but broken: fail_safe reports it (exit 1)
         return [healthlog.record(check="checkpoint_sync", status="skip", context="sync", node=node,
                                  job_id=job_id(environ), reason="slurmkit.checkpoint.sync not installed yet",
                                  action="none")]
