@@ -21,12 +21,24 @@ def checkpoint_sync(settings, environ) -> list[dict]:
     try:
         from ..checkpoint.sync import sync_for_job  # lazily: the epilog stays light when sync has nothing to do
     except ModuleNotFoundError as e:
-        if e.name not in ("slurmkit.checkpoint.sync", "slurmkit.checkpoint"):
-            raise                       # the module is there but broken: fail_safe reports it (exit 1)
-        return [healthlog.record(check="checkpoint_sync", status="skip", context="sync", node=node,
-                                 job_id=job_id(environ), reason="slurmkit.checkpoint.sync not installed yet",
-                                 action="none")]
+        if e.name in ("slurmkit.checkpoint.sync", "slurmkit.checkpoint"):
+            return [healthlog.record(check="checkpoint_sync", status="skip", context="sync", node=node,
+                                     job_id=job_id(environ), reason="slurmkit.checkpoint.sync not installed yet",
+                                     action="none")]
+        sync_for_job = None
+        broken = f"cannot import the checkpoint sync: {e}"
+    except Exception as e:  # noqa: BLE001 - a broken sync module must not stop the health verdict either
+        sync_for_job = None
+        broken = f"cannot import the checkpoint sync: {type(e).__name__}: {e}"
+    if sync_for_job is None:
+        return [healthlog.record(check="checkpoint_sync", status="fail", context="sync", node=node,
+                                 job_id=job_id(environ), reason=broken, action="none")]
     try:
+        import dataclasses
+        if not dataclasses.is_dataclass(settings):
+            # the hooks' cached settings allow attribute reads only; hand the sync the real, typed Settings
+            from .. import config
+            settings = config.load()
         out = sync_for_job(settings, environ) or {}
         return [healthlog.record(check="checkpoint_sync", status=str(out.get("status", "ok")), context="sync",
                                  node=node, job_id=job_id(environ), reason=str(out.get("reason", "")),
