@@ -315,3 +315,30 @@ def test_hook_settings_cache(tmp_path, monkeypatch):
     cached_file.write_text(json.dumps(doc))
     cached_file.chmod(0o666)
     assert settings_cache.load().tools.nvidia_smi.endswith("/nvidia-smi")
+
+
+def test_epilog_call_point_runs_the_sync_first_and_survives_its_failure(tmp_path, monkeypatch):
+    import types
+    from slurmkit.hooks import epilog, settings_cache
+    calls = []
+
+    def sync_for_job(settings, environ):
+        calls.append((type(settings).__name__, environ["SLURM_JOB_ID"]))
+        if environ.get("BREAK"):
+            raise OSError("bucket unreachable")
+        return {"status": "ok", "action": "synced", "files": 3}
+    fake = types.ModuleType("slurmkit.checkpoint.sync")
+    fake.sync_for_job = sync_for_job
+    monkeypatch.setitem(sys.modules, "slurmkit.checkpoint.sync", fake)
+    monkeypatch.setattr(settings_cache, "CACHE_DIR", str(tmp_path / "cache"))
+    for k, v in {"SLURMKIT_CONFIG": str(write_config(tmp_path)), "SLURMD_NODENAME": "n7", "SLURM_JOB_ID": "9",
+                 "SLURM_JOB_GPUS": "0", "SLURMKIT_FAKEGPU_SCENARIO": str(SCEN / "healthy-h100x8")}.items():
+        monkeypatch.setenv(k, v)
+    assert epilog.main() == 0
+    monkeypatch.setenv("BREAK", "1")
+    assert epilog.main() == 0                      # a failed sync does not stop the verdict (nor fail the node)
+    recs = [json.loads(x) for x in (tmp_path / "health.jsonl").read_text().splitlines()]
+    assert [r["check"] for r in recs] == ["checkpoint_sync", "xid", "ecc", "gpu_procs"] * 2
+    assert recs[0]["action"] == "synced" and recs[0]["evidence"]["files"] == 3
+    assert recs[4]["status"] == "fail" and "bucket unreachable" in recs[4]["reason"]
+    assert calls == [("Settings", "9"), ("Settings", "9")]     # typed Settings, even from the hooks' cache
