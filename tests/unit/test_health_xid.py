@@ -14,7 +14,7 @@ FIX = Path(__file__).resolve().parents[1] / "fixtures" / "xid"
 EXPECTED = {
     "akash-provider-xid79-dmesg-T-multiline-aligned.txt": ("fail", "xid79", "0000:a1:00", {79}),
     "gpu-01-xid13-13-43-journalctl-k-no-timestamp-truncated-comm.txt": ("warn", "", "0000:01:00", {13, 43}),
-    "gpu-pci07-xid38-109-journalctl-polish-locale.txt": ("fail", "xid38", "0000:07:00", {38, 109}),
+    "gpu-pci07-xid38-109-journalctl-polish-locale.txt": ("fail", "xid109", "0000:07:00", {38, 109}),
     "gpud-dmesg-ctime-xid13-xid109-peermem.txt": ("fail", "xid109", "0000:cb:00", {13, 109}),
     "gpud-dmesg-ctime-xid31-mmu-fault-xid109.txt": ("fail", "xid109", "0000:cb:00", {31, 109}),
     "gpud-hgx-dmesg-xid79-plus-sxid20034-nvswitch.txt": ("fail", "xid79", "0000:91:00", {79, 20034}),
@@ -118,7 +118,7 @@ def test_xid154_follows_the_recovery_action():
 
 
 def test_application_codes_warn_fatal_codes_fail():
-    for code in (13, 31, 43, 45, 68, 94):
+    for code in (13, 31, 38, 43, 45, 68, 94):
         assert judge(line(code, "x")).status == "warn", code
     for code in (46, 48, 62, 64, 74, 79, 95, 109, 119, 120, 136, 144, 150, 158):
         assert judge(line(code, "x")).status == "fail", code
