@@ -69,6 +69,8 @@ class XidSettings:
     fatal_extra: list[int] = field(default_factory=list)     # codes to treat as fatal beyond the catalog
     ignore: list[int] = field(default_factory=list)          # codes never to act on
     unknown_status: Literal["ok", "warn", "fail"] = "warn"   # a code the catalog does not know
+    log_file: str | None = None      # read this kernel log file (kern.log, messages) from where the last hook
+                                     # stopped, instead of running `dmesg` (which reads the whole ring buffer)
 
 
 @dataclass

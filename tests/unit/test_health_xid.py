@@ -171,3 +171,33 @@ def test_only_events_since_the_last_hook_count(tmp_path, monkeypatch):
     log.write_text(real)                       # the same fault again after the log was cleared: new again
     assert xid("prolog").status == "fail"
     assert (tmp_path / "state" / "xid-n9.json").exists()
+
+
+def test_a_log_file_is_read_from_where_the_last_hook_stopped(tmp_path):
+    s = config.Settings()
+    s.paths.state_dir = str(tmp_path / "state")
+    log = tmp_path / "kern.log"
+    s.xid.log_file = str(log)
+    real = (FIX / "gpu-pci07-xid38-109-journalctl-polish-locale.txt").read_bytes()   # a journal/syslog format
+
+    def xid(profile="prolog"):
+        return run_checks(s, profile, only=["xid"], node="n9").results[0]
+
+    log.write_bytes(b"kwi 15 07:50:00 testowy kernel: Linux version 6.8 (boot)\n")
+    assert xid().status == "ok"
+    with open(log, "ab") as f:
+        f.write(real)
+    r = xid()
+    assert (r.status, r.code, r.evidence["new_events"]) == ("fail", "xid109", 6)   # one 38, five 109
+    assert xid().status == "ok"                        # read from the mark on: nothing new
+    mark = json.loads((tmp_path / "state" / "xid-n9.json").read_text())["file"]
+    assert mark["offset"] == log.stat().st_size
+    with open(log, "ab") as f:                          # a line still being written is not read yet
+        f.write(b"kwi 15 08:00:00 testowy kernel: NVRM: Xid (PCI:0000:07:00): 79, pid='<unknown>', name=<unkn")
+    assert xid().status == "ok"
+    with open(log, "ab") as f:
+        f.write(b"own>, GPU has fallen off the bus.\n")
+    assert (xid().code) == "xid79"
+    log.unlink()                                        # rotated: the new file is read from its start
+    log.write_bytes(real)
+    assert xid("full").status == "fail" and xid("full").status == "fail"   # `check` reads without moving it

@@ -50,25 +50,55 @@ def _boot_id() -> str | None:
         return None
 
 
+def read_from(path: str, mark: dict | None) -> tuple[str, dict]:
+    """The part of a log file after `mark` ({"ino", "offset"}), up to its last complete line, and the new mark.
+    A rotated (other inode) or truncated (shorter) file is read from its start."""
+    with open(path, "rb") as f:
+        st = os.fstat(f.fileno())
+        start = 0
+        if mark and mark.get("ino") == st.st_ino and 0 <= int(mark.get("offset", 0)) <= st.st_size:
+            start = int(mark["offset"])
+        f.seek(start)
+        data = f.read()
+    end = data.rfind(b"\n") + 1          # a line still being written is read next time
+    return data[:end].decode("utf-8", "replace"), {"path": path, "ino": st.st_ino, "offset": start + end}
+
+
 def run(ctx) -> Result:
+    s = ctx.settings.xid
+    path = ctx.state_path("xid")
+    state: dict = {}
+    if ctx.live:
+        try:
+            with open(path, encoding="utf-8") as f:
+                state = json.load(f)
+        except (OSError, ValueError):
+            state = {}
+    if ctx.live and getattr(s, "log_file", None) and NAME not in ctx.captures:
+        # a log file: read only what was appended since the last hook; everything read is new
+        text, mark = read_from(s.log_file, state.get("file"))
+        events = kernlog.parse(text)
+        res = evaluate(events, events, s)
+        nxt = dict(state, file=mark)
+        if ctx.profile in ("prolog", "epilog") and nxt != state:
+            _save(path, nxt)
+        return res
     text = ctx.text(NAME, "dmesg")
     events = kernlog.parse(text)
     if not ctx.live:
-        return evaluate(events, events, ctx.settings.xid, live=False)
-    path = ctx.state_path("xid")
-    try:
-        with open(path, encoding="utf-8") as f:
-            state = json.load(f)
-    except (OSError, ValueError):
-        state = {}
+        return evaluate(events, events, s, live=False)
     boot = _boot_id()
     new = kernlog.new_events(events, state, boot)
-    res = evaluate(new, events, ctx.settings.xid)
+    res = evaluate(new, events, s)
     nxt = kernlog.next_state(events, boot)
     if ctx.profile in ("prolog", "epilog") and nxt != state:   # only hooks move the mark; `check` only reads
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(nxt, f)
-        os.replace(tmp, path)
+        _save(path, nxt)
     return res
+
+
+def _save(path: str, state: dict) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(state, f)
+    os.replace(tmp, path)
