@@ -40,7 +40,11 @@ def checkpoint_sync(settings, environ) -> list[dict]:
             from .. import config
             settings = config.load()
         out = sync_for_job(settings, environ) or {}
-        return [healthlog.record(check="checkpoint_sync", status=str(out.get("status", "ok")), context="sync",
+        # the sync's own words (ok | partial | failed | disabled | nothing ...) -> the health log's statuses
+        st = str(out.get("status", "ok"))
+        st = {"partial": "warn", "failed": "fail", "disabled": "skip", "nothing": "skip"}.get(st, st)
+        st = st if st in ("ok", "warn", "fail", "skip") else "warn"
+        return [healthlog.record(check="checkpoint_sync", status=st, context="sync",
                                  node=node, job_id=job_id(environ), reason=str(out.get("reason", "")),
                                  evidence=out, action=str(out.get("action", "synced")))]
     except Exception as e:  # noqa: BLE001 - a failed sync must not stop the health verdict

@@ -326,7 +326,7 @@ def test_epilog_call_point_runs_the_sync_first_and_survives_its_failure(tmp_path
         calls.append((type(settings).__name__, environ["SLURM_JOB_ID"]))
         if environ.get("BREAK"):
             raise OSError("bucket unreachable")
-        return {"status": "ok", "action": "synced", "files": 3}
+        return {"status": "partial", "action": "synced", "files": 3}
     fake = types.ModuleType("slurmkit.checkpoint.sync")
     fake.sync_for_job = sync_for_job
     monkeypatch.setitem(sys.modules, "slurmkit.checkpoint.sync", fake)
@@ -339,6 +339,6 @@ def test_epilog_call_point_runs_the_sync_first_and_survives_its_failure(tmp_path
     assert epilog.main() == 0                      # a failed sync does not stop the verdict (nor fail the node)
     recs = [json.loads(x) for x in (tmp_path / "health.jsonl").read_text().splitlines()]
     assert [r["check"] for r in recs] == ["checkpoint_sync", "xid", "ecc", "gpu_procs"] * 2
-    assert recs[0]["action"] == "synced" and recs[0]["evidence"]["files"] == 3
+    assert recs[0]["action"] == "synced" and recs[0]["evidence"]["files"] == 3 and recs[0]["status"] == "warn"
     assert recs[4]["status"] == "fail" and "bucket unreachable" in recs[4]["reason"]
     assert calls == [("Settings", "9"), ("Settings", "9")]     # typed Settings, even from the hooks' cache
