@@ -194,6 +194,18 @@ submit:
   slurmkit_bin: {REPO}/.venv/bin/slurmkit
   profiles:
     gpu: {REPO}/dev/topology/dev-2s8c-8gpu-synthetic.json   # synthetic: matches --sockets 2 --cores-per-socket 8
+# health checks (issue 3): what the healthy-h100x8 scenario shows is what a healthy node must show
+health:
+  command_timeout: 3          # short, so the `hang` scenario fails fast in tests (production default: 10)
+gpu_procs:
+  grace_seconds: 1            # the epilog waits this long for a job's processes to leave its GPUs
+gpu_count:
+  expected: {a.gpus}
+driver:
+  driver_versions: ["550.54.15"]
+  cuda_versions: ["12.4"]
+nccl:
+  expected_busbw_gbps: 90
 """
 
 
@@ -240,6 +252,8 @@ def set_scenario(d: Path, node: str, scenario: str) -> None:
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(src)
+    # a new scenario is a new kernel log (as after a reboot): forget which Xid lines this node's hooks have seen
+    (d / "slurmkit" / "state" / f"xid-{node}.json").unlink(missing_ok=True)
 
 
 def env_lines(d: Path) -> str:

@@ -47,6 +47,7 @@ COMMANDS = {
     "submit": "slurmkit.commands.submit:submit",
     "install": "slurmkit.commands.install:install",
     "run": "slurmkit.commands.run:run",
+    "check": "slurmkit.commands.check:check",
 }
 
 
