@@ -15,41 +15,30 @@ from .common import fail_safe, job_id, load_settings, run_hook
 
 
 def checkpoint_sync(settings, environ) -> list[dict]:
-    """>>> CALL POINT (issue 5): checkpoint sync, before any verdict. Returns health-log records."""
+    """The checkpoint sync (slurmkit.checkpoint.sync), before any verdict.
+
+    sync_for_job never raises and appends its own health-log record (context "sync"); this returns records only for
+    what it cannot say itself: a sync module that does not import, or an exception escaping it anyway.
+    """
+    sync = getattr(settings, "sync", None)
+    if sync is None or not getattr(sync, "enabled", False):
+        return []
     from .. import healthlog
     node = environ.get("SLURMD_NODENAME")
     try:
-        from ..checkpoint.sync import sync_for_job  # lazily: the epilog stays light when sync has nothing to do
-    except ModuleNotFoundError as e:
-        if e.name in ("slurmkit.checkpoint.sync", "slurmkit.checkpoint"):
-            return [healthlog.record(check="checkpoint_sync", status="skip", context="sync", node=node,
-                                     job_id=job_id(environ), reason="slurmkit.checkpoint.sync not installed yet",
-                                     action="none")]
-        sync_for_job = None
-        broken = f"cannot import the checkpoint sync: {e}"
-    except Exception as e:  # noqa: BLE001 - a broken sync module must not stop the health verdict either
-        sync_for_job = None
-        broken = f"cannot import the checkpoint sync: {type(e).__name__}: {e}"
-    if sync_for_job is None:
-        return [healthlog.record(check="checkpoint_sync", status="fail", context="sync", node=node,
-                                 job_id=job_id(environ), reason=broken, action="none")]
-    try:
         import dataclasses
+
+        from ..checkpoint.sync import sync_for_job  # lazily: only when the site syncs checkpoints
         if not dataclasses.is_dataclass(settings):
-            # the hooks' cached settings allow attribute reads only; hand the sync the real, typed Settings
+            # the hooks' cached settings allow attribute reads only; the sync takes the real, typed Settings
             from .. import config
             settings = config.load()
-        out = sync_for_job(settings, environ) or {}
-        # the sync's own words (ok | partial | failed | disabled | nothing ...) -> the health log's statuses
-        st = str(out.get("status", "ok"))
-        st = {"partial": "warn", "failed": "fail", "disabled": "skip", "nothing": "skip"}.get(st, st)
-        st = st if st in ("ok", "warn", "fail", "skip") else "warn"
-        return [healthlog.record(check="checkpoint_sync", status=st, context="sync",
-                                 node=node, job_id=job_id(environ), reason=str(out.get("reason", "")),
-                                 evidence=out, action=str(out.get("action", "synced")))]
-    except Exception as e:  # noqa: BLE001 - a failed sync must not stop the health verdict
-        return [healthlog.record(check="checkpoint_sync", status="fail", context="sync", node=node,
-                                 job_id=job_id(environ), reason=f"{type(e).__name__}: {e}", action="none")]
+        sync_for_job(settings, environ)
+        return []
+    except Exception as e:  # noqa: BLE001 - a broken sync must not stop the health verdict
+        return [healthlog.record(check="checkpoint-sync", status="fail", context="sync", node=node,
+                                 job_id=job_id(environ), reason=f"checkpoint sync failed: {type(e).__name__}: {e}",
+                                 action="none")]
 
 
 def main() -> int:
