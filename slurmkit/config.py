@@ -50,11 +50,31 @@ class DrainSettings:
 
 
 @dataclass
+class AuditSettings:
+    """`slurmkit audit`: what a drained GPU costs, how to re-run a check on a node, where node logs live."""
+    price_per_gpu_hour: float = 0.0  # currency units per GPU-hour for the money figures; 0 = show GPU-hours only
+    # argv that runs ONE check on a node and prints `slurmkit check --json` output; {node} and {check} are
+    # filled in, each as one argument (never a shell string)
+    recheck_command: list[str] = field(default_factory=lambda: [
+        "ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "{node}",
+        "slurmkit", "check", "--json", "--only", "{check}"])
+    recheck_timeout: float = 120.0
+    # argv that prints a node's own health log (JSON lines) when the shared log has no record for a drain;
+    # {node} and {path} (paths.health_log) are filled in; empty = only read the shared log
+    node_log_command: list[str] = field(default_factory=list)
+    node_log_timeout: float = 20.0
+    evidence_per_node: int = 3        # newest matching health-log records shown per node
+    evidence_window_minutes: int = 30 # a Slurm "Prolog error" matches slurmkit records this close to it
+    causes_file: str | None = None    # a site's own cause table (default: slurmkit/data/audit_causes.yaml)
+
+
+@dataclass
 class Settings:
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
     tools: ToolsSettings = field(default_factory=ToolsSettings)
     paths: PathsSettings = field(default_factory=PathsSettings)
     drain: DrainSettings = field(default_factory=DrainSettings)
+    audit: AuditSettings = field(default_factory=AuditSettings)
     # where the settings came from, and the line of each key ("slurm.timeout" -> 3), for messages
     source: str | None = field(default=None, metadata={"internal": True})
     lines: dict[str, int] = field(default_factory=dict, metadata={"internal": True})
