@@ -385,7 +385,8 @@ def plan_resume(entry: Entry | None, name: str, *, force: bool, recheck: bool,
                                   check=entry.check)
         return ResumeDecision(name, "refuse", f"check {entry.check} has not passed since slurmkit drained it "
                               f"({n.reason!r}); run with --recheck to run it now", check=entry.check)
-    who = entry.by if entry.by != "admin" else "an admin"
+    who = {"admin": "an admin", "slurm": "Slurm itself", "other-checker": "another health checker",
+           "unknown": "someone"}.get(entry.by, entry.by)
     owner = {"by": entry.by, "user": n.reason_user, "reason": n.reason, "time": n.reason_time}
     desc = f"{who}" + (f" ({n.reason_user})" if n.reason_user else "") + \
         (f": {n.reason!r}" if n.reason else ": no reason") + (f" set {n.reason_time}" if n.reason_time else "")

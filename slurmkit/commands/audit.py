@@ -226,7 +226,7 @@ def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
             failed = failed or d.action == "refuse" or (d.action == "skip" and d.why == "no such node")
             continue
         if dry_run:
-            d.why = f"would resume: {d.why}"
+            d.action = "would-resume"
             continue
         try:
             ctx.backend().resume(d.node)

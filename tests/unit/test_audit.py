@@ -182,7 +182,7 @@ def test_plan_resume():
     assert d.action == "resume" and "overriding" in d.why and "alice" in d.why
     assert d.overrides == {"by": "admin", "user": "alice", "reason": "admin: PSU swap", "time": "2026-11-30T10:00:00"}
     d = A.plan_resume(prolog, "n4", force=False, recheck=False, passed_since_drain=False)
-    assert d.action == "refuse" and "slurm" in d.why and "Prolog error" in d.why
+    assert d.action == "refuse" and "Slurm itself" in d.why and "Prolog error" in d.why
     assert A.plan_resume(None, "n5", force=True, recheck=True, passed_since_drain=False).action == "skip"
 
 

@@ -196,3 +196,35 @@ def test_empty_and_garbage_refused():
     assert e.value.line == 2
     with pytest.raises(NodeCaptureError, match="sinfo --json"):
         parse_node_capture('{"nodes": [{"state": "idle"}]}')
+
+
+# captured on the dev cluster (tests/fixtures/local, see PROVENANCE.md): an admin drain on n2, a plain failing
+# prolog on n4 (Slurm's own "Prolog error"), in four layouts; each must say the same thing
+LOCAL = "local/dev-cluster-slurm22.05-{}-admin-and-prolog-error.txt"
+
+
+@pytest.mark.parametrize("layout,kind,n2_reason,states", [
+    ("sinfo-R-pipe", "sinfo", "admin: PSU swap ticket 4411", None),
+    ("sinfo-R-default", "sinfo", "admin: PSU swap tick", None),
+    ("scontrol-show-node", "scontrol", "admin: PSU swap ticket 4411",
+     {"n1": "IDLE", "n2": "IDLE+DRAIN", "n3": "IDLE", "n4": "IDLE+DRAIN"}),
+])
+def test_dev_cluster_layouts(fixture_text, layout, kind, n2_reason, states):
+    got_kind, recs = parse_node_capture(fixture_text(LOCAL.format(layout)))
+    assert got_kind == kind
+    by = {r.name: r for r in recs}
+    assert (by["n2"].reason, by["n2"].reason_user, by["n2"].reason_time) == \
+        (n2_reason, "root", "2026-11-30T09:32:09")
+    assert (by["n4"].reason, by["n4"].reason_user, by["n4"].reason_time) == \
+        ("Prolog error", "root", "2026-11-30T09:32:10")
+    if states:
+        assert {r.name: r.state_text for r in recs} == states
+        assert all(r.gpus_total == 8 for r in recs) and by["n1"].partitions == ["gpu"]
+    else:
+        assert sorted(by) == ["n2", "n4"]
+
+
+def test_dev_cluster_default_sinfo(fixture_text):
+    kind, recs = parse_node_capture(fixture_text(LOCAL.format("sinfo-default")))
+    assert [(r.name, r.state_text, r.partitions) for r in recs] == [
+        ("n2", "IDLE+DRAIN", ["gpu"]), ("n4", "IDLE+DRAIN", ["gpu"]), ("n1", "IDLE", ["gpu"]), ("n3", "IDLE", ["gpu"])]
