@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import click
 
-from ..cli import Ctx, pass_ctx
+from ..cli import Ctx
 from ..errors import CommandError, UsageError
 
 
@@ -179,7 +179,7 @@ def _print_human(entries, summary, source) -> None:
 @click.option("--dry-run", is_flag=True, help="Say what would be done; change nothing (a --recheck still runs "
               "the read-only check).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON decisions.")
-@pass_ctx
+@click.pass_obj
 def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
     """Resume NODELIST (a hostlist), but only nodes slurmkit drained and only after the check that drained them
     passes again (a later ok in the health log, or --recheck now). Anything else needs --force, which says whose
