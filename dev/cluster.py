@@ -192,6 +192,16 @@ audit:
                                 f"SLURMKIT_FAKEGPU_DIR={d}/fakegpu", _python(), "-m", "slurmkit.cli",
                                 "check", "--json", "--only", "{check}"])}
   recheck_timeout: 60
+# health checks (issue 3): what the healthy-h100x8 scenario shows is what a healthy node must show
+health:
+  command_timeout: 3          # short, so the `hang` scenario fails fast in tests (production default: 10)
+gpu_count:
+  expected: {a.gpus}
+driver:
+  driver_versions: ["550.54.15"]
+  cuda_versions: ["12.4"]
+nccl:
+  expected_busbw_gbps: 90
 """
 
 

@@ -42,6 +42,7 @@ pass_ctx = click.make_pass_decorator(Ctx)
 COMMANDS = {
     "audit": "slurmkit.commands.audit:audit",
     "nodes": "slurmkit.commands.nodes:nodes",
+    "check": "slurmkit.commands.check:check",
 }
 
 

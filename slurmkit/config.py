@@ -69,12 +69,91 @@ class AuditSettings:
 
 
 @dataclass
+class GpuCountSettings:
+    expected: int | None = None      # GPUs every node must show; None: the node's gres count when known
+    per_node: dict[str, int] = field(default_factory=dict)   # hostlist -> expected count (wins over `expected`)
+
+
+@dataclass
+class EccSettings:
+    volatile_uncorrectable_max: int = 0     # more volatile uncorrectable (DBE/DRAM/SRAM) errors than this: fail
+    aggregate_sram_uncorrectable_max: int = 4   # lifetime SRAM uncorrectable above this: fail (RMA territory)
+    fail_on_remap_pending: bool = True       # row remapping pending = needs a GPU reset
+    fail_on_retired_pending: bool = True     # pending page blacklist (pre-A100) = needs a GPU reset
+    require_ecc_enabled: bool = False        # ECC mode Disabled is a failure (Unknown Error always is)
+
+
+@dataclass
+class XidSettings:
+    fatal_extra: list[int] = field(default_factory=list)     # codes to treat as fatal beyond the catalog
+    ignore: list[int] = field(default_factory=list)          # codes never to act on
+    unknown_status: Literal["ok", "warn", "fail"] = "warn"   # a code the catalog does not know
+
+
+@dataclass
+class DriverSettings:
+    driver_versions: list[str] = field(default_factory=list)   # allowed driver versions ("550.54.15"); empty: any
+    cuda_versions: list[str] = field(default_factory=list)     # allowed CUDA versions ("12.4"); empty: any
+
+
+@dataclass
+class PcieSettings:
+    min_width: int | None = None     # accept links at least this wide (else: current width must equal its max)
+    min_gen: int | None = None       # the link's max generation must reach this (current gen drops when idle)
+    status: Literal["warn", "fail"] = "fail"
+
+
+@dataclass
+class NvlinkSettings:
+    status: Literal["warn", "fail"] = "fail"
+    error_threshold: int = 1000      # an NVLink error counter above this is a finding (counters only grow)
+
+
+@dataclass
+class GpuProcsSettings:
+    grace_seconds: float = 5.0       # epilog: wait this long for the job's processes to leave the GPUs
+    max_memory_mib: int = 1024       # memory still used on a job GPU with no process: above this is a leftover
+
+
+@dataclass
+class NcclSettings:
+    expected_busbw_gbps: float | None = None        # expected "Avg bus bandwidth" for this node's profile
+    profiles: dict[str, float] = field(default_factory=dict)   # hostlist -> expected avg busbw (wins)
+    min_ratio: float = 0.8           # fail below min_ratio * expected
+    ttl_seconds: int = 86400         # the prolog trusts a cached result this long
+    args: list[str] = field(default_factory=lambda: ["-b", "8", "-e", "1G", "-f", "2", "-g", "8"])
+    timeout: float = 300.0
+
+
+@dataclass
+class HealthSettings:
+    profiles: dict[str, list[str]] = field(default_factory=lambda: {
+        "prolog": ["xid", "gpu_count", "ecc", "driver", "pcie", "gpu_procs", "nccl"],
+        "epilog": ["xid", "ecc", "gpu_procs"],
+        "full": ["xid", "gpu_count", "ecc", "driver", "pcie", "nvlink", "gpu_procs", "nccl"],
+    })
+    command_timeout: float = 10.0    # seconds for each nvidia-smi / dmesg call
+    budget_seconds: float = 30.0     # a profile stops starting checks after this long (the rest: fail-closed)
+    fail_closed: bool = True         # a check that cannot run (timeout, missing tool) fails (else: warn)
+    drain: bool = True               # prolog/epilog drain the node on a failure
+
+
+@dataclass
 class Settings:
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
     tools: ToolsSettings = field(default_factory=ToolsSettings)
     paths: PathsSettings = field(default_factory=PathsSettings)
     drain: DrainSettings = field(default_factory=DrainSettings)
     audit: AuditSettings = field(default_factory=AuditSettings)
+    health: HealthSettings = field(default_factory=HealthSettings)
+    gpu_count: GpuCountSettings = field(default_factory=GpuCountSettings)
+    ecc: EccSettings = field(default_factory=EccSettings)
+    xid: XidSettings = field(default_factory=XidSettings)
+    driver: DriverSettings = field(default_factory=DriverSettings)
+    pcie: PcieSettings = field(default_factory=PcieSettings)
+    nvlink: NvlinkSettings = field(default_factory=NvlinkSettings)
+    gpu_procs: GpuProcsSettings = field(default_factory=GpuProcsSettings)
+    nccl: NcclSettings = field(default_factory=NcclSettings)
     # where the settings came from, and the line of each key ("slurm.timeout" -> 3), for messages
     source: str | None = field(default=None, metadata={"internal": True})
     lines: dict[str, int] = field(default_factory=dict, metadata={"internal": True})

@@ -1,0 +1,61 @@
+"""`slurmkit check`: run the health checks on this node, or on captured output from a support ticket."""
+from __future__ import annotations
+
+import click
+
+from ..cli import Ctx, pass_ctx
+
+
+def _split_only(value: str | None) -> list[str] | None:
+    if not value:
+        return None
+    return [x.strip() for x in value.split(",") if x.strip()]
+
+
+@click.command()
+@click.option("--only", metavar="CHECKS", help="Comma-separated checks to run (xid,gpu_count,ecc,driver,pcie,"
+              "nvlink,gpu_procs,nccl). Naming nccl runs all_reduce_perf now and caches its result.")
+@click.option("--capture", "captures", multiple=True, metavar="CHECK=FILE",
+              help="Judge a captured file instead of running the tool (repeatable): xid=dmesg.txt, "
+                   "ecc=nvidia-smi-q.txt, nccl=allreduce.txt ...")
+@click.option("--profile", type=click.Choice(["full", "prolog", "epilog"]), default="full", show_default=True,
+              help="Which set of checks to run (config health.profiles).")
+@click.option("--gpus", metavar="LIST", help="GPU indices a job would get (for gpu_procs), e.g. 0,1.")
+@click.option("--node", metavar="NAME", help="Node name for per-node settings (default: this host).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (see README for the format).")
+@pass_ctx
+def check(ctx: Ctx, only, captures, profile, gpus, node, as_json):
+    """Run GPU health checks on this node. Exit 0 healthy (warnings allowed), 1 unhealthy, 2 bad usage or
+    unreadable input. Read-only: it never drains, and does not move the Xid "seen" mark the prolog keeps."""
+    from ..errors import UsageError
+    from ..health.runner import parse_gpu_list, run_checks
+
+    caps: dict[str, str] = {}
+    paths: dict[str, str] = {}
+    for item in captures:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise UsageError(f"--capture {item!r}: expected CHECK=FILE")
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                caps[name.strip()] = f.read()
+                paths[name.strip()] = path
+        except OSError as e:
+            raise UsageError(f"cannot read: {e.strerror}", path=path) from None
+    try:
+        report = run_checks(ctx.settings, profile, only=_split_only(only), captures=caps or None,
+                            job_gpus=parse_gpu_list(gpus), node=node)
+    except UsageError as e:
+        name = getattr(e, "check", None)
+        if name in paths:     # name the file the admin gave us
+            raise UsageError(str(e).split(": ", 1)[-1] + f" (--capture {name})", path=paths[name]) from None
+        raise
+    if as_json:
+        from ..output import emit_json
+        emit_json(report.to_dict())
+    else:
+        from ..output import table
+        rows = [[r.check, r.status.upper() if r.status == "fail" else r.status, r.reason] for r in report.results]
+        click.echo(table(rows, ["CHECK", "STATUS", "REASON"]))
+        click.echo(f"{report.node}: {'healthy' if report.healthy else 'UNHEALTHY'}")
+    return 0 if report.healthy else 1

@@ -1,0 +1,73 @@
+"""What a check returns, and the report the runner builds from them."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+STATUSES = ("ok", "warn", "fail", "skip")
+_RANK = {"ok": 0, "skip": 0, "warn": 1, "fail": 2}
+
+
+@dataclass
+class Result:
+    check: str
+    status: str                      # ok | warn | fail | skip
+    reason: str = ""                 # one line a human can act on ("GPU 0000:3b:00 fell off the bus")
+    evidence: dict = field(default_factory=dict)   # what the check saw (the Xid line, the counters ...)
+    seconds: float = 0.0
+    code: str = ""                   # short tag for the drain reason: "xid79", "ecc", "gpu_count" ...
+
+    def to_dict(self) -> dict:
+        return {"check": self.check, "status": self.status, "reason": self.reason, "evidence": self.evidence}
+
+
+def worst(statuses) -> str:
+    out = "ok"
+    for s in statuses:
+        if _RANK.get(s, 0) > _RANK[out]:
+            out = s
+    return out
+
+
+@dataclass
+class Report:
+    node: str
+    profile: str
+    results: list[Result] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def healthy(self) -> bool:
+        return all(r.status != "fail" for r in self.results)
+
+    @property
+    def failures(self) -> list[Result]:
+        return [r for r in self.results if r.status == "fail"]
+
+    def to_dict(self) -> dict:
+        return {"node": self.node, "healthy": self.healthy, "results": [r.to_dict() for r in self.results]}
+
+
+def to_int(v) -> int | None:
+    """'177' -> 177; 'N/A', '[N/A]', '[Not Supported]', '', None -> None; '1 MiB' -> 1; '16x' -> 16."""
+    if v is None:
+        return None
+    s = str(v).strip()
+    if not s or s.strip("[]").lower() in ("n/a", "not supported", "unknown error", "none", "insufficient permissions"):
+        return None
+    num = ""
+    for ch in s:
+        if ch.isdigit():
+            num += ch
+        elif num:
+            break
+        elif ch not in "+ ":
+            return None
+    return int(num) if num else None
+
+
+def is_yes(v) -> bool:
+    return str(v or "").strip().lower() in ("yes", "true", "1", "active", "enabled")
+
+
+def is_unknown_error(v) -> bool:
+    return "unknown error" in str(v or "").lower()

@@ -1,0 +1,47 @@
+"""gpu_count: GPUs visible vs expected for the node (config per node, else `gpu_count.expected`, else the gres
+count the caller knows). Input: `nvidia-smi -q` (or `-L`) text; nvidia-smi's own error lines are findings."""
+from __future__ import annotations
+
+from .. import nvsmi
+from ..base import Result, to_int
+from ..context import NoData
+
+NAME = "gpu_count"
+
+
+def expected_for(settings, node: str) -> int | None:
+    per = settings.gpu_count.per_node
+    if per:
+        from ...slurm import expand_hostlist   # ClusterShell only when a site uses per-node counts
+        for expr, n in per.items():
+            if node in expand_hostlist(expr):
+                return n
+    return settings.gpu_count.expected
+
+
+def evaluate(text: str, expected: int | None) -> Result:
+    errs = nvsmi.errors(text)
+    listed = nvsmi.parse_list(text)
+    if listed:
+        seen, attached, ids = len(listed), None, [g["uuid"] or g["index"] for g in listed]
+    else:
+        q = nvsmi.parse_q(text)
+        ids = [g["bus_id"] for g in q["gpus"] if g["bus_id"]]
+        seen, attached = len(ids), to_int(q["attached"])
+        if not ids and attached is None and not errs:
+            raise NoData("no GPU list in this input (expected `nvidia-smi -q` or `-L` output)")
+    ev = {"visible": seen, "attached": attached, "expected": expected, "gpus": ids}
+    if errs:
+        ev["errors"] = errs
+        return Result(NAME, "fail", f"nvidia-smi: {errs[-1]}", ev, code="gpu_count")
+    if expected is not None and seen != expected:
+        return Result(NAME, "fail", f"{seen} of {expected} GPUs visible", ev, code="gpu_count")
+    if attached is not None and seen < attached:
+        return Result(NAME, "fail", f"{seen} of {attached} attached GPUs readable", ev, code="gpu_count")
+    why = f"{seen} GPUs visible" + ("" if expected is not None else " (no expected count configured)")
+    return Result(NAME, "ok", why, ev)
+
+
+def run(ctx) -> Result:
+    return evaluate(ctx.text(NAME, "q"), ctx.expected_gpus if ctx.expected_gpus is not None
+                    else expected_for(ctx.settings, ctx.node))

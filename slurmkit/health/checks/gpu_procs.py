@@ -1,0 +1,50 @@
+"""gpu_procs: processes or memory left on the GPUs the job is about to get (prolog) or just had (epilog, after
+`gpu_procs.grace_seconds` for the job's own processes to leave). Input: `nvidia-smi -q` text."""
+from __future__ import annotations
+
+import time
+
+from .. import nvsmi
+from ..base import Result, to_int
+from ..context import NoData
+
+NAME = "gpu_procs"
+
+
+def evaluate(text: str, job_gpus, s) -> Result:
+    q = nvsmi.parse_q(text)
+    if not q["gpus"]:
+        if q["errors"]:
+            return Result(NAME, "fail", f"nvidia-smi: {q['errors'][-1]}", {"errors": q["errors"]}, code="gpu_procs")
+        raise NoData("no GPUs in this input (expected `nvidia-smi -q` output)")
+    if not any(g["tree"].get_ci("Processes") is not None or g["tree"].get_ci("FB Memory Usage") is not None
+               for g in q["gpus"]):
+        raise NoData("no Processes / FB Memory Usage section in this input (expected `nvidia-smi -q` output)")
+    findings, per = [], []
+    for i, g in enumerate(q["gpus"]):
+        if job_gpus is not None and i not in job_gpus:
+            continue
+        t = g["tree"]
+        gid = f"{i} ({nvsmi.short_bus(g['bus_id']) or '?'})"
+        procs = nvsmi.processes(t)
+        used = to_int(t.get_ci("FB Memory Usage", "Used"))
+        per.append({"gpu": i, "bus_id": g["bus_id"], "processes": procs, "used_mib": used})
+        if procs:
+            findings.append(f"GPU {gid}: " + ", ".join(f"pid {p['pid']} ({p['name'] or '?'})" for p in procs))
+        elif used is not None and used > s.max_memory_mib:
+            findings.append(f"GPU {gid}: {used} MiB used with no process")
+    ev = {"gpus": per, "job_gpus": job_gpus}
+    if findings:
+        ev["findings"] = findings
+        return Result(NAME, "fail", "left on the GPU: " + "; ".join(findings), ev, code="gpu_procs")
+    return Result(NAME, "ok", f"{len(per)} GPUs free", ev)
+
+
+def run(ctx) -> Result:
+    res = evaluate(ctx.text(NAME, "q"), ctx.job_gpus, ctx.settings.gpu_procs)
+    if ctx.profile == "epilog" and ctx.live and res.status == "fail":
+        deadline = time.monotonic() + ctx.settings.gpu_procs.grace_seconds
+        while res.status == "fail" and time.monotonic() < deadline:
+            time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+            res = evaluate(ctx.text(NAME, "q", fresh=True), ctx.job_gpus, ctx.settings.gpu_procs)
+    return res

@@ -1,0 +1,84 @@
+"""nccl: nccl-tests `all_reduce_perf` average bus bandwidth vs the expected value for the node's profile, plus
+its failures and NCCL WARNs. Heavy: it runs only when asked for by name (`slurmkit check --only nccl`, or a
+schedule that does that); the prolog reads the cached result while it is younger than `nccl.ttl_seconds`."""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from .. import nccl as parse
+from ..base import Result
+from ..context import NoData
+
+NAME = "nccl"
+
+# WARNs that NCCL prints on healthy systems (topology search fallbacks): informational
+_BENIGN = ("falling back to simple order",)
+
+
+def expected_for(s, node: str) -> float | None:
+    if s.profiles:
+        from ...slurm import expand_hostlist
+        for expr, v in s.profiles.items():
+            if node in expand_hostlist(expr):
+                return v
+    return s.expected_busbw_gbps
+
+
+def evaluate(text: str, expected: float | None, s) -> Result:
+    p = parse.parse(text)
+    avg = p["avg_bus_bandwidth_gbps"]
+    ev = {k: p[k] for k in ("avg_bus_bandwidth_gbps", "avg_source", "peak_busbw_gbps", "rows", "max_size",
+                            "out_of_bounds", "wrong", "failures", "nccl_version")}
+    ev["warnings"] = p["warnings"][:10]
+    ev["expected_gbps"] = expected
+    serious = [w for w in p["warnings"] if not any(b in w for b in _BENIGN)]
+    if p["failures"]:
+        return Result(NAME, "fail", f"all_reduce_perf failed: {p['failures'][0]}", ev, code="nccl")
+    if avg is None:
+        if serious:
+            return Result(NAME, "fail", f"NCCL WARN {serious[0][:120]}", ev, code="nccl")
+        raise NoData("no all_reduce_perf results in this input")
+    if p["out_of_bounds"] or p["wrong"]:
+        return Result(NAME, "fail", f"wrong results: {p['wrong']} wrong, {p['out_of_bounds']} out of bounds", ev,
+                      code="nccl")
+    if expected is not None and avg < s.min_ratio * expected:
+        return Result(NAME, "fail", f"avg bus bandwidth {avg:g} GB/s < {s.min_ratio:g} x expected {expected:g}",
+                      ev, code="nccl")
+    if serious:
+        return Result(NAME, "warn", f"NCCL WARN {serious[0][:120]}", ev)
+    note = f"avg bus bandwidth {avg:g} GB/s" + (f" (expected {expected:g})" if expected is not None
+                                                 else " (no expected value configured)")
+    return Result(NAME, "ok", note, ev)
+
+
+def run(ctx) -> Result:
+    s = ctx.settings.nccl
+    expected = expected_for(s, ctx.node)
+    if not ctx.live:
+        return evaluate(ctx.captures[NAME], expected, s)
+    path = ctx.state_path("nccl")
+    if NAME in ctx.explicit and ctx.profile not in ("prolog", "epilog"):
+        try:
+            text = ctx.text(NAME, "allreduce", timeout=s.timeout)
+            res = evaluate(text, expected, s)
+        except NoData as e:
+            res = Result(NAME, "fail", f"all_reduce_perf printed no results ({e})", {}, code="nccl")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"time": time.time(), "result": res.to_dict(), "code": res.code}, f)
+        os.replace(tmp, path)
+        return res
+    try:
+        with open(path, encoding="utf-8") as f:
+            cached = json.load(f)
+    except (OSError, ValueError):
+        return Result(NAME, "skip", "no cached NCCL result (run `slurmkit check --only nccl`)", {})
+    age = time.time() - float(cached.get("time", 0))
+    r = cached.get("result", {})
+    ev = dict(r.get("evidence", {}), cached_age_seconds=round(age))
+    if age > s.ttl_seconds:
+        return Result(NAME, "skip", f"cached NCCL result is {age / 3600:.1f} h old (ttl {s.ttl_seconds} s)", ev)
+    return Result(NAME, r.get("status", "skip"), f"cached: {r.get('reason', '')}", ev, code=cached.get("code", ""))

@@ -1,0 +1,73 @@
+"""xid: NVIDIA Xid and NVSwitch SXid events from the kernel log, graded by the Xid catalog
+(slurmkit/data/xid_catalog.json). Live, only events new since the last prolog/epilog on this node count (a small
+state file under paths.state_dir), so an old Xid does not drain a node forever; `slurmkit check` reads without
+moving that mark. A captured file is graded whole."""
+from __future__ import annotations
+
+import json
+import os
+
+from .. import kernlog
+from ..base import Result, worst
+
+NAME = "xid"
+
+
+def _reason(v: kernlog.Verdict) -> str:
+    if v.code == 79 and v.kind in ("xid", "offbus"):
+        return f"GPU {v.pci} fell off the bus"
+    if v.kind == "sxid":
+        return f"NVSwitch {v.pci} SXid {v.code}: {v.event.message[:60]}"
+    return f"GPU {v.pci} {v.name}"
+
+
+def evaluate(events: list, all_events: list, s, *, total_events=None) -> Result:
+    verdicts = kernlog.grade_all(events, fatal_extra=s.fatal_extra, ignore=s.ignore, unknown_status=s.unknown_status)
+    ev = {"events": [dict(e.to_dict(), status=v.status, name=v.name, action=v.action, why=v.why)
+                     for e, v in zip(events, verdicts)][:50],
+          "new_events": len(events), "events_in_log": total_events if total_events is not None else len(all_events)}
+    if not verdicts:
+        return Result(NAME, "ok", "no new Xid events", ev)
+    status = worst(v.status for v in verdicts)
+    if status == "ok":
+        return Result(NAME, "ok", f"{len(verdicts)} Xid events, none that matters", ev)
+    top = next(v for v in verdicts if v.status == status)
+    if status == "fail":
+        # the evidence an admin needs first: the line that failed, verbatim
+        ev["line"] = top.event.line
+    code = f"{'sxid' if top.kind == 'sxid' else 'xid'}{top.code}"
+    others = sorted({f"{'sxid' if v.kind == 'sxid' else 'xid'}{v.code}" for v in verdicts if v.status != "ok"}
+                    - {code})
+    reason = _reason(top) + (f" (also {', '.join(others)})" if others else "")
+    return Result(NAME, status, reason, ev, code=code if status == "fail" else "")
+
+
+def _boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def run(ctx) -> Result:
+    text = ctx.text(NAME, "dmesg")
+    events = kernlog.parse(text)
+    if not ctx.live:
+        return evaluate(events, events, ctx.settings.xid)
+    path = ctx.state_path("xid")
+    try:
+        with open(path, encoding="utf-8") as f:
+            state = json.load(f)
+    except (OSError, ValueError):
+        state = {}
+    boot = _boot_id()
+    new = kernlog.new_events(events, None, state, boot)
+    res = evaluate(new, events, ctx.settings.xid)
+    if ctx.profile in ("prolog", "epilog"):     # only the hooks move the mark; `slurmkit check` only reads
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(kernlog.next_state(events, boot), f)
+        os.replace(tmp, path)
+    return res

@@ -1,0 +1,64 @@
+"""What a check gets to work with: settings, where it runs, and its input text (captured file or a command run
+once per profile, shared between checks, with a timeout)."""
+from __future__ import annotations
+
+import os
+
+from ..errors import CommandError, UsageError
+
+
+class NoData(UsageError):
+    """The input holds nothing this check can read (exit 2 for a captured file; a skip when live)."""
+
+
+class Context:
+    def __init__(self, settings, profile: str, *, node: str, job_gpus=None, captures=None, explicit=(),
+                 job_id=None):
+        self.settings = settings
+        self.profile = profile            # prolog | epilog | full
+        self.node = node
+        self.job_gpus = job_gpus          # GPU indices the job gets (None: all)
+        self.captures = captures or {}    # check name -> captured text
+        self.explicit = set(explicit)     # checks the user asked for by name (--only)
+        self.job_id = job_id
+        self._cache: dict[str, object] = {}
+        self.expected_gpus: int | None = None
+
+    @property
+    def live(self) -> bool:
+        return not self.captures
+
+    def tool_argv(self, source: str) -> list[str]:
+        t = self.settings.tools
+        return {
+            "q": [t.nvidia_smi, "-q"],
+            "dmesg": [t.dmesg],
+            "nvlink_s": [t.nvidia_smi, "nvlink", "-s"],
+            "nvlink_e": [t.nvidia_smi, "nvlink", "-e"],
+            "allreduce": [t.all_reduce_perf, *self.settings.nccl.args],
+        }[source]
+
+    def text(self, check: str, source: str, *, fresh: bool = False, timeout: float | None = None) -> str:
+        """The captured text for `check`, else the output of the `source` command (cached for the profile).
+        nvidia-smi's error text comes back as text (the parsers read it); a timeout or a missing tool raises
+        CommandError."""
+        if check in self.captures:
+            return self.captures[check]
+        if not fresh and source in self._cache:
+            v = self._cache[source]
+            if isinstance(v, BaseException):
+                raise v
+            return v  # type: ignore[return-value]
+        from .. import proc
+        try:
+            res = proc.run(self.tool_argv(source), check=False,
+                           timeout=timeout or self.settings.health.command_timeout)
+            out = res.stdout if res.returncode == 0 else (res.stdout + "\n" + res.stderr)
+        except CommandError as e:
+            self._cache[source] = e
+            raise
+        self._cache[source] = out
+        return out
+
+    def state_path(self, name: str) -> str:
+        return os.path.join(self.settings.paths.state_dir, f"{name}-{self.node}.json")

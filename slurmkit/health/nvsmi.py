@@ -1,0 +1,192 @@
+"""Pure parsers for nvidia-smi output: `-q` text (drivers 418 to 590), `--query-*` CSV, `-L`, error lines.
+
+`-q` is turned into a tree by indentation, per GPU, without a schema: layouts differ between drivers ("Ecc Mode"
+vs "ECC Mode", "Single Bit"/"Double Bit" blocks vs "SRAM/DRAM" counters, partial excerpts without a GPU header),
+so the checks look fields up by path, case-insensitively. `N/A`, `[N/A]`, `[Not Supported]` stay strings here;
+`base.to_int` turns them into None.
+"""
+from __future__ import annotations
+
+import re
+
+_GPU_HDR = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
+_L_LINE = re.compile(r"^GPU\s+(\d{1,3}):\s+(.*?)\s*\(UUID:\s*([^)]*)\)\s*$")
+# What nvidia-smi prints instead of data when a GPU is gone (real captures in tests/fixtures/xid and misc/)
+_ERROR_PATTERNS = (
+    re.compile(r"Unable to determine the device handle for GPU\s*([0-9A-Fa-f:.]+)?:?\s*(.*)"),
+    re.compile(r"(No devices were found)"),
+    re.compile(r"(NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.*)"),
+    re.compile(r"(Failed to initialize NVML: .*)"),
+    re.compile(r"Error: (nvml\w+\(\): .*)"),
+    re.compile(r"(FAILED to get details on GPU .*)"),
+    re.compile(r"(GPU is lost\..*)"),
+)
+
+
+def errors(text: str) -> list[str]:
+    """nvidia-smi's own error lines (a GPU that fell off the bus, a driver that is not loaded)."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        for pat in _ERROR_PATTERNS:
+            if pat.search(line):
+                out.append(line)
+                break
+    return out
+
+
+class Node(dict):
+    """A `-q` section: key -> str value or Node. Repeated keys get ' #2', ' #3' suffixes; `order` keeps them."""
+
+    def __init__(self):
+        super().__init__()
+        self.order: list[tuple[str, object]] = []
+
+    def add(self, key: str, value) -> None:
+        k, n = key, 2
+        while k in self:
+            k = f"{key} #{n}"
+            n += 1
+        self[k] = value
+        self.order.append((key, value))
+
+    def get_ci(self, *path: str):
+        """Case-insensitive lookup of a path of keys; None when any step is missing."""
+        cur: object = self
+        for p in path:
+            if not isinstance(cur, Node):
+                return None
+            pl = p.lower()
+            nxt = None
+            for k, v in cur.items():
+                if k.lower() == pl:
+                    nxt = v
+                    break
+            if nxt is None:
+                return None
+            cur = nxt
+        return cur
+
+    def walk(self, prefix: tuple[str, ...] = ()):
+        """(path, value) for every leaf, in file order."""
+        for k, v in self.order:
+            if isinstance(v, Node):
+                yield from v.walk(prefix + (k,))
+            else:
+                yield prefix + (k,), v
+
+
+def parse_q(text: str) -> dict:
+    """`nvidia-smi -q` text -> {"driver_version", "cuda_version", "attached", "gpus": [{"bus_id", "tree"}],
+    "errors": [...]}. A partial excerpt without `GPU xxxx:xx:xx.x` headers becomes one GPU with bus_id None."""
+    top = Node()
+    gpus: list[dict] = []
+    stack: list[tuple[int, Node]] = [(-1, top)]
+    current_root = top
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        s = line.strip()
+        if not s or s.startswith("====") or s in ("[...]", "...", "…"):
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        m = _GPU_HDR.match(s)
+        if m and indent == 0:
+            node = Node()
+            gpus.append({"bus_id": m.group(1), "tree": node})
+            current_root = node
+            stack = [(-1, node)]
+            continue
+        while len(stack) > 1 and stack[-1][0] >= indent:
+            stack.pop()
+        parent = stack[-1][1]
+        if " : " in s or s.endswith(" :") or re.match(r"^[^:]+?\s+:\s", s + " "):
+            key, _, value = s.partition(":")
+            # keys never contain ':' in -q output; values may ("00000000:18:00.0")
+            parent.add(key.strip(), value.strip())
+        else:
+            node = Node()
+            parent.add(s, node)
+            stack.append((indent, node))
+    if not gpus and (len(top) > 0):
+        # an excerpt (`-q -d ECC`, a section pasted alone): the whole text is one GPU we cannot name
+        meta_keys = {"timestamp", "driver version", "cuda version", "attached gpus"}
+        if any(k.lower() not in meta_keys for k in top):
+            gpus.append({"bus_id": None, "tree": top})
+    return {
+        "driver_version": _s(top.get_ci("Driver Version")),
+        "cuda_version": _s(top.get_ci("CUDA Version")),
+        "attached": _s(top.get_ci("Attached GPUs")),
+        "gpus": gpus,
+        "errors": errors(text),
+    }
+
+
+def _s(v):
+    return v if isinstance(v, str) else None
+
+
+def short_bus(bus_id: str | None) -> str | None:
+    """'00000000:3B:00.0' -> '0000:3b:00' (the form the kernel log uses)."""
+    if not bus_id:
+        return bus_id
+    b = bus_id.lower()
+    if b.endswith(".0"):
+        b = b[:-2]
+    parts = b.split(":")
+    if len(parts) == 3 and len(parts[0]) == 8:
+        parts[0] = parts[0][4:]
+    return ":".join(parts)
+
+
+def parse_csv(text: str, columns: list[str] | None = None) -> list[dict]:
+    """`--query-gpu=... --format=csv[,noheader][,nounits]` -> [{column: value}]. With a header the columns come
+    from it (units like ' [MiB]' dropped); with noheader pass `columns`. Lines like `[...]` (an author's elision)
+    and trailing `# comments` are skipped."""
+    rows = []
+    header = columns
+    for raw in text.splitlines():
+        line = re.sub(r"\s+#.*$", "", raw).strip()
+        if not line or line.strip("[]. …") == "":
+            continue
+        cells = [c.strip() for c in line.split(",")]
+        if header is None:
+            header = [re.sub(r"\s*\[.*?\]$", "", c).strip() for c in cells]
+            continue
+        if len(cells) != len(header):
+            continue
+        rows.append(dict(zip(header, cells)))
+    return rows
+
+
+def parse_list(text: str) -> list[dict]:
+    """`nvidia-smi -L` -> [{"index": 0, "name": ..., "uuid": ...}]."""
+    out = []
+    for line in text.splitlines():
+        m = _L_LINE.match(line.strip())
+        if m:
+            out.append({"index": int(m.group(1)), "name": m.group(2), "uuid": m.group(3)})
+    return out
+
+
+def processes(tree: Node) -> list[dict]:
+    """The `Processes` block of one GPU: [{"pid": int, "name": str, "used_mib": int|None}]."""
+    procs = tree.get_ci("Processes")
+    if not isinstance(procs, Node):
+        return []
+    out: list[dict] = []
+    cur: dict | None = None
+    for path, value in procs.walk():
+        key = path[-1].split(" #")[0].lower()
+        if key == "process id":
+            cur = {"pid": int(value) if value.isdigit() else value, "name": None, "used_mib": None}
+            out.append(cur)
+        elif cur is not None and key == "name":
+            cur["name"] = value
+        elif cur is not None and key == "used gpu memory":
+            from .base import to_int
+            cur["used_mib"] = to_int(value)
+    # older layout: "Process ID" as a header line of its own block
+    for k, v in procs.items():
+        if k.lower().startswith("process id") and isinstance(v, Node) and not out:
+            out.append({"pid": k, "name": _s(v.get_ci("Name")), "used_mib": None})
+    return out

@@ -1,0 +1,100 @@
+"""Run a profile of checks on this node (or on captured text) within a time budget; build the Report.
+
+    run_checks(settings, "prolog", job_gpus=[0, 1]) -> Report
+    run_checks(settings, "full", only=["xid"], captures={"xid": text}) -> Report
+
+A check that cannot run (its command timed out, the tool is missing, the budget ran out) is a failure when
+`health.fail_closed` (the default), else a warning: a hung nvidia-smi is a real symptom of a GPU that fell off
+the bus, so it must not pass. Unknown check names are a UsageError.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+import time
+
+from ..errors import CommandError, UsageError
+from .base import Report, Result
+from .checks import ORDER
+from .context import Context, NoData
+
+PROFILES = ("prolog", "epilog", "full")
+
+
+def node_name() -> str:
+    return os.environ.get("SLURMKIT_NODE") or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+
+
+def parse_gpu_list(value: str | None) -> list[int] | None:
+    """SLURM_JOB_GPUS / CUDA_VISIBLE_DEVICES ("0,1,3", "0-3") -> [0, 1, 3]; unset/empty -> None."""
+    if not value or not value.strip():
+        return None
+    out: list[int] = []
+    for part in value.split(","):
+        part = part.strip()
+        if "-" in part:
+            a, b = part.split("-", 1)
+            if a.isdigit() and b.isdigit():
+                out.extend(range(int(a), int(b) + 1))
+        elif part.isdigit():
+            out.append(int(part))
+    return out or None
+
+
+def _unrunnable(name: str, why: str, settings, evidence=None) -> Result:
+    st = "fail" if settings.health.fail_closed else "warn"
+    return Result(name, st, why, evidence or {}, code=name if st == "fail" else "")
+
+
+def run_checks(settings, profile: str, *, only=None, captures=None, job_gpus=None, node=None,
+               expected_gpus: int | None = None, job_id=None) -> Report:
+    if profile not in PROFILES:
+        raise UsageError(f"unknown profile {profile!r} (expected one of {', '.join(PROFILES)})")
+    captures = dict(captures or {})
+    for name in list(only or []) + list(captures):
+        if name not in ORDER:
+            raise UsageError(f"unknown check {name!r} (expected one of {', '.join(ORDER)})")
+    if only:
+        names = [n for n in ORDER if n in only]
+    elif captures:
+        names = [n for n in ORDER if n in captures]
+    else:
+        wanted = settings.health.profiles.get(profile, ORDER)
+        names = [n for n in ORDER if n in wanted]
+    ctx = Context(settings, profile, node=node or node_name(), job_gpus=job_gpus, captures=captures,
+                  explicit=only or (), job_id=job_id)
+    ctx.expected_gpus = expected_gpus
+    report = Report(node=ctx.node, profile=profile)
+    start = time.monotonic()
+    budget = settings.health.budget_seconds
+    for name in names:
+        t0 = time.monotonic()
+        if t0 - start > budget:
+            report.results.append(_unrunnable(name, f"not run: the {budget:g}s budget was spent", settings))
+            continue
+        mod = importlib.import_module(f"{__package__}.checks.{name}")
+        try:
+            res = mod.run(ctx)
+        except NoData as e:
+            if name in captures:
+                err = UsageError(f"--capture {name}: {e}")
+                err.check = name
+                raise err from None
+            res = Result(name, "skip", str(e), {})
+        except CommandError as e:
+            argv = " ".join([os.path.basename(e.argv[0]), *e.argv[1:3]]) if e.argv else name
+            if e.timed_out:
+                why = f"{argv} timed out after {settings.health.command_timeout:g}s (hung nvidia-smi: GPU gone?)"
+            elif e.missing:
+                why = f"{argv}: not found"
+            else:
+                why = str(e)
+            res = _unrunnable(name, why, settings, {"argv": e.argv, "timed_out": e.timed_out,
+                                                    "stderr": (e.stderr or "")[-500:]})
+        except OSError as e:
+            res = _unrunnable(name, f"cannot run: {e}", settings)
+        res.seconds = round(time.monotonic() - t0, 4)
+        report.results.append(res)
+    report.seconds = time.monotonic() - start
+    return report

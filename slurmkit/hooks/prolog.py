@@ -1,0 +1,24 @@
+"""The prolog entry point (prolog/prolog runs `python -I -m slurmkit.hooks.prolog`).
+
+Runs the prolog profile of checks on the job's GPUs; on a failure drains the node with a `slurmkit:<check>`
+reason (never over an admin's) and exits 1 so Slurm requeues the job elsewhere. Every verdict goes to the health
+log. Imports stay light: no click, jinja2 or paramiko (check with `python -X importtime -m slurmkit.hooks.prolog`).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from .common import fail_safe, load_settings, run_hook
+
+
+def main() -> int:
+    settings = load_settings("prolog")
+    if settings is None:
+        return 1
+    report, _ = run_hook("prolog", settings, os.environ)
+    return 0 if report.healthy else 1
+
+
+if __name__ == "__main__":
+    sys.exit(fail_safe("prolog", main))
