@@ -168,9 +168,11 @@ def render_hook(d: Path, which: str, mode: str) -> str:
             f"exec {REPO}/{which}/{which} \"$@\"\n")
 
 
-def _python() -> str:
-    venv = REPO / ".venv" / "bin" / "python"
-    return str(venv) if venv.exists() else sys.executable
+def _slurmkit() -> str:
+    """The repo's slurmkit console script (not `python -m slurmkit.cli`: click's context lookup needs the
+    package's own cli module)."""
+    venv = REPO / ".venv" / "bin" / "slurmkit"
+    return str(venv) if venv.exists() else str(Path(sys.executable).parent / "slurmkit")
 
 
 def render_site_config(a, d: Path) -> str:
@@ -189,8 +191,8 @@ audit:
   price_per_gpu_hour: 2.5
   # the check runs "on the node": here the repo's slurmkit, with the node's fake GPU tools
   recheck_command: {json.dumps(["env", "SLURMKIT_FAKE_NODE={node}", f"SLURMKIT_CONFIG={d}/slurmkit.yaml",
-                                f"SLURMKIT_FAKEGPU_DIR={d}/fakegpu", _python(), "-m", "slurmkit.cli",
-                                "check", "--json", "--only", "{check}"])}
+                                f"SLURMKIT_FAKEGPU_DIR={d}/fakegpu", _slurmkit(), "check", "--json",
+                                "--node", "{node}", "--only", "{check}"])}
   recheck_timeout: 60
 # health checks (issue 3): what the healthy-h100x8 scenario shows is what a healthy node must show
 health:

@@ -396,12 +396,17 @@ def plan_resume(entry: Entry | None, name: str, *, force: bool, recheck: bool,
                           overrides=owner)
 
 
+PASS_CONTEXTS = ("check", "audit")
+
+
 def passed_since(node_log: list[dict], check: str | None, since: datetime | None) -> bool:
-    """Has `check` passed on this node (an ok/warn health-log record) after the drain?"""
+    """Has `check` passed on this node after the drain: an ok/warn record from a full run of the check
+    (`slurmkit check`, or audit's own recheck)? Prolog and epilog passes do not count: they judge only what is new
+    since their last run (an Xid already reported is not new), so they pass on a node that is still broken."""
     if not check or since is None:
         return False
     for r in node_log:
-        if r.get("check") == check and r.get("status") in OK_STATUSES:
+        if r.get("check") == check and r.get("status") in OK_STATUSES and r.get("context") in PASS_CONTEXTS:
             t = log_time(r.get("time"))
             if t is not None and t > since:
                 return True

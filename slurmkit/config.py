@@ -57,7 +57,7 @@ class AuditSettings:
     # filled in, each as one argument (never a shell string)
     recheck_command: list[str] = field(default_factory=lambda: [
         "ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "{node}",
-        "slurmkit", "check", "--json", "--only", "{check}"])
+        "slurmkit", "check", "--json", "--node", "{node}", "--only", "{check}"])
     recheck_timeout: float = 120.0
     # argv that prints a node's own health log (JSON lines) when the shared log has no record for a drain;
     # {node} and {path} (paths.health_log) are filled in; empty = only read the shared log

@@ -188,11 +188,13 @@ def test_plan_resume():
 
 def test_passed_since():
     drained = local("2026-11-30T11:00:00")
-    ok_after = {"time": utc("2026-11-30T11:30:00"), "node": "n2", "check": "xid", "status": "ok"}
-    ok_before = {"time": utc("2026-11-30T10:30:00"), "node": "n2", "check": "xid", "status": "ok"}
-    other = {"time": utc("2026-11-30T11:30:00"), "node": "n2", "check": "ecc", "status": "ok"}
+    ok_after = {"time": utc("2026-11-30T11:30:00"), "node": "n2", "check": "xid", "status": "ok", "context": "check"}
+    ok_before = dict(ok_after, time=utc("2026-11-30T10:30:00"))
+    other = dict(ok_after, check="ecc")
+    # an epilog after the drain says "no new Xid events": the old Xid is simply not new; not a pass
+    epilog = dict(ok_after, context="epilog", reason="no new Xid events")
     assert A.passed_since([ok_after], "xid", drained)
-    assert not A.passed_since([ok_before, other], "xid", drained)
+    assert not A.passed_since([ok_before, other, epilog], "xid", drained)
 
 
 def test_recheck_argv_is_a_list_with_placeholders_filled():
