@@ -232,12 +232,14 @@ def find_evidence(rec: NodeRecord, cause: Cause, check: str | None, node_log: li
         t = log_time(r.get("time"))
         return t is not None and abs(t - when) <= window
 
-    failed = [r for r in node_log if r.get("status") == "fail"]
+    failed = [r for r in node_log if r.get("status") == "fail" and r.get("context") != "audit"]
     if cause.by == "slurmkit":
         reason = rec.reason
-        same = [r for r in node_log if r.get("reason") == reason
+        same = [r for r in failed if r.get("reason") == reason
                 or (len(reason) == SINFO_R_WIDTH and str(r.get("reason", "")).startswith(reason))]
-        got = same or [r for r in failed if check and r.get("check") == check and near(r)]
+        # the same reason may have drained the node before: the records of this drain first
+        got = [r for r in same if near(r)] or same or \
+            [r for r in failed if check and r.get("check") == check and near(r)]
     elif cause.next_with_evidence:
         got = [r for r in failed if near(r)]
     else:
@@ -406,11 +408,25 @@ def passed_since(node_log: list[dict], check: str | None, since: datetime | None
     if not check or since is None:
         return False
     for r in node_log:
-        if r.get("check") == check and r.get("status") in OK_STATUSES and r.get("context") in PASS_CONTEXTS:
+        if r.get("check") == check and r.get("status") in OK_STATUSES and r.get("context") in PASS_CONTEXTS \
+                and partial_judgement(r) is None:
             t = log_time(r.get("time"))
             if t is not None and t > since:
                 return True
     return False
+
+
+def partial_judgement(result: dict) -> str | None:
+    """Why an ok result does not prove the fault is gone, or None. A kernel-log check that counts only events new
+    since a mark (evidence `new_events` < `events_in_log`) says nothing about the event that drained the node:
+    that Xid is still in the log until a reboot clears it."""
+    ev = result.get("evidence")
+    if isinstance(ev, dict):
+        new, total = ev.get("new_events"), ev.get("events_in_log")
+        if isinstance(new, int) and isinstance(total, int) and new < total:
+            return (f"check {result.get('check')} judged only the {new} new of {total} kernel-log events; the event "
+                    f"that drained the node is still in the log (reboot the node, which clears it, then recheck)")
+    return None
 
 
 def recheck_argv(template: list[str], node: str, check: str) -> list[str]:
@@ -437,4 +453,8 @@ def recheck_verdict(stdout: str, returncode: int, check: str) -> tuple[bool, str
     if bad:
         r = bad[0]
         return False, f"check {check} still {r.get('status')}: {r.get('reason') or ''}".rstrip(": ")
+    for r in results:
+        why = partial_judgement(r)
+        if why:
+            return False, why
     return True, f"check {check} passed ({', '.join(str(r.get('status')) for r in results)})"
