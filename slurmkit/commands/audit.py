@@ -153,7 +153,12 @@ def _print_human(entries, summary, source) -> None:
         click.echo(f"{e.node.name}: {e.cause.title}. Next: {e.next_step}")
         for r in e.evidence:
             ev = r.get("evidence") or {}
-            detail = "; ".join(f"{k}={v}" for k, v in list(ev.items())[:4]) if isinstance(ev, dict) else str(ev)
+            if isinstance(ev, dict) and isinstance(ev.get("line"), str):
+                detail = ev["line"]          # the line the check failed on, verbatim
+            elif isinstance(ev, dict):
+                detail = "; ".join(f"{k}={v}" for k, v in list(ev.items())[:4])
+            else:
+                detail = str(ev)
             click.echo(f"    {r.get('time', '?')} {r.get('context', '')} {r.get('check', '')} "
                        f"{r.get('status', '')}: {r.get('reason', '')}" + (f" [{detail[:300]}]" if detail else ""))
     s = summary
