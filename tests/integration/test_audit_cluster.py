@@ -3,7 +3,6 @@ prolog are each classified with their age; `audit resume` resumes only slurmkit'
 check passes again."""
 import json
 import time
-from datetime import datetime
 
 import pytest
 
@@ -22,11 +21,6 @@ def audit_json(c, *args):
 def still(c, name, reason):
     rec = c.node(name)
     return rec.drained and rec.reason == reason
-
-
-def slurm_now(c):
-    """The controller's clock as Slurm prints reason times (local, no zone)."""
-    return datetime.now().astimezone()
 
 
 @pytest.fixture
@@ -88,7 +82,6 @@ def test_resume_trusts_a_later_pass_in_the_health_log(clean):
     reason = "slurmkit:ecc row remapping pending on GPU 1"
     c.run("scontrol", "update", "NodeName=n1", "State=DRAIN", f"Reason={reason}")
     c.run("scontrol", "update", "NodeName=n2", "State=DRAIN", f"Reason={ADMIN_REASON}")
-    log = c.site_config.parent / "slurmkit" / "health.jsonl"
     from slurmkit import config
     log = config.load(str(c.site_config)).paths.health_log
     healthlog.append(log, healthlog.record(check="ecc", status="fail", reason=reason, node="n1",
@@ -160,3 +153,25 @@ def test_slurmkit_drain_from_a_faulty_node_resumes_only_when_healthy_again(clean
     assert r.returncode == 1   # n2 refused
     c.wait_node("n3", lambda r: not r.drained)
     assert still(c, "n2", ADMIN_REASON)
+
+
+def test_evidence_fetched_from_the_node_when_the_shared_log_has_none(clean, tmp_path):
+    """audit.node_log_command: the shared log knows nothing of n1's drain; the node's own log does."""
+    c = clean
+    reason = "slurmkit:gpu_count 7 of 8 GPUs visible"
+    c.run("scontrol", "update", "NodeName=n1", "State=DRAIN", f"Reason={reason}")
+    node_log = tmp_path / "node-n1.jsonl"
+    healthlog.append(str(node_log), healthlog.record(check="gpu_count", status="fail", reason=reason, node="n1",
+                                                     context="prolog", action="drained",
+                                                     evidence={"visible": 7, "expected": 8}))
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(f"paths:\n  health_log: {tmp_path}/empty-shared.jsonl\n"
+                   f"audit:\n  node_log_command: [\"cat\", \"{tmp_path}/node-{{node}}.jsonl\"]\n")
+    r = c.slurmkit("--config", str(cfg), "audit", "--json")
+    (n1,) = [n for n in json.loads(r.stdout)["nodes"] if n["node"] == "n1"]
+    assert (n1["cause"], n1["check"]) == ("gpu-count", "gpu_count")
+    assert n1["evidence"][0]["evidence"] == {"visible": 7, "expected": 8}
+    cfg.write_text(f"paths:\n  health_log: {tmp_path}/empty-shared.jsonl\n")     # no node log command: no evidence
+    r = c.slurmkit("--config", str(cfg), "audit", "--json")
+    (n1,) = [n for n in json.loads(r.stdout)["nodes"] if n["node"] == "n1"]
+    assert n1["evidence"] == []
