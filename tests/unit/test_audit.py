@@ -11,7 +11,7 @@ import pytest
 
 from slurmkit import audit as A
 from slurmkit.errors import UsageError
-from slurmkit.slurm.records import NodeRecord, parse_node_capture
+from slurmkit.slurm.records import NodeRecord
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 TABLE = A.load_causes()
