@@ -238,6 +238,8 @@ def set_scenario(d: Path, node: str, scenario: str) -> None:
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(src)
+    # a new scenario is a new kernel log (as after a reboot): forget which Xid lines this node's hooks have seen
+    (d / "slurmkit" / "state" / f"xid-{node}.json").unlink(missing_ok=True)
 
 
 def env_lines(d: Path) -> str:

@@ -90,4 +90,7 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # `python -m slurmkit.cli`: run the copy importable as slurmkit.cli, the one subcommands import Ctx from
+    # (running this __main__ copy gives click two different Ctx classes and every command fails)
+    from slurmkit.cli import main as _main
+    _main()

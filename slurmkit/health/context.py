@@ -60,5 +60,24 @@ class Context:
         self._cache[source] = out
         return out
 
+    def prefetch(self, sources: list[str]) -> None:
+        """Start the commands several checks will need at once, in parallel (threads: each waits on its own
+        child), so the profile costs the slowest command, not their sum. Errors are cached for the checks."""
+        todo = [s for s in dict.fromkeys(sources) if s not in self._cache]
+        if len(todo) < 2:
+            return
+        import threading
+
+        def one(src):
+            try:
+                self.text("", src)
+            except CommandError:
+                pass          # cached; the check that needs it reports it
+        threads = [threading.Thread(target=one, args=(s,), daemon=True) for s in todo]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
     def state_path(self, name: str) -> str:
         return os.path.join(self.settings.paths.state_dir, f"{name}-{self.node}.json")

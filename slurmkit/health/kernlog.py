@@ -87,7 +87,7 @@ def parse(text: str) -> list[Event]:
                                 line.rstrip(), i + 1, t, mono))
             continue
         m = OFFBUS_RE.search(line)
-        if m:
+        if m and not any(e.code == 79 and e.pci == m.group("pci").lower() for e in events[-5:]):
             block = [line.rstrip()]
             j = i + 1
             while j < len(lines) and lines[j][:1] == " " and "NVRM:" in lines[j] and not MONO_RE.match(lines[j]):

@@ -76,7 +76,20 @@ class Node(dict):
                 yield prefix + (k,), v
 
 
+_Q_CACHE: dict[str, dict] = {}
+
+
 def parse_q(text: str) -> dict:
+    """Memoized: five checks read the same `nvidia-smi -q` text in one prolog. The result is shared: read-only."""
+    got = _Q_CACHE.get(text)
+    if got is None:
+        if len(_Q_CACHE) > 8:
+            _Q_CACHE.clear()
+        got = _Q_CACHE[text] = _parse_q(text)
+    return got
+
+
+def _parse_q(text: str) -> dict:
     """`nvidia-smi -q` text -> {"driver_version", "cuda_version", "attached", "gpus": [{"bus_id", "tree"}],
     "errors": [...]}. A partial excerpt without `GPU xxxx:xx:xx.x` headers becomes one GPU with bus_id None."""
     top = Node()
@@ -156,6 +169,12 @@ def parse_csv(text: str, columns: list[str] | None = None) -> list[dict]:
             continue
         rows.append(dict(zip(header, cells)))
     return rows
+
+
+def looks_like_csv(text: str) -> bool:
+    """A `--query-*` CSV (with its header, or a one-column header like `ecc.errors.uncorrected.volatile.total`)."""
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return ("," in first and " : " not in first) or bool(re.match(r"^[a-z_]+(\.[a-z_]+)+$", first))
 
 
 def parse_list(text: str) -> list[dict]:

@@ -20,6 +20,9 @@ from .checks import ORDER
 from .context import Context, NoData
 
 PROFILES = ("prolog", "epilog", "full")
+# the command each live check reads first (prefetched together); nccl's heavy run is never prefetched
+_SOURCES = {"xid": "dmesg", "gpu_count": "q", "ecc": "q", "driver": "q", "pcie": "q", "gpu_procs": "q",
+            "nvlink": "nvlink_s"}
 
 
 def node_name() -> str:
@@ -65,8 +68,10 @@ def run_checks(settings, profile: str, *, only=None, captures=None, job_gpus=Non
     ctx = Context(settings, profile, node=node or node_name(), job_gpus=job_gpus, captures=captures,
                   explicit=only or (), job_id=job_id)
     ctx.expected_gpus = expected_gpus
-    report = Report(node=ctx.node, profile=profile)
     start = time.monotonic()
+    if not captures:
+        ctx.prefetch([_SOURCES[n] for n in names if n in _SOURCES])
+    report = Report(node=ctx.node, profile=profile)
     budget = settings.health.budget_seconds
     for name in names:
         t0 = time.monotonic()

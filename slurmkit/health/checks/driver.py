@@ -9,9 +9,8 @@ NAME = "driver"
 
 
 def evaluate(text: str, s) -> Result:
-    first = next((ln for ln in text.splitlines() if ln.strip()), "")
     driver = cuda = None
-    if "," in first and " : " not in first:
+    if nvsmi.looks_like_csv(text):
         rows = nvsmi.parse_csv(text)
         drivers = {r.get("driver_version") for r in rows if r.get("driver_version")}
         driver = sorted(drivers)[0] if len(drivers) == 1 else (",".join(sorted(drivers)) or None)

@@ -117,8 +117,7 @@ _ECC_COLS = ("ecc.", "remapped_rows.", "retired_pages.")
 def evaluate(text: str, s, columns: list[str] | None = None) -> Result:
     per_gpu: list[dict] = []
     findings: list[str] = []
-    first = next((ln for ln in text.splitlines() if ln.strip()), "")
-    if "," in first and " : " not in first:
+    if columns is not None or nvsmi.looks_like_csv(text):
         rows = nvsmi.parse_csv(text, columns)
         if not rows or not any(c.lower().startswith(_ECC_COLS) for c in rows[0]):
             raise NoData("no ECC fields in this CSV (expected ecc.*, remapped_rows.* or retired_pages.* columns)")
@@ -142,6 +141,8 @@ def evaluate(text: str, s, columns: list[str] | None = None) -> Result:
             per_gpu.append({"gpu": gid, **ev})
             findings += [f"GPU {gid}: {x}" for x in f]
         if not found_any:
+            if q["errors"]:
+                return Result(NAME, "fail", f"nvidia-smi: {q['errors'][-1]}", {"errors": q["errors"]}, code="ecc")
             raise NoData("no ECC fields in this input")
     ev = {"gpus": per_gpu}
     if findings:

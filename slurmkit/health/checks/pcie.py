@@ -33,7 +33,6 @@ def evaluate(text: str, s) -> Result:
     per: list[dict] = []
     findings: list[str] = []
     lim = [m for m in (_LIMITED.search(ln) for ln in text.splitlines()) if m]
-    first = next((ln for ln in text.splitlines() if ln.strip()), "")
     if lim:
         for m in lim:
             per.append({"gpu": m.group("bdf"), "gts": float(m.group("gt")), "width": int(m.group("w")),
@@ -42,7 +41,7 @@ def evaluate(text: str, s) -> Result:
             if float(m.group("gt")) < float(m.group("cgt")) or int(m.group("w")) < int(m.group("cw")):
                 findings.append(f"{m.group('bdf')}: {m.group('gt')} GT/s x{m.group('w')} (capable of "
                                 f"{m.group('cgt')} GT/s x{m.group('cw')}), limited at {m.group('at')}")
-    elif "," in first and " : " not in first:
+    elif nvsmi.looks_like_csv(text):
         rows = nvsmi.parse_csv(text)
         if not rows or not any(c.startswith("pcie.link.") for c in rows[0]):
             raise NoData("no pcie.link.* columns in this CSV")

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Benchmark the slurmkit prolog (issue 3). One command, ratios measured side by side in the same run:
+
+    .venv/bin/python bench/bench_prolog.py [--runs 30] [--jobs 40] [--dir /tmp/sk-bench] [--port 7167] [--skip-cluster]
+
+(a) The prolog's wall time on a healthy node (fake GPU tools) beside its floor: the same captures (`nvidia-smi -q`,
+    `dmesg`, the tools the prolog profile runs) run back to back from a shell, and `python -c pass`. Runs are
+    interleaved so machine noise hits all three alike. Targets: prolog - floor <= 60 ms, prolog < 150 ms.
+(b) N short jobs on the dev cluster with the slurmkit prolog+epilog vs `/bin/true`-like hooks
+    (`dev/cluster.py up --hooks true`), one cluster after the other on the same dir/port: throughput ratio.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PY = REPO / ".venv" / "bin" / "python"
+FAKE = REPO / "dev" / "fakegpu" / "bin"
+SCEN = REPO / "dev" / "fakegpu" / "scenarios" / "healthy-h100x8"
+
+
+def timed(argv, env) -> float:
+    t0 = time.perf_counter()
+    r = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=60)
+    dt = time.perf_counter() - t0
+    if r.returncode != 0:
+        raise SystemExit(f"{argv[0]} failed ({r.returncode}): {r.stderr.strip()}")
+    return dt
+
+
+def part_a(runs: int) -> dict:
+    tmp = Path(tempfile.mkdtemp(prefix="sk-bench-prolog-"))
+    cfg = tmp / "slurmkit.yaml"
+    cfg.write_text(f"""tools:
+  nvidia_smi: {FAKE}/nvidia-smi
+  dmesg: {FAKE}/dmesg
+  all_reduce_perf: {FAKE}/all_reduce_perf
+paths:
+  state_dir: {tmp}/state
+  health_log: {tmp}/health.jsonl
+gpu_count:
+  expected: 8
+driver:
+  driver_versions: ["550.54.15"]
+health:
+  drain: false
+""")
+    # what slurmd gives a prolog: no PATH, Slurm's variables (plus what the dev cluster's wrapper exports)
+    env = {"SLURMKIT_CONFIG": str(cfg), "SLURMKIT_FAKEGPU_SCENARIO": str(SCEN), "SLURMD_NODENAME": "n1",
+           "SLURM_JOB_ID": "1", "SLURM_JOB_UID": "0", "SLURM_JOB_USER": "root", "SLURM_JOB_GPUS": "0,1",
+           "CUDA_VISIBLE_DEVICES": "0,1"}
+    prolog = [str(REPO / "prolog" / "prolog")]
+    # the floor: the very tool calls the prolog profile makes (one nvidia-smi -q shared by the GPU checks, dmesg)
+    floor = ["/bin/sh", "-c", f"{FAKE}/nvidia-smi -q >/dev/null && {FAKE}/dmesg >/dev/null"]
+    bare = [str(PY), "-I", "-c", "pass"]
+    for argv in (prolog, floor, bare):   # warm the page cache
+        timed(argv, env)
+    t_prolog, t_floor, t_bare = [], [], []
+    for _ in range(runs):
+        t_prolog.append(timed(prolog, env))
+        t_floor.append(timed(floor, env))
+        t_bare.append(timed(bare, env))
+    med = {k: statistics.median(v) * 1000 for k, v in
+           (("prolog", t_prolog), ("floor", t_floor), ("python_pass", t_bare))}
+    med["added"] = med["prolog"] - med["floor"]
+    return med
+
+
+def cluster(args, *cmd, check=True):
+    return subprocess.run([str(PY), str(REPO / "dev" / "cluster.py"), "--dir", args.dir, *cmd], check=check,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300)
+
+
+def jobs_throughput(args, hooks: str) -> float:
+    cluster(args, "down", check=False)
+    cluster(args, "up", "--port", str(args.port), "--hooks", hooks)
+    env = dict(os.environ, SLURM_CONF=f"{args.dir}/slurm.conf")
+    try:
+        t0 = time.perf_counter()
+        r = subprocess.run(["sbatch", "--parsable", f"--array=1-{args.jobs}", "--gres=gpu:1", "-o", "/dev/null",
+                            "--wrap", "true"], env=env, capture_output=True, text=True, check=True, timeout=30)
+        jid = r.stdout.strip().split(";")[0]
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            q = subprocess.run(["squeue", "-h", "-j", jid, "-o", "%i"], env=env, capture_output=True, text=True,
+                               timeout=30)
+            if q.returncode == 0 and not q.stdout.strip():
+                break
+            time.sleep(0.1)
+        else:
+            raise SystemExit(f"{args.jobs} jobs not done after 600 s ({hooks} hooks)")
+        dt = time.perf_counter() - t0
+        drained = subprocess.run(["sinfo", "-h", "-R", "-o", "%N %E"], env=env, capture_output=True, text=True,
+                                 timeout=30).stdout.strip()
+        if drained:
+            raise SystemExit(f"nodes drained during the benchmark ({hooks} hooks): {drained}")
+        return dt
+    finally:
+        cluster(args, "down", check=False)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--jobs", type=int, default=40)
+    ap.add_argument("--dir", default="/tmp/sk-bench")
+    ap.add_argument("--port", type=int, default=7167)
+    ap.add_argument("--skip-cluster", action="store_true", help="only part (a)")
+    args = ap.parse_args()
+
+    a = part_a(args.runs)
+    print(f"(a) prolog on a healthy node, median of {args.runs} interleaved runs (fake GPU tools):")
+    print(f"    prolog            {a['prolog']:7.1f} ms   (target < 150 ms: {'ok' if a['prolog'] < 150 else 'MISSED'})")
+    print(f"    floor (same tools from sh) {a['floor']:7.1f} ms")
+    print(f"    python -I -c pass {a['python_pass']:7.1f} ms")
+    print(f"    prolog - floor    {a['added']:7.1f} ms   (target <= 60 ms: {'ok' if a['added'] <= 60 else 'MISSED'});"
+          f" prolog / floor = {a['prolog'] / a['floor']:.2f}x")
+    if args.skip_cluster:
+        return
+    t_true = jobs_throughput(args, "true")
+    t_sk = jobs_throughput(args, "slurmkit")
+    print(f"(b) {args.jobs} one-GPU jobs (an array) on the 4-node dev cluster, submit -> all done:")
+    print(f"    /bin/true hooks     {t_true:6.2f} s  ({args.jobs / t_true:5.2f} jobs/s)")
+    print(f"    slurmkit hooks      {t_sk:6.2f} s  ({args.jobs / t_sk:5.2f} jobs/s)")
+    print(f"    throughput ratio slurmkit / true = {t_true / t_sk:.2f}")
+
+
+if __name__ == "__main__":
+    main()

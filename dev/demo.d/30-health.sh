@@ -1,0 +1,30 @@
+# Health checks and the prolog (issue 3): a node replays a real Xid 79 kernel log; the prolog drains it with a
+# reason that says what happened, the job runs elsewhere, and the health log keeps the evidence.
+step "slurmkit check on a healthy node (n1's fake GPUs)"
+SLURMKIT_FAKE_NODE=n1 $sk check || true
+
+step "slurmkit check on a file from a support ticket (a real dmesg with Xid 48, 63, 94)"
+$sk check --capture xid=tests/fixtures/xid/h100-dmesg-xid48-63-94-dbe-contained.txt || true
+
+step "n3 now replays a real Xid 79 capture; a job lands on n3 (n1, n2, n4 are busy)"
+$py dev/cluster.py scenario n3 xid79
+busy=""
+for n in n1 n2 n4; do
+    busy="$busy $(printf '#!/bin/sh\nsleep 60\n' | sbatch --parsable -w $n --gres=gpu:8 --exclusive -o /dev/null)"
+done
+sleep 2
+job=$(printf '#!/bin/sh\necho "job $SLURM_JOB_ID ran on $SLURMD_NODENAME"\n' |
+      sbatch --parsable --gres=gpu:1 --output="$SLURMKIT_DEV_DIR/demo-health.out")
+for _ in $(seq 100); do sinfo -h -R -o %E | grep -q slurmkit: && break; sleep 0.2; done
+sinfo -R -o '%20N %9u %E'
+step "The job was requeued; free the healthy nodes (StartTime skips Slurm's 120 s requeue delay)"
+# shellcheck disable=SC2086
+scancel $busy
+for _ in $(seq 50); do [ "$(squeue -h -j "$job" -o %T)" = PENDING ] && break; sleep 0.2; done
+scontrol update JobId="$job" StartTime=now+2 2>/dev/null || true
+for _ in $(seq 100); do [ -s "$SLURMKIT_DEV_DIR/demo-health.out" ] && break; sleep 0.3; done
+cat "$SLURMKIT_DEV_DIR/demo-health.out"
+step "The evidence in the health log"
+grep '"status": "fail"' "$SLURMKIT_DEV_DIR/slurmkit/health.jsonl" | tail -1 | $py -m json.tool | head -30
+$py dev/cluster.py scenario n3 healthy-h100x8
+scontrol update NodeName=n3 State=RESUME

@@ -1,0 +1,141 @@
+"""Health checks and the prolog/epilog on the real dev cluster (fake GPU tools, real Slurm 22.05)."""
+import json
+import time
+
+from slurmkit import config, drain
+
+ADMIN = "admin: PSU swap ticket 4411"
+
+
+def site(cluster):
+    return config.load(str(cluster.site_config))
+
+
+def health_log(cluster, **match):
+    path = site(cluster).paths.health_log
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                rec = json.loads(line)
+                if all(rec.get(k) == v for k, v in match.items()):
+                    out.append(rec)
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def blocker(cluster, node):
+    jid = cluster.sbatch("#!/bin/sh\nsleep 300\n", "-w", node, "--gres=gpu:8", "--exclusive", "-o", "/dev/null")
+    cluster.wait_job(jid, ("RUNNING",), timeout=60)
+    return jid
+
+
+def test_xid79_node_is_drained_and_the_job_completes_on_a_healthy_node(clean, tmp_path):
+    cluster = clean
+    cluster.set_scenario("n3", "xid79")          # n3 replays the real Xid 79 capture
+    blockers = {n: blocker(cluster, n) for n in ("n1", "n2", "n4")}   # only n3 is free: the job lands there
+    out = tmp_path / "job.out"
+    jid = cluster.sbatch("#!/bin/sh\necho ran-on $SLURMD_NODENAME\n", "--gres=gpu:1", "-o", str(out))
+    n3 = cluster.wait_node("n3", lambda r: r.drained, timeout=60)
+    assert n3.reason == "slurmkit:xid79 GPU 0000:5d:00 fell off the bus"
+    # Slurm requeued the job (nohold_on_prolog_fail); free a healthy node for it
+    cluster.run("scancel", str(blockers["n1"]))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        j = cluster.backend.job(jid)
+        if j.state == "PENDING" and j.restarts >= 1:
+            break
+        time.sleep(0.3)
+    assert j.restarts >= 1, j
+    # skip Slurm's ~120 s BeginTime hold after a requeue (see COMMON.md "Measured here"); placement stays Slurm's
+    cluster.run("scontrol", "update", f"JobId={jid}", "StartTime=now+2", check=False)
+    done = cluster.wait_job(jid, ("COMPLETED",), timeout=90)
+    assert done.nodes == "n1"
+    assert out.read_text().strip() == "ran-on n1"
+    recs = health_log(cluster, node="n3", context="prolog", job_id=jid, status="fail")
+    assert len(recs) == 1 and recs[0]["check"] == "xid" and recs[0]["action"] == "drained"
+    assert "NVRM: Xid (PCI:0000:5d:00): 79" in recs[0]["evidence"]["line"]
+    assert cluster.node("n3").reason == n3.reason              # Slurm kept our reason, not "Prolog error"
+    for b in blockers.values():
+        cluster.run("scancel", str(b), check=False)
+
+
+def test_fifty_jobs_on_healthy_nodes_drain_nothing(clean):
+    cluster = clean
+    jid = cluster.sbatch("#!/bin/sh\ntrue\n", "--array=1-50", "--gres=gpu:1", "-o", "/dev/null")
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        r = cluster.run("squeue", "-h", "-j", str(jid), "-o", "%i")
+        if not r.stdout.strip():
+            break
+        time.sleep(1)
+    assert not cluster.run("squeue", "-h", "-j", str(jid), "-o", "%i").stdout.strip()
+    assert not [n.name for n in cluster.backend.nodes() if n.drained]
+    prolog = [r for r in health_log(cluster, context="prolog") if r["check"] == "xid"
+              and r["time"] >= time.strftime("%Y-%m-%dT", time.gmtime())]
+    assert len({r["job_id"] for r in prolog}) >= 50
+    fails = [r for r in health_log(cluster) if r["status"] == "fail" and r["context"] in ("prolog", "epilog")
+             and r["job_id"] and r["job_id"] >= jid]
+    assert fails == []
+
+
+def test_an_admins_drain_reason_is_left_untouched(clean):
+    cluster = clean
+    s = site(cluster)
+    cluster.run("scontrol", "update", "NodeName=n2", "State=DRAIN", f"Reason={ADMIN}")
+    assert drain.drain_node(s, "n2", "slurmkit:xid79 GPU 0000:5d:00 fell off the bus") == "skipped-admin-drain"
+    assert drain.resume_node(s, "n2") == "skipped-not-ours"
+    assert cluster.node("n2").reason == ADMIN and cluster.node("n2").drained
+    # and through the epilog: a job on n2, the admin drains n2 while it runs, the GPU then shows Xid 79
+    cluster.run("scontrol", "update", "NodeName=n2", "State=RESUME")
+    jid = cluster.sbatch("#!/bin/sh\nsleep 4\n", "-w", "n2", "--gres=gpu:1", "-o", "/dev/null")
+    cluster.wait_job(jid, ("RUNNING",), timeout=60)
+    cluster.run("scontrol", "update", "NodeName=n2", "State=DRAIN", f"Reason={ADMIN}")
+    cluster.set_scenario("n2", "xid79")
+    cluster.wait_job(jid, ("COMPLETED",), timeout=60)
+    deadline = time.monotonic() + 30
+    recs = []
+    while time.monotonic() < deadline and not recs:
+        recs = health_log(cluster, node="n2", context="epilog", job_id=jid, status="fail")
+        time.sleep(0.3)
+    assert recs and recs[0]["check"] == "xid" and recs[0]["action"] == "skipped-admin-drain"
+    n2 = cluster.node("n2")
+    assert n2.drained and n2.reason == ADMIN
+
+
+def test_slurmkit_resumes_only_its_own_drain(clean):
+    cluster = clean
+    s = site(cluster)
+    reason = drain.reason_for(s, "ecc", "GPU 0000:10:1c: row remapping pending (GPU reset needed)")
+    assert drain.drain_node(s, "n4", reason, dry_run=True) == "would-drain"
+    assert not cluster.node("n4").drained
+    assert drain.drain_node(s, "n4", reason) == "drained"
+    assert drain.drain_node(s, "n4", reason) == "already-drained"
+    assert cluster.node("n4").reason == reason
+    assert drain.resume_node(s, "n4") == "resumed"
+    cluster.wait_node("n4", lambda r: not r.drained)
+
+
+def test_a_hanging_nvidia_smi_fails_the_prolog_within_its_timeout(clean):
+    cluster = clean
+    timeout = site(cluster).health.command_timeout
+    cluster.set_scenario("n4", "hang")
+    t0 = time.monotonic()
+    jid = cluster.sbatch("#!/bin/sh\ntrue\n", "-w", "n4", "--gres=gpu:1", "-o", "/dev/null")
+    n4 = cluster.wait_node("n4", lambda r: r.drained, timeout=40)
+    took = time.monotonic() - t0
+    assert n4.reason.startswith("slurmkit:gpu_count nvidia-smi -q timed out after")
+    recs = health_log(cluster, node="n4", context="prolog", job_id=jid)
+    by = {r["check"]: r for r in recs}
+    assert by["gpu_count"]["status"] == "fail" and by["gpu_count"]["evidence"]["timed_out"] is True
+    assert timeout <= by["gpu_count"]["seconds"] < timeout + 2.5    # killed at its timeout, not left hanging
+    assert by["ecc"]["seconds"] < 0.5                                # the same hung call is not waited for twice
+    assert took < 30
+    # the admin's view: `slurmkit check` on that node says the same, within the timeout, and exits 1
+    env = dict(cluster.env, SLURMKIT_FAKE_NODE="n4", SLURMKIT_FAKEGPU_DIR=str(cluster.dir / "fakegpu"))
+    t0 = time.monotonic()
+    r = cluster.slurmkit("check", "--only", "ecc", "--json", env=env)
+    assert r.returncode == 1 and time.monotonic() - t0 < timeout + 5
+    assert "timed out" in json.loads(r.stdout)["results"][0]["reason"]
+    cluster.run("scancel", str(jid), check=False)

@@ -1,0 +1,248 @@
+"""nvlink and gpu_procs verdicts, the runner (timeouts, fail-closed, budget), `slurmkit check`, the prolog's
+light import path, and drain reasons."""
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from slurmkit import config, drain
+from slurmkit.health.runner import parse_gpu_list, run_checks
+
+REPO = Path(__file__).resolve().parents[2]
+FIX = REPO / "tests" / "fixtures"
+SCEN = REPO / "dev" / "fakegpu" / "scenarios"
+FAKE = REPO / "dev" / "fakegpu" / "bin"
+
+NVLINK = {
+    "dcgm/gb200-nvlink-info-nvle-firmware-gpu0-1.txt": "ok",       # firmware info, no link lines
+    "dcgm/gb200-nvlink-s-gpu0-18-links-53GBps.txt": "ok",
+    "dcgm/h100x8-dcgmi-nvlink-s-all-up-no-nvswitch-visible.txt": "ok",
+    "dcgm/h800x8-nvlink-status-8-links-26.562-elided.txt": "ok",
+    "dcgm/meta-gcm-htc-dcgmi-nvlink-e-g0-head9.txt": "ok",          # error counters all 0
+    "dcgm/meta-gcm-htc-dcgmi-nvlink-s-8gpu-12links-a100.txt": "ok",
+    "dcgm/v100-sxm2-nvlink-s-two-links-inactive-excerpt.txt": "fail",   # Link 3 and 5 <inactive>
+}
+
+
+def settings(tmp_path, scenario="healthy-h100x8", **health):
+    s = config.Settings()
+    s.tools.nvidia_smi = str(FAKE / "nvidia-smi")
+    s.tools.dmesg = str(FAKE / "dmesg")
+    s.tools.all_reduce_perf = str(FAKE / "all_reduce_perf")
+    s.paths.state_dir = str(tmp_path / "state")
+    s.paths.health_log = str(tmp_path / "health.jsonl")
+    s.gpu_count.expected = 8
+    for k, v in health.items():
+        setattr(s.health, k, v)
+    os.environ["SLURMKIT_FAKEGPU_SCENARIO"] = str(SCEN / scenario)
+    return s
+
+
+@pytest.fixture(autouse=True)
+def _restore_env():
+    old = os.environ.get("SLURMKIT_FAKEGPU_SCENARIO")
+    yield
+    if old is None:
+        os.environ.pop("SLURMKIT_FAKEGPU_SCENARIO", None)
+    else:
+        os.environ["SLURMKIT_FAKEGPU_SCENARIO"] = old
+
+
+@pytest.mark.parametrize("name", sorted(NVLINK))
+def test_nvlink_fixture(name):
+    (r,) = run_checks(config.Settings(), "full", captures={"nvlink": (FIX / name).read_text()}).results
+    assert r.status == NVLINK[name], r.reason
+    if r.status == "fail":
+        assert r.reason == "GPU 3: link 3 inactive, 5 inactive"
+
+
+def test_nvlink_error_counters_over_threshold():
+    # SYNTHETIC counters in the `nvidia-smi nvlink -e` layout
+    from slurmkit.health.checks import nvlink
+    s = config.Settings().nvlink
+    text = "GPU 0: NVIDIA H100 (UUID: GPU-x)\n\t Link 0: Replay Errors: 5\n\t Link 1: CRC Errors: 4000\n"
+    r = nvlink.evaluate("GPU 0: NVIDIA H100 (UUID: GPU-x)\n\t Link 0: 26.562 GB/s\n", text, s)
+    assert r.status == "fail" and "link 1 CRC Errors=4000" in r.reason
+
+
+def test_gpu_procs_only_judges_the_jobs_gpus():
+    # SYNTHETIC: the healthy scenario's -q with a python process left on GPU 3
+    text = (SCEN / "healthy-h100x8" / "nvidia-smi-q.txt").read_text()
+    blocks = text.split("GPU 00000000:")
+    blocks[4] = blocks[4].replace(
+        "    Processes                             : None",
+        "    Processes\n        GPU instance ID                   : N/A\n        Compute instance ID               : N/A\n"
+        "        Process ID                        : 4242\n            Type                          : C\n"
+        "            Name                          : python\n            Used GPU Memory               : 30000 MiB")
+    text = "GPU 00000000:".join(blocks)
+    s = config.Settings()
+    (r,) = run_checks(s, "full", captures={"gpu_procs": text}, job_gpus=[3]).results
+    assert r.status == "fail" and "pid 4242 (python)" in r.reason and r.evidence["gpus"][0]["gpu"] == 3
+    (r,) = run_checks(s, "full", captures={"gpu_procs": text}, job_gpus=[0, 1]).results
+    assert r.status == "ok"
+
+
+def test_parse_gpu_list():
+    assert parse_gpu_list("0,1,3") == [0, 1, 3]
+    assert parse_gpu_list("0-2,5") == [0, 1, 2, 5]
+    assert parse_gpu_list("") is None and parse_gpu_list(None) is None
+
+
+def test_healthy_scenario_is_healthy(tmp_path):
+    s = settings(tmp_path)
+    s.driver.driver_versions = ["550.54.15"]
+    rep = run_checks(s, "full", node="n1")
+    assert rep.healthy, rep.to_dict()
+    assert {r.check: r.status for r in rep.results} == {
+        "xid": "ok", "gpu_count": "ok", "ecc": "ok", "driver": "ok", "pcie": "ok", "nvlink": "ok",
+        "gpu_procs": "ok", "nccl": "skip"}
+
+
+def test_hung_nvidia_smi_fails_within_its_timeout(tmp_path):
+    s = settings(tmp_path, "hang", command_timeout=0.5)
+    t0 = time.monotonic()
+    rep = run_checks(s, "prolog", node="n1")
+    took = time.monotonic() - t0
+    by = {r.check: r for r in rep.results}
+    assert not rep.healthy
+    assert by["gpu_count"].status == "fail" and "timed out after 0.5s" in by["gpu_count"].reason
+    assert by["ecc"].status == "fail"          # the same hung call is not waited for twice
+    assert by["xid"].status == "ok"            # dmesg still answers
+    assert took < 0.5 * 2 + 1.5 + 1.0          # one timeout (+ kill grace), not one per check
+    s = settings(tmp_path, "hang", command_timeout=0.5, fail_closed=False)
+    assert run_checks(s, "prolog", only=["gpu_count"], node="n1").results[0].status == "warn"
+
+
+def test_missing_tool_fails_closed(tmp_path):
+    s = settings(tmp_path)
+    s.tools.nvidia_smi = str(tmp_path / "no-such-nvidia-smi")
+    (r,) = run_checks(s, "prolog", only=["ecc"], node="n1").results
+    assert r.status == "fail" and "not found" in r.reason
+
+
+def test_budget_spent_fails_the_rest(tmp_path):
+    s = settings(tmp_path, "hang", command_timeout=0.3, budget_seconds=0.1)
+    rep = run_checks(s, "prolog", node="n1")
+    assert any("budget" in r.reason for r in rep.results)
+
+
+def test_nccl_on_demand_then_cached_for_the_prolog(tmp_path):
+    s = settings(tmp_path)
+    s.nccl.expected_busbw_gbps = 90
+    assert run_checks(s, "prolog", only=None, node="n1").results[-1].status == "skip"
+    (r,) = run_checks(s, "full", only=["nccl"], node="n1").results
+    assert r.status == "ok" and r.evidence["avg_bus_bandwidth_gbps"] == 91.019
+    r = [x for x in run_checks(s, "prolog", node="n1").results if x.check == "nccl"][0]
+    assert r.status == "ok" and r.reason.startswith("cached:")
+    s.nccl.expected_busbw_gbps = 200                            # the profile now expects more: fails, cached
+    assert run_checks(s, "full", only=["nccl"], node="n1").results[0].status == "fail"
+    r = [x for x in run_checks(s, "prolog", node="n1").results if x.check == "nccl"][0]
+    assert (r.status, r.code) == ("fail", "nccl")
+    s.nccl.ttl_seconds = 0
+    time.sleep(0.01)
+    r = [x for x in run_checks(s, "prolog", node="n1").results if x.check == "nccl"][0]
+    assert r.status == "skip" and "old" in r.reason
+
+
+def test_drain_reasons():
+    s = config.Settings()
+    assert drain.reason_for(s, "xid79", "GPU 0000:3b:00 fell off the bus") == \
+        "slurmkit:xid79 GPU 0000:3b:00 fell off the bus"
+    assert drain.is_slurmkit_reason("slurmkit:ecc GPU 0000:10:1c: row remapping pending", s)
+    assert not drain.is_slurmkit_reason("admin: PSU swap ticket 4411", s)
+    assert not drain.is_slurmkit_reason("Prolog error", s) and not drain.is_slurmkit_reason("", s)
+    assert len(drain.reason_for(s, "ecc", "x" * 500)) == drain.MAX_REASON
+    with pytest.raises(ValueError):
+        drain.drain_node(s, "n1", "admin reason", backend=object())
+
+
+# --- the command and the hooks, as processes ---------------------------------------------------------------
+
+def write_config(tmp_path):
+    p = tmp_path / "slurmkit.yaml"
+    p.write_text(f"""tools:
+  nvidia_smi: {FAKE}/nvidia-smi
+  dmesg: {FAKE}/dmesg
+  all_reduce_perf: {FAKE}/all_reduce_perf
+paths:
+  state_dir: {tmp_path}/state
+  health_log: {tmp_path}/health.jsonl
+gpu_count:
+  expected: 8
+health:
+  drain: false
+  command_timeout: 1
+""")
+    return p
+
+
+def cli(tmp_path, scenario, *args, env=None):
+    e = dict(os.environ, SLURMKIT_CONFIG=str(write_config(tmp_path)),
+             SLURMKIT_FAKEGPU_SCENARIO=str(SCEN / scenario), **(env or {}))
+    return subprocess.run([sys.executable, "-m", "slurmkit.cli", *args], capture_output=True, text=True,
+                          env=e, timeout=60)
+
+
+def test_check_command_exit_codes_and_json(tmp_path):
+    r = cli(tmp_path, "healthy-h100x8", "check", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["healthy"] is True and set(doc) == {"node", "healthy", "results"}
+    assert set(doc["results"][0]) == {"check", "status", "reason", "evidence"}
+    r = cli(tmp_path, "xid79", "check", "--only", "xid")
+    assert r.returncode == 1 and "GPU 0000:5d:00 fell off the bus" in r.stdout
+    r = cli(tmp_path, "healthy-h100x8", "check", "--json", "--capture",
+            f"nccl={FIX}/nccl/azure-ndh200v5-8xh200-mpirun-np8-all-reduce-8G-only.txt", "--capture",
+            f"xid={FIX}/xid/h100-dmesg-xid48-63-94-dbe-contained.txt")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1
+    by = {x["check"]: x for x in doc["results"]}
+    assert by["nccl"]["evidence"]["avg_bus_bandwidth_gbps"] == 476.967 and by["xid"]["status"] == "fail"
+    r = cli(tmp_path, "healthy-h100x8", "check", "--capture", f"ecc={FIX}/nccl/aws-p4de-2node-all_reduce_perf-"
+            "srun-label-prefix-awsome.txt")
+    assert r.returncode == 2 and "aws-p4de" in r.stderr and "Traceback" not in r.stderr
+    assert cli(tmp_path, "healthy-h100x8", "check", "--capture", "ecc").returncode == 2
+    assert cli(tmp_path, "healthy-h100x8", "check", "--only", "nope").returncode == 2
+
+
+def hook(tmp_path, which, scenario, **env):
+    e = {"SLURMKIT_CONFIG": str(write_config(tmp_path)), "SLURMKIT_FAKEGPU_SCENARIO": str(SCEN / scenario),
+         "SLURMD_NODENAME": "n7", "SLURM_JOB_ID": "77", "SLURM_JOB_GPUS": "0,1",
+         "SLURMKIT_PYTHON": sys.executable, **env}     # no PATH, as slurmd runs it
+    return subprocess.run([str(REPO / which / which)], capture_output=True, text=True, env=e, timeout=60)
+
+
+def test_prolog_script_runs_without_path_and_logs_every_verdict(tmp_path):
+    r = hook(tmp_path, "prolog", "healthy-h100x8")
+    assert r.returncode == 0, r.stderr
+    recs = [json.loads(x) for x in (tmp_path / "health.jsonl").read_text().splitlines()]
+    assert {x["check"] for x in recs} == {"xid", "gpu_count", "ecc", "driver", "pcie", "gpu_procs", "nccl"}
+    assert all(x["context"] == "prolog" and x["job_id"] == 77 and x["node"] == "n7" for x in recs)
+    r = hook(tmp_path, "prolog", "xid79")
+    assert r.returncode == 1 and "slurmkit:xid79 GPU 0000:5d:00 fell off the bus" in r.stderr
+    bad = [json.loads(x) for x in (tmp_path / "health.jsonl").read_text().splitlines()][-7:]
+    x = next(x for x in bad if x["status"] == "fail")
+    assert x["check"] == "xid" and "Xid (PCI:0000:5d:00): 79" in x["evidence"]["line"]
+    assert x["action"] == "not-drained (health.drain is false)"
+
+
+def test_epilog_syncs_first_then_checks(tmp_path):
+    r = hook(tmp_path, "epilog", "healthy-h100x8")
+    assert r.returncode == 0, r.stderr
+    recs = [json.loads(x) for x in (tmp_path / "health.jsonl").read_text().splitlines()]
+    assert recs[0]["check"] == "checkpoint_sync"            # before any verdict
+    assert [x["check"] for x in recs[1:]] == ["xid", "ecc", "gpu_procs"]
+
+
+def test_prolog_imports_nothing_heavy(tmp_path):
+    e = dict(os.environ, SLURMKIT_CONFIG=str(write_config(tmp_path)),
+             SLURMKIT_FAKEGPU_SCENARIO=str(SCEN / "healthy-h100x8"), SLURMD_NODENAME="n7")
+    code = ("import sys, runpy\nsys.argv=['prolog']\ntry:\n    runpy.run_module('slurmkit.hooks.prolog', "
+            "run_name='__main__')\nexcept SystemExit:\n    pass\nprint(sorted(m for m in ('click', 'jinja2', "
+            "'paramiko', 'ClusterShell') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, timeout=60)
+    assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout + r.stderr
