@@ -40,6 +40,7 @@ pass_ctx = click.make_pass_decorator(Ctx)
 # Subcommands load lazily: `slurmkit submit` must not pay for paramiko, nor the prolog for jinja2.
 # name -> "module:attribute"; each module holds one command (or group), a thin layer over the packages.
 COMMANDS = {
+    "audit": "slurmkit.commands.audit:audit",
     "nodes": "slurmkit.commands.nodes:nodes",
     "topo": "slurmkit.commands.topo:topo",
     "sync": "slurmkit.commands.sync:sync",

@@ -180,6 +180,25 @@ class InstallSettings:
 
 
 @dataclass
+class AuditSettings:
+    """`slurmkit audit`: what a drained GPU costs, how to re-run a check on a node, where node logs live."""
+    price_per_gpu_hour: float = 0.0  # currency units per GPU-hour for the money figures; 0 = show GPU-hours only
+    # argv that runs ONE check on a node and prints `slurmkit check --json` output; {node} and {check} are
+    # filled in, each as one argument (never a shell string)
+    recheck_command: list[str] = field(default_factory=lambda: [
+        "ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "{node}",
+        "slurmkit", "check", "--json", "--node", "{node}", "--only", "{check}"])
+    recheck_timeout: float = 120.0
+    # argv that prints a node's own health log (JSON lines) when the shared log has no record for a drain;
+    # {node} and {path} (paths.health_log) are filled in; empty = only read the shared log
+    node_log_command: list[str] = field(default_factory=list)
+    node_log_timeout: float = 20.0
+    evidence_per_node: int = 3        # newest matching health-log records shown per node
+    evidence_window_minutes: int = 30 # a Slurm "Prolog error" matches slurmkit records this close to it
+    causes_file: str | None = None    # a site's own cause table (default: slurmkit/data/audit_causes.yaml)
+
+
+@dataclass
 class GpuCountSettings:
     expected: int | None = None      # GPUs every node must show; None: the node's gres count when known
     per_node: dict[str, int] = field(default_factory=dict)   # hostlist -> expected count (wins over `expected`)
@@ -262,6 +281,7 @@ class Settings:
     sync: SyncSettings = field(default_factory=SyncSettings)
     install: InstallSettings = field(default_factory=InstallSettings)
     run: RunSettings = field(default_factory=RunSettings)
+    audit: AuditSettings = field(default_factory=AuditSettings)
     health: HealthSettings = field(default_factory=HealthSettings)
     gpu_count: GpuCountSettings = field(default_factory=GpuCountSettings)
     ecc: EccSettings = field(default_factory=EccSettings)

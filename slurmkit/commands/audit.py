@@ -1,0 +1,259 @@
+"""`slurmkit audit`: every out-of-service node, why, since when, by whom, with evidence and a next step;
+`slurmkit audit resume`: resume only what slurmkit drained, once its check passes again."""
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timedelta, timezone
+
+import click
+
+from ..cli import Ctx
+from ..errors import CommandError, UsageError
+
+
+def _now(text: str | None) -> datetime:
+    if not text:
+        return datetime.now(timezone.utc)
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"--now: expected a date/time like 2026-11-30T10:00:00, got {text!r}") from None
+    return t if t.tzinfo else t.astimezone()
+
+
+def _records(ctx: Ctx, from_file: str | None):
+    if not from_file:
+        return "slurm", ctx.backend().nodes()
+    from ..slurm.records import NodeCaptureError, parse_node_capture
+    try:
+        if from_file == "-":
+            text = sys.stdin.read()
+        else:
+            with open(from_file, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+    except OSError as e:
+        raise UsageError(f"cannot read: {e.strerror}", path=from_file) from None
+    try:
+        kind, recs = parse_node_capture(text)
+    except NodeCaptureError as e:
+        raise UsageError(str(e), path=from_file, line=e.line) from None
+    return f"{from_file} ({kind})", recs
+
+
+def _health(ctx: Ctx, since: datetime | None) -> dict[str, list[dict]]:
+    from .. import healthlog
+    from ..audit import index_health_log
+    s = since.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if since else None
+    try:
+        return index_health_log(healthlog.read(ctx.settings.paths.health_log, since=s))
+    except OSError as e:
+        ctx.say(f"cannot read the health log {ctx.settings.paths.health_log}: {e}")
+        return {}
+
+
+def _fetch_node_logs(ctx: Ctx, nodes: list[str], health: dict[str, list[dict]]) -> None:
+    """For slurmkit drains the shared log has nothing on: ask the node itself (audit.node_log_command)."""
+    import json
+
+    from .. import proc
+    a = ctx.settings.audit
+    for node in nodes:
+        argv = [x.replace("{node}", node).replace("{path}", ctx.settings.paths.health_log)
+                for x in a.node_log_command]
+        try:
+            res = proc.run(argv, timeout=a.node_log_timeout, check=False)
+        except CommandError as e:
+            ctx.say(f"{node}: cannot fetch its health log: {e}")
+            continue
+        recs = []
+        for line in res.stdout.splitlines():
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(r, dict) and r.get("node") == node:
+                recs.append(r)
+        if recs:
+            health[node] = recs
+
+
+def _run_audit(ctx: Ctx, from_file, since_text, partition, now_text, limit_nodes=None):
+    from .. import audit as A
+    s = ctx.settings
+    now = _now(now_text)
+    since = A.parse_since(since_text, now) if since_text else None
+    source, recs = _records(ctx, from_file)
+    if limit_nodes is not None:
+        recs = [r for r in recs if r.name in limit_nodes]
+    table = A.load_causes(s.audit.causes_file)
+    health = _health(ctx, since)
+    parts = [p for p in (partition or "").split(",") if p] or None
+    kw = dict(table=table, prefix=s.drain.prefix, now=now, since=since, partitions=parts,
+              evidence_per_node=s.audit.evidence_per_node,
+              evidence_window=timedelta(minutes=s.audit.evidence_window_minutes))
+    entries = A.audit(recs, health=health, **kw)
+    missing = [e.node.name for e in entries if e.by == "slurmkit" and not e.evidence]
+    if missing and s.audit.node_log_command and not from_file:
+        _fetch_node_logs(ctx, missing, health)
+        entries = A.audit(recs, health=health, **kw)
+    return source, now, entries, health
+
+
+@click.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (see README for the format).")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV, one row per node.")
+@click.option("--partition", "-p", metavar="P[,P]", help="Only nodes in these partitions.")
+@click.option("--since", metavar="AGE", help="Only nodes out of service since at most AGE ago (7d, 12h, 30m, "
+              "or a date); nodes whose reason has no time are kept.")
+@click.option("--from-file", metavar="FILE", help="Read captured `scontrol show node` (either layout), "
+              "`sinfo --json` or sinfo text (`sinfo -R`, `sinfo -N -l`, ...) instead of asking Slurm; - for stdin.")
+@click.option("--now", "now_text", metavar="TIME", help="Compute ages as of TIME (for old captures).")
+@click.pass_context
+def audit(cctx, as_json, as_csv, partition, since, from_file, now_text):
+    """Every drained, draining, down, failing or not-responding node: why, since when, by whom (slurmkit, Slurm,
+    an admin), GPUs out of service, evidence from the health log, and a suggested next step; then a summary of
+    GPU-hours lost. Exit 0 when no node is out of service, 1 when some are, 2 on bad input."""
+    if cctx.invoked_subcommand is not None:
+        return None
+    if as_json and as_csv:
+        raise UsageError("--json and --csv: choose one")
+    ctx: Ctx = cctx.obj
+    from .. import audit as A
+    source, now, entries, _ = _run_audit(ctx, from_file, since, partition, now_text)
+    summary = A.summarize(entries, price_per_gpu_hour=ctx.settings.audit.price_per_gpu_hour)
+    if as_json:
+        from ..output import emit_json
+        emit_json({"source": source, "now": now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                   "nodes": [e.to_dict() for e in entries], "summary": summary})
+    elif as_csv:
+        import csv
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(A.CSV_FIELDS)
+        w.writerows(A.csv_rows(entries))
+    else:
+        _print_human(entries, summary, source)
+    return 1 if entries else 0
+
+
+def _print_human(entries, summary, source) -> None:
+    from .. import audit as A
+    from ..output import table
+    if not entries:
+        click.echo(f"no node out of service ({source})")
+        return
+    rows = []
+    for e in entries:
+        n = e.node
+        who = e.by + (f"/{n.reason_user}" if n.reason_user and e.by in ("admin", "slurm") else "")
+        rows.append([n.name, A.condition(n), A.human_age(e.age_seconds), f"{e.gpus_out}/{n.gpus_total}", who,
+                     e.cause.id, n.reason or "-"])
+    click.echo(table(rows, ["NODE", "CONDITION", "AGE", "GPUS OUT", "BY", "CAUSE", "REASON"]))
+    click.echo("")
+    for e in entries:
+        click.echo(f"{e.node.name}: {e.cause.title}. Next: {e.next_step}")
+        for r in e.evidence:
+            ev = r.get("evidence") or {}
+            if isinstance(ev, dict) and isinstance(ev.get("line"), str):
+                detail = ev["line"]          # the line the check failed on, verbatim
+            elif isinstance(ev, dict):
+                detail = "; ".join(f"{k}={v}" for k, v in list(ev.items())[:4])
+            else:
+                detail = str(ev)
+            click.echo(f"    {r.get('time', '?')} {r.get('context', '')} {r.get('check', '')} "
+                       f"{r.get('status', '')}: {r.get('reason', '')}" + (f" [{detail[:300]}]" if detail else ""))
+    s = summary
+    click.echo("")
+    causes = ", ".join(f"{k} {v['nodes']}" for k, v in sorted(s["by_cause"].items(), key=lambda kv: -kv[1]["nodes"]))
+    who = ", ".join(f"{k} {v['nodes']}" for k, v in sorted(s["by_who"].items()))
+    click.echo(f"{s['nodes']} nodes out of service ({who}); by cause: {causes}")
+    money = ""
+    if "cost_so_far" in s:
+        money = f" = {s['cost_so_far']:,.2f} so far, {s['cost_per_day']:,.2f} per day at " \
+                f"{s['price_per_gpu_hour']:g} per GPU-hour"
+    unknown = f" ({s['nodes_of_unknown_age']} nodes of unknown age not counted)" if s["nodes_of_unknown_age"] else ""
+    click.echo(f"{s['gpus_out']} GPUs out: {s['gpu_hours_lost']:,.1f} GPU-hours lost so far{unknown}, "
+               f"{s['gpu_hours_per_day']:,} GPU-hours per day{money}")
+
+
+@audit.command("resume")
+@click.argument("nodelist")
+@click.option("--recheck", is_flag=True, help="Run the check that drained each node on it now "
+              "(audit.recheck_command) and resume only if it passes.")
+@click.option("--force", is_flag=True, help="Also resume nodes slurmkit did not drain (or whose check has not "
+              "passed again), overriding their reason.")
+@click.option("--dry-run", is_flag=True, help="Say what would be done; change nothing (a --recheck still runs "
+              "the read-only check).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON decisions.")
+@click.pass_obj
+def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
+    """Resume NODELIST (a hostlist), but only nodes slurmkit drained and only after the check that drained them
+    passes again (a later ok in the health log, or --recheck now). Anything else needs --force, which says whose
+    reason it overrides. Exit 0 when every node was resumed (or would be), 1 otherwise."""
+    from .. import audit as A
+    from .. import healthlog, proc
+    from ..slurm import expand_hostlist, fold_hostlist
+    s = ctx.settings
+    names = expand_hostlist(nodelist)
+    _, now, entries, health = _run_audit(ctx, None, None, None, None, limit_nodes=set(names))
+    by_name = {e.node.name: e for e in entries}
+    known = {r.name for r in ctx.backend().nodes(nodelist)} if len(by_name) < len(names) else set(names)
+    decisions = []
+    for name in names:
+        e = by_name.get(name)
+        if e is None and name not in known:
+            decisions.append(A.ResumeDecision(name, "skip", "no such node"))
+            continue
+        passed = bool(e) and A.passed_since(health.get(name, []), e.check, A.slurm_time(e.node.reason_time))
+        d = A.plan_resume(e, name, force=force, recheck=recheck, passed_since_drain=passed)
+        if d.action == "recheck":
+            if not d.check:
+                d = A.ResumeDecision(name, "refuse", "cannot tell which check drained it", check=None)
+            else:
+                argv = A.recheck_argv(s.audit.recheck_command, name, d.check)
+                ctx.say("recheck: " + " ".join(argv))
+                try:
+                    res = proc.run(argv, timeout=s.audit.recheck_timeout, check=False)
+                    ok, why = A.recheck_verdict(res.stdout, res.returncode, d.check)
+                    if not ok and res.stderr.strip():
+                        why += f" (stderr: {res.stderr.strip().splitlines()[-1][:200]})"
+                except CommandError as err:
+                    ok, why = False, f"recheck failed to run: {err}"
+                if ok:
+                    d = A.ResumeDecision(name, "resume", why, check=d.check)
+                elif force:
+                    d = A.ResumeDecision(name, "resume", f"--force: {why}", check=d.check)
+                else:
+                    d = A.ResumeDecision(name, "refuse", why, check=d.check)
+        decisions.append(d)
+    failed = False
+    for d in decisions:
+        if d.action != "resume":
+            failed = failed or d.action == "refuse" or (d.action == "skip" and d.why == "no such node")
+            continue
+        if dry_run:
+            d.action = "would-resume"
+            continue
+        try:
+            ctx.backend().resume(d.node)
+        except Exception as err:   # noqa: BLE001 - one node's failure must not stop the others
+            d.action, d.why, failed = "failed", f"scontrol resume failed: {err}", True
+            continue
+        d.action = "resumed"
+        e = by_name.get(d.node)
+        try:
+            healthlog.append(s.paths.health_log, healthlog.record(
+                check=d.check or "audit", status="ok" if d.overrides is None else "skip", context="audit",
+                node=d.node, reason=e.node.reason if e else "", action="resumed",
+                evidence={"why": d.why, "overrides": d.overrides}))
+        except OSError as err:
+            ctx.say(f"cannot append to the health log: {err}")
+    if as_json:
+        from ..output import emit_json
+        emit_json({"dry_run": dry_run, "decisions": [d.to_dict() for d in decisions]})
+    else:
+        for d in decisions:
+            click.echo(f"{d.node}: {d.action}: {d.why}")
+        done = [d.node for d in decisions if d.action in ("resumed",)]
+        if done:
+            click.echo(f"resumed {fold_hostlist(done)}")
+    return 1 if failed else 0
