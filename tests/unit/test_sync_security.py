@@ -145,9 +145,18 @@ def test_a_manifest_pointing_at_root_only_data_through_the_source_dir_is_unreada
 
 
 def test_a_root_job_is_refused(world):
-    rep = cs.sync_for_job(settings(world["base"]), dict(env(world["alice"]), SLURM_JOB_UID="0",
-                                                         SLURM_JOB_USER="root"))
+    e = dict(env(world["alice"]), SLURM_JOB_UID="0", SLURM_JOB_USER="root")
+    s = settings(world["base"])
+    os.makedirs(cs.expand(s.sync.source, e, "source"), exist_ok=True)   # root's job did leave checkpoints
+    rep = cs.sync_for_job(s, e)
     assert rep["status"] == "failed" and "root" in rep["errors"][0]
+
+
+def test_a_root_job_without_checkpoints_leaves_no_record(world):
+    s = settings(world["base"])
+    s.sync.source = f"{world['base']}/no-such-dir/$SLURM_JOB_ID"
+    rep = cs.sync_for_job(s, dict(env(world["alice"]), SLURM_JOB_UID="0", SLURM_JOB_USER="root"))
+    assert rep["status"] == "nothing"
 
 
 def test_mismatched_user_and_uid_is_refused(world):
