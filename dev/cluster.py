@@ -304,10 +304,12 @@ def up(a) -> None:
     ensure_packages()
     for sub in ("munge", "state", "spool", "run", "log", "hooks", "slurmkit/state"):
         (d / sub).mkdir(parents=True, exist_ok=True)
-    # fresh state each time: leftover jobs and node states from an earlier run would confuse tests
-    for sub in ("state", "spool"):
+    # fresh state each time, slurmkit's too (health log, Xid marks, checkpoints): job ids restart at 1, and a
+    # leftover record or checkpoint of an earlier run's job 2 would pass for this run's job 2
+    for sub in ("state", "spool", "slurmkit", "local", "shared"):
         shutil.rmtree(d / sub, ignore_errors=True)
-        (d / sub).mkdir()
+    for sub in ("state", "spool", "slurmkit/state"):
+        (d / sub).mkdir(parents=True, exist_ok=True)
     for node in node_names(a.nodes):
         (d / "spool" / node).mkdir()
     (d / "slurm.conf").write_text(render_slurm_conf(a, d))

@@ -65,6 +65,36 @@ class Deferred(Exception):
 
 # --- where: patterns over the job's variables (pure) -------------------------------------------------------
 
+# Slurm 22.05 gives the epilog SLURM_JOB_ID/USER/UID and SLURMD_NODENAME but not the job's name, account,
+# partition or array ids (measured on the dev cluster). These come from Slurm's record of the job instead.
+_FROM_JOB_RECORD = {"SLURM_JOB_NAME": "JobName", "SLURM_JOB_ACCOUNT": "Account", "SLURM_JOB_PARTITION": "Partition",
+                    "SLURM_ARRAY_JOB_ID": "ArrayJobId", "SLURM_ARRAY_TASK_ID": "ArrayTaskId"}
+
+
+def pattern_variables(*patterns: str) -> set[str]:
+    return {m.group(1) or m.group(2) for p in patterns for m in _VAR_RE.finditer(p or "")}
+
+
+def with_job_record(environ: dict[str, str], patterns: tuple[str, ...], timeout: float) -> dict[str, str]:
+    """environ, plus the variables the patterns need that the hook was not given, from `scontrol show job`.
+    Only asked when something is missing; a failure leaves them missing (expand then says which)."""
+    missing = [v for v in pattern_variables(*patterns) if v in _FROM_JOB_RECORD and not environ.get(v)]
+    job_id = environ.get("SLURM_JOB_ID", "")
+    if not missing or not job_id.isdigit():
+        return environ
+    from ..slurm.cli_backend import CliBackend
+    try:
+        raw = CliBackend(timeout=timeout).job(int(job_id)).raw
+    except Exception:  # noqa: BLE001 - the controller may be unreachable; expand() reports the gap
+        return environ
+    env = dict(environ)
+    for var in missing:
+        val = raw.get(_FROM_JOB_RECORD[var], "")
+        if val and val not in ("(null)", "N/A"):
+            env[var] = val
+    return env
+
+
 def expand(pattern: str, environ: dict[str, str], what: str = "path") -> str:
     """Substitute whitelisted $VARS in pattern; the result must be absolute (or s3://bucket/...) without '..'."""
     if not pattern:
@@ -840,6 +870,7 @@ def sync_for_job(settings, environ, *, budget: float | None = None, background: 
         rep["status"] = "disabled"
         return rep
     job_id = environ.get("SLURM_JOB_ID")
+    environ = with_job_record(environ, (cfg.source, cfg.dest), timeout=settings.slurm.timeout)
     try:
         source = expand(cfg.source, environ, "source")
         dest = expand(cfg.dest, environ, "dest")
