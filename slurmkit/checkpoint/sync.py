@@ -875,9 +875,14 @@ def sync_for_job(settings, environ, *, budget: float | None = None, background: 
         source = expand(cfg.source, environ, "source")
         dest = expand(cfg.dest, environ, "dest")
         rep.update(source=source, dest=dest)
+    except SyncError as e:
+        rep.update(status="failed", errors=[str(e)])
+        _log(settings, rep, job_id, context, None)
+        return rep
+    try:
         identity = job_identity(environ) if os.geteuid() == 0 else None
     except SyncError as e:
-        if environ.get("SLURM_JOB_UID") == "0" and not os.path.lexists(rep.get("source") or "/nonexistent"):
+        if environ.get("SLURM_JOB_UID") == "0" and not os.path.lexists(source):
             # a root job (admin tests, health jobs) with nothing to sync: no record on every node, as for any
             # job without checkpoints. (Its source is a path of the job's own user, root: stat-ing it is safe.)
             rep["status"] = "nothing"
