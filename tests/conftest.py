@@ -18,3 +18,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "/integration/" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
+
+
+try:  # property tests: random locally (to find new cases), the same examples in CI (a red CI blocks landing)
+    from hypothesis import settings as _hsettings
+    _hsettings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+    if os.environ.get("CI"):
+        _hsettings.load_profile("ci")
+except ImportError:
+    pass

@@ -153,7 +153,9 @@ def invalid_docs(draw):
             val = draw(st.one_of(st.integers(-5, -1 if key == "gpus_per_node" else 0), st.text(max_size=8)
                                  .filter(lambda t: t != "auto"), st.lists(st.integers(), max_size=2), st.booleans()))
         else:
-            val = draw(junk.filter(lambda v: v is not None))
+            # mem: 0 is valid (all of the node's memory), as is any size MEM_RE accepts
+            val = draw(junk.filter(lambda v: v is not None and not (
+                key == "mem" and not isinstance(v, bool) and specmod.MEM_RE.match(str(v)))))
         d[key] = val
     elif kind == "env":
         d["env"] = {draw(st.text(min_size=1, max_size=6).filter(lambda k: not specmod.NAME_RE.match(k))): "v"}
