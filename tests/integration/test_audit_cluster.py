@@ -104,16 +104,10 @@ def test_resume_trusts_a_later_pass_in_the_health_log(clean):
     assert resumed and resumed[-1]["context"] == "audit"
 
 
-def _has_check_command(c) -> bool:
-    return c.slurmkit("check", "--help").returncode == 0
-
-
 def test_slurmkit_drain_from_a_faulty_node_resumes_only_when_healthy_again(clean):
     """Issue 3's prolog drains n3 replaying an Xid 79 capture; audit shows it with the health log's evidence;
     `audit resume --recheck` runs the xid check on n3 and resumes it only once n3 replays a healthy capture."""
     c = clean
-    if not _has_check_command(c):
-        pytest.skip("needs issue 3 (slurmkit check, the prolog's drains, scenario xid79) merged")
     c.run("scontrol", "update", "NodeName=n2", "State=DRAIN", f"Reason={ADMIN_REASON}")
     # the prolog counts only Xid events it has not seen (a mark per node under paths.state_dir): forget what an
     # earlier run on this cluster saw, so n3's Xid 79 is new to it
