@@ -76,8 +76,16 @@ def main() -> int:
 
 
 def run(a) -> int:
-    sk = str(Path(sys.executable).with_name("slurmkit"))
     tmp = Path(tempfile.mkdtemp(prefix="bench-submit-"))
+    try:
+        return _run(a, tmp)
+    finally:
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run(a, tmp: Path) -> int:
+    sk = str(Path(sys.executable).with_name("slurmkit"))
     spec = tmp / "job.yaml"
     spec.write_text(SPEC)
     script = tmp / "job.sh"
