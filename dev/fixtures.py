@@ -14,6 +14,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SHARED = (REPO.parent / "shared" / "fixtures")
 DEST = REPO / "tests" / "fixtures"
+# not PROVENANCE.md: that name belongs to ../shared/fixtures, and a copied fixture must match its source
+PROV = "FIXTURES-PROVENANCE.md"
 HEADER = """# Provenance of the fixtures
 
 Files under a category folder (ecc/, nccl/, slurm/, topo/, xid/, lscpu/, misc/, dcgm/) are real captures copied
@@ -36,7 +38,7 @@ def rows() -> dict[str, str]:
 
 
 def add(names):
-    prov = DEST / "PROVENANCE.md"
+    prov = DEST / PROV
     if not prov.exists():
         DEST.mkdir(parents=True, exist_ok=True)
         prov.write_text(HEADER)
@@ -61,12 +63,17 @@ def check():
     bad = []
     for f in DEST.rglob("*"):
         rel = f.relative_to(DEST)
-        if f.is_file() and rel.parts[0] not in ("local",) and f.name != "PROVENANCE.md":
+        if f.is_file() and rel.parts[0] not in ("local",) and f.name != PROV:
             src = SHARED / rel
             if src.exists() and not filecmp.cmp(f, src, shallow=False):
                 bad.append(str(rel))
     if bad:
         sys.exit("fixtures differ from ../shared/fixtures: " + ", ".join(bad))
+    rows = (DEST / PROV).read_text()
+    missing = [str(f.relative_to(DEST)) for f in sorted(DEST.rglob("*"))
+               if f.is_file() and f.name != PROV and f"| {f.relative_to(DEST)} |" not in rows]
+    if missing:
+        sys.exit(f"fixtures without a provenance row in tests/fixtures/{PROV}: " + ", ".join(missing))
     print("fixtures identical to their sources")
 
 

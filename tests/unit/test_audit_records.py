@@ -198,7 +198,7 @@ def test_empty_and_garbage_refused():
         parse_node_capture('{"nodes": [{"state": "idle"}]}')
 
 
-# captured on the dev cluster (tests/fixtures/local, see PROVENANCE.md): an admin drain on n2, a plain failing
+# captured on the dev cluster (tests/fixtures/local, see FIXTURES-PROVENANCE.md): an admin drain on n2, a plain failing
 # prolog on n4 (Slurm's own "Prolog error"), in four layouts; each must say the same thing
 LOCAL = "local/dev-cluster-slurm22.05-{}-admin-and-prolog-error.txt"
 
