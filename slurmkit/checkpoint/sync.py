@@ -852,8 +852,12 @@ class _S3Cfg:
 
 
 def _cfg_fields(cfg) -> dict:
+    """The sync section as a plain dict: from the typed settings, or from the hooks' cached settings (which the
+    epilog reads instead of the YAML)."""
     import dataclasses
-    return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    if dataclasses.is_dataclass(cfg):
+        return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    return dict(vars(cfg))
 
 
 # --- the entry point the epilog calls ------------------------------------------------------------------------
@@ -929,7 +933,7 @@ def _spawn_background(settings, environ) -> int | None:
               "PYTHONPATH"):
         if os.environ.get(k):
             env[k] = os.environ[k]
-    if settings.source:
+    if getattr(settings, "source", None):
         env["SLURMKIT_CONFIG"] = settings.source
     log = None
     state = getattr(settings.paths, "state_dir", None)

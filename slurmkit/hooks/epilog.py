@@ -26,14 +26,8 @@ def checkpoint_sync(settings, environ) -> list[dict]:
     from .. import healthlog
     node = environ.get("SLURMD_NODENAME")
     try:
-        import dataclasses
-
         from ..checkpoint.sync import sync_for_job  # lazily: only when the site syncs checkpoints
-        if not dataclasses.is_dataclass(settings):
-            # the hooks' cached settings allow attribute reads only; the sync takes the real, typed Settings
-            from .. import config
-            settings = config.load()
-        sync_for_job(settings, environ)
+        sync_for_job(settings, environ)             # the hooks' cached settings do: no YAML on this path
         return []
     except Exception as e:  # noqa: BLE001 - a broken sync must not stop the health verdict
         return [healthlog.record(check="checkpoint-sync", status="fail", context="sync", node=node,

@@ -83,8 +83,8 @@ def world():
     shutil.rmtree(base, ignore_errors=True)
 
 
-def settings(base, marker=None):
-    s = config.loads(f"""
+def site_yaml(base, background=False) -> str:
+    return f"""
 paths:
   health_log: {base}/health.jsonl
   state_dir: {base}/state
@@ -93,8 +93,12 @@ sync:
   source: {base}/local/$SLURM_JOB_USER/$SLURM_JOB_ID/ckpt
   dest: {base}/shared/$SLURM_JOB_USER/$SLURM_JOB_NAME
   keep: 5
-  background: false
-""")
+  background: {str(background).lower()}
+"""
+
+
+def settings(base, marker=None):
+    s = config.loads(site_yaml(base))
     s.sync.marker = marker
     return s
 
@@ -178,17 +182,7 @@ def test_budget_spent_in_the_epilog_is_finished_by_a_background_sync(world):
     import time
     base, alice = world["base"], world["alice"]
     cfg = base / "site.yaml"
-    cfg.write_text(f"""
-paths:
-  health_log: {base}/health.jsonl
-  state_dir: {base}/state
-sync:
-  enabled: true
-  source: {base}/local/$SLURM_JOB_USER/$SLURM_JOB_ID/ckpt
-  dest: {base}/shared/$SLURM_JOB_USER/$SLURM_JOB_NAME
-  keep: 5
-  background: true
-""")
+    cfg.write_text(site_yaml(base, background=True))   # a file: the background sync reloads it
     s = config.load(str(cfg))
     shutil.rmtree(world["src"] / "step-0000000002")  # only good checkpoints: the background run ends "ok"
     rep = cs.sync_for_job(s, env(alice), budget=0.001)  # the epilog's budget is already spent
