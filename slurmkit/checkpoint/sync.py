@@ -41,7 +41,12 @@ import stat
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
+
 from . import manifest as mf
+
+if TYPE_CHECKING:
+    from ..settings import Settings, SyncSettings
 
 # The only variables a source/dest pattern may use. Each value must be a single path component.
 VARIABLES = ("SLURM_JOB_USER", "SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_UID", "SLURM_JOB_GID",
@@ -700,7 +705,7 @@ def drop_privileges(uid: int, gid: int, user: str) -> None:
         raise SyncError("privilege drop failed")
 
 
-def preload(dest: str, settings=None) -> None:
+def preload(dest: str, settings: SyncSettings | None = None) -> None:
     """Import (and set up) everything the dropped child needs while it is still root: after the drop, the
     interpreter's own files may be unreadable (a Python under /root), and root never reads user files anyway."""
     import concurrent.futures.thread  # noqa: F401
@@ -824,10 +829,10 @@ def read_job_file(source: str, name: str) -> dict:
     return out
 
 
-def _job_sync(source: str, dest: str, cfg_fields: dict, deadline: float | None) -> dict:
+def _job_sync(source: str, dest: str, cfg: SyncSettings, deadline: float | None) -> dict:
     """Runs in the dropped child: read the job file, narrow, sync."""
     try:
-        job = read_job_file(source, cfg_fields["job_file"]) if os.path.isdir(source) else {}
+        job = read_job_file(source, cfg.job_file) if os.path.isdir(source) else {}
     except SyncError as e:
         rep = empty_report(source, dest)
         rep.update(status="failed", errors=[f"job file: {e}"])
@@ -836,33 +841,16 @@ def _job_sync(source: str, dest: str, cfg_fields: dict, deadline: float | None) 
         rep = empty_report(source, dest)
         rep["status"] = "disabled-by-job"
         return rep
-    keep = min(cfg_fields["keep"], job.get("keep", cfg_fields["keep"]))
+    keep = min(cfg.keep, job.get("keep", cfg.keep))
     if job.get("subdir"):
         dest = dest.rstrip("/") + "/" + job["subdir"]
-    settings = _S3Cfg(cfg_fields)
-    return sync_dir(source, dest, keep=keep, marker=cfg_fields["marker"], algo=cfg_fields["algo"],
-                    deadline=deadline, workers=cfg_fields["workers"], settings=settings)
-
-
-class _S3Cfg:
-    def __init__(self, f: dict):
-        self.s3_endpoint = f.get("s3_endpoint")
-        self.s3_region = f.get("s3_region", "us-east-1")
-        self.s3_part_size = f.get("s3_part_size", 64 << 20)
-
-
-def _cfg_fields(cfg) -> dict:
-    """The sync section as a plain dict: from the typed settings, or from the hooks' cached settings (which the
-    epilog reads instead of the YAML)."""
-    import dataclasses
-    if dataclasses.is_dataclass(cfg):
-        return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
-    return dict(vars(cfg))
+    return sync_dir(source, dest, keep=keep, marker=cfg.marker, algo=cfg.algo, deadline=deadline,
+                    workers=cfg.workers, settings=cfg)
 
 
 # --- the entry point the epilog calls ------------------------------------------------------------------------
 
-def sync_for_job(settings, environ, *, budget: float | None = None, background: bool | None = None,
+def sync_for_job(settings: Settings, environ: dict[str, str], *, budget: float | None = None, background: bool | None = None,
                  context: str = "sync") -> dict:
     """Sync the job's checkpoints as the epilog would: resolve source/dest from the site config and the job's
     variables, run as the job's user within the budget, hand the rest to a background sync, log the outcome.
@@ -896,11 +884,10 @@ def sync_for_job(settings, environ, *, budget: float | None = None, background: 
         return rep
     budget = cfg.budget if budget is None else budget
     margin = min(2.0, budget * 0.1)
-    fields = _cfg_fields(cfg)
     deadline_in = None if budget == float("inf") else budget - margin
-    rep = run_as(identity, _job_sync_rel, source, dest, fields, deadline_in,
+    rep = run_as(identity, _job_sync_rel, source, dest, cfg, deadline_in,
                  timeout=None if deadline_in is None else budget,
-                 before=lambda: preload(dest, _S3Cfg(fields)))
+                 before=lambda: preload(dest, cfg))
     rep.setdefault("source", source)
     rep.setdefault("dest", dest)
     for k, v in empty_report().items():
@@ -920,9 +907,9 @@ def sync_for_job(settings, environ, *, budget: float | None = None, background: 
     return rep
 
 
-def _job_sync_rel(source, dest, fields, deadline_in):
+def _job_sync_rel(source: str, dest: str, cfg: SyncSettings, deadline_in: float | None) -> dict:
     deadline = None if deadline_in is None else time.monotonic() + deadline_in
-    return _job_sync(source, dest, fields, deadline)
+    return _job_sync(source, dest, cfg, deadline)
 
 
 def _spawn_background(settings, environ) -> int | None:
