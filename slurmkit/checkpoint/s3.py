@@ -21,7 +21,10 @@ import time
 
 from ..settings import SyncSettings
 from . import manifest as mf
-from .sync import Deferred, SyncError, open_nofollow, run_parallel
+from .engine import run_parallel
+from .layout import is_hidden
+from .report import Deferred, SyncError
+from .safeio import open_nofollow
 
 
 _CLIENTS: dict = {}
@@ -98,7 +101,7 @@ class S3Dest:
     def scan(self) -> tuple[dict[str, dict], list[str], list[str]]:
         complete, incomplete = {}, []
         for name in self._names():
-            if name.startswith("."):
+            if is_hidden(name):
                 continue
             m = self.read_manifest(name)
             if m is None:

@@ -70,7 +70,7 @@ def sync(ctx: Ctx, source, dest, keep, as_user, marker, dry_run, as_json):
             bar["bar"].__exit__(None, None, None)
     if as_json:
         from ..output import emit_json
-        emit_json(rep)
+        emit_json(rep.as_dict())
     else:
         if dry_run:
             click.echo(f"would copy: {', '.join(rep.get('copy', [])) or '-'} "

@@ -1,0 +1,86 @@
+"""What: the complete checkpoints of a source, and the plan (copy, skip, prune) against a destination."""
+from __future__ import annotations
+
+import os
+import stat
+
+from . import layout
+from . import manifest as mf
+
+def _same(a: dict | None, b: dict | None) -> bool:
+    if not a or not b:
+        return False
+    key = lambda m: (m.get("algo", mf.DEFAULT_ALGO), m.get("step"),  # noqa: E731
+                     sorted((f["path"], f["size"], f["hash"]) for f in m["files"]))
+    return key(a) == key(b)
+
+
+def scan_source(root: str, marker: str | None = None) -> tuple[dict[str, dict | str], list[str]]:
+    """({name: manifest, or "marker" when complete by marker only}, [incomplete names]); names sorted."""
+    complete: dict[str, dict | str] = {}
+    incomplete = []
+    try:
+        names = sorted(os.listdir(root))
+    except FileNotFoundError:
+        return {}, []
+    for name in names:
+        if layout.is_hidden(name):
+            continue
+        p = os.path.join(root, name)
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISDIR(st.st_mode):  # a symlinked checkpoint directory is refused, not followed
+            continue
+        m = mf.read(p) if _is_regular(os.path.join(p, mf.MANIFEST)) else None
+        if m is not None:
+            complete[name] = m
+        elif marker and _is_regular(os.path.join(p, marker)):
+            complete[name] = "marker"
+        else:
+            incomplete.append(name)
+    return complete, incomplete
+
+
+def _is_regular(p: str) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(p).st_mode)
+    except OSError:
+        return False
+
+
+def plan(source: dict[str, dict | str], dest: dict[str, dict], keep: int) -> dict:
+    """What to copy (newest first), skip (already there, unchanged) and prune so DEST ends with the newest `keep`
+    complete checkpoints of source and DEST together. Pure."""
+    wanted = sorted(source)[-keep:]
+    final = sorted(set(dest) | set(wanted))[-keep:]
+    copy, skip = [], []
+    for name in reversed(wanted):
+        if name not in final:
+            continue
+        m = source[name]
+        if isinstance(m, dict) and _same(m, dest.get(name)):
+            skip.append(name)
+        else:
+            copy.append(name)  # a marker checkpoint is compared after its manifest is built
+    prune = [n for n in sorted(dest) if n not in final]
+    return {"copy": copy, "skip": skip, "prune": prune, "final": final}
+
+
+def build_marker_manifest(ckpt: str, marker: str, algo: str) -> dict:
+    """The manifest of a checkpoint completed by a marker file (other writers), built at sync time."""
+    man = mf.build(ckpt, layout.step_number(os.path.basename(ckpt)), algo=algo)
+    man["extra"] = {"built_by": "slurmkit sync", "marker": marker}
+    return man
+
+
+def _symlinks_in(root: str) -> list[str]:
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for n in dirnames + filenames:
+            full = os.path.join(dirpath, n)
+            if os.path.islink(full):
+                out.append(os.path.relpath(full, root))
+    return sorted(out)
+
