@@ -86,14 +86,16 @@ def run_parallel(fn, items: list, workers: int) -> None:
 
 def _hash_behind(rfd: int, algo: str, ranges: "queue.Queue", out: list, writeback: bool = False) -> None:
     """Hash rfd from offset 0 up to each end offset taken from `ranges` (None: done); append (size, hex)."""
-    h = hashlib.new(algo)
-    buf = bytearray(mf.CHUNK)
-    view = memoryview(buf)
-    off = size = 0
+    done = False
     try:
+        h = hashlib.new(algo)
+        buf = bytearray(mf.CHUNK)
+        view = memoryview(buf)
+        off = size = 0
         while True:
             end = ranges.get()
             if end is None:
+                done = True
                 break
             start = off
             while off < end:
@@ -108,7 +110,7 @@ def _hash_behind(rfd: int, algo: str, ranges: "queue.Queue", out: list, writebac
         out.append((size, h.hexdigest()))
     except BaseException as e:  # noqa: BLE001 - handed to the copying thread
         out.append(e)
-        while ranges.get() is not None:  # let the copier finish putting
+        while not done and ranges.get() is not None:  # let the copier finish putting (once: never past its end)
             pass
 
 

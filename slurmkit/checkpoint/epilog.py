@@ -80,13 +80,23 @@ def sync_for_job(settings: Settings, environ: dict[str, str], *, budget: float |
             rep["background_pid"] = _spawn_background(settings, environ)
             rep["finish"] = "background"
         else:
-            rep["finish"] = f"manual: slurmkit sync {source} {dest}"
+            rep["finish"] = "manual: " + manual_command(source, dest, identity, environ)
     if rep["status"] == "ok" and not rep["copied"] and not rep["skipped"] and not rep["incomplete"]:
         rep["status"] = "nothing"
     rep["seconds"] = round(time.monotonic() - t0, 3)
     if rep["status"] != "nothing":  # a job without checkpoints leaves no record on every node
         _log(settings, rep, job_id, context, rep.get("finish"))
     return rep
+
+
+def manual_command(source: str, dest: str, identity: tuple[int, int, str] | None,
+                   environ: dict[str, str]) -> str:
+    """The command an admin pastes to finish a sync by hand: as the job's user, every word shell-quoted (a job
+    name is the user's text, and it is part of DEST)."""
+    import shlex
+    user = identity[2] if identity else environ.get("SLURM_JOB_USER", "")
+    argv = ["slurmkit", "sync"] + (["--user", user] if user else []) + ["--", source, dest]
+    return shlex.join(argv)
 
 
 def _job_sync_rel(source: str, dest: str, cfg: SyncSettings, deadline_in: float | None) -> dict:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 
 from .report import SyncError
 
@@ -80,4 +81,36 @@ def validate_location(loc: str, what: str = "path") -> str:
     if ".." in loc.split("/"):
         raise SyncError(f"sync {what}: '..' in {loc!r}")
     return os.path.normpath(loc)
+
+
+def check_disjoint(source: str, dest: str) -> None:
+    """Refuse a SOURCE and a local DEST that are, after resolving links, the same directory or one inside the
+    other: retention at DEST would then prune the source's checkpoints."""
+    if dest.startswith("s3://"):
+        return
+    rs, rd = os.path.realpath(source), os.path.realpath(dest)
+    if rs == rd or rd.startswith(rs.rstrip("/") + "/") or rs.startswith(rd.rstrip("/") + "/"):
+        how = "the same directory" if rs == rd else ("inside SOURCE" if rd.startswith(rs) else "above SOURCE")
+        raise SyncError(f"SOURCE {source} and DEST {dest} overlap (DEST is {how} once links are resolved: "
+                        f"{rs} / {rd}); refusing to sync")
+
+
+def foreign_owner(dest: str, uid: int) -> int | None:
+    """The owner of DEST (or of its nearest existing ancestor) when that is neither `uid` nor root: a root sync
+    must not write where another user can plant links."""
+    if dest.startswith("s3://"):
+        return None
+    p = dest
+    while True:
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            parent = os.path.dirname(p)
+            if parent == p:
+                return None
+            p = parent
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            st = os.stat(p)
+        return st.st_uid if st.st_uid not in (uid, 0) else None
 

@@ -15,7 +15,8 @@ def _same(a: dict | None, b: dict | None) -> bool:
     return key(a) == key(b)
 
 
-def scan_source(root: str, marker: str | None = None) -> tuple[dict[str, dict | str], list[str]]:
+def scan_source(root: str, marker: str | None = None, *,
+                problems: list[str] | None = None) -> tuple[dict[str, dict | str], list[str]]:
     """({name: manifest, or "marker" when complete by marker only}, [incomplete names]); names sorted."""
     complete: dict[str, dict | str] = {}
     incomplete = []
@@ -33,7 +34,13 @@ def scan_source(root: str, marker: str | None = None) -> tuple[dict[str, dict | 
             continue
         if not stat.S_ISDIR(st.st_mode):  # a symlinked checkpoint directory is refused, not followed
             continue
-        m = mf.read(p) if _is_regular(os.path.join(p, mf.MANIFEST)) else None
+        m = None
+        if _is_regular(os.path.join(p, mf.MANIFEST)):
+            try:
+                m = mf.read_strict(p)
+            except mf.ManifestError as e:
+                if problems is not None and e.refused:
+                    problems.append(f"{name}: {mf.MANIFEST}: {e}")
         if m is not None:
             complete[name] = m
         elif marker and _is_regular(os.path.join(p, marker)):

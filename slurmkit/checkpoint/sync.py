@@ -39,11 +39,12 @@ import sys
 
 from .dest import Dest, make_dest
 from .engine import COPY_CHUNK, VERIFY_CHUNK, _copy_fd, _copy_verify, _hash_behind, run_parallel
-from .epilog import _job_sync, _job_sync_rel, _log, _spawn_background, sync_for_job
+from .epilog import _job_sync, _job_sync_rel, _log, _spawn_background, manual_command, sync_for_job
 from .fsdest import FsDest
 from .jobfile import read_job_file
 from .layout import LOCK_NAME, OLD_PREFIX, TMP_PREFIX
-from .patterns import VARIABLES, expand, pattern_variables, validate_location, with_job_record
+from .patterns import (VARIABLES, check_disjoint, expand, foreign_owner, pattern_variables, validate_location,
+                       with_job_record)
 from .privsep import _home, drop_privileges, job_identity, preload, run_as
 from .report import Deferred, SyncError, SyncReport, empty_report
 from .safeio import _exchange, _libc, _start_writeback, durable, open_nofollow
@@ -54,7 +55,7 @@ __all__ = ["COPY_CHUNK", "VERIFY_CHUNK", "LOCK_NAME", "OLD_PREFIX", "TMP_PREFIX"
            "FsDest", "SyncError", "SyncReport", "build_marker_manifest", "drop_privileges", "durable",
            "empty_report", "expand", "job_identity", "make_dest", "open_nofollow", "pattern_variables", "plan",
            "preload", "read_job_file", "run_as", "run_parallel", "scan_source", "sync_dir", "sync_for_job",
-           "validate_location", "with_job_record",
+           "validate_location", "with_job_record", "check_disjoint", "foreign_owner", "manual_command",
            # private names some callers and tests reach for
            "_copy_fd", "_copy_verify", "_hash_behind", "_job_sync", "_job_sync_rel", "_log", "_spawn_background",
            "_home", "_exchange", "_libc", "_start_writeback", "_is_regular", "_same", "_symlinks_in"]

@@ -9,6 +9,7 @@ from . import manifest as mf
 from .dest import make_dest
 from .report import Deferred, SyncError, SyncReport, empty_report
 from ..settings import SyncSettings
+from .patterns import check_disjoint
 from .selection import _same, _symlinks_in, build_marker_manifest, plan, scan_source
 
 def sync_dir(source: str, dest: str, *, keep: int, marker: str | None = None, algo: str = mf.DEFAULT_ALGO,
@@ -19,7 +20,14 @@ def sync_dir(source: str, dest: str, *, keep: int, marker: str | None = None, al
     t0 = time.monotonic()
     rep = empty_report(source, dest)
     try:
-        src_ckpts, rep["incomplete"] = scan_source(source, marker)
+        check_disjoint(source, dest)
+        # a manifest that is there but refused (unsupported algo, over the size limits) is an error, not a wait
+        src_ckpts, rep["incomplete"] = scan_source(source, marker, problems=rep.errors)
+        if not src_ckpts and not dry_run:
+            # nothing complete to sync: touch nothing at DEST (no directory, no lock file for every job)
+            rep["seconds"] = round(time.monotonic() - t0, 3)
+            rep["status"] = "failed" if rep["errors"] else "ok"
+            return rep
         d = make_dest(dest, settings)
         d.prepare(dry_run)
         if not dry_run:

@@ -34,6 +34,10 @@ def sync(ctx: Ctx, source, dest, keep, as_user, marker, dry_run, as_json):
         raise UsageError(str(e)) from None
     if source.startswith("s3://"):
         raise UsageError("SOURCE must be a local directory")
+    try:
+        cs.check_disjoint(source, dest)
+    except cs.SyncError as e:
+        raise UsageError(str(e)) from None
     identity = None
     if as_user:
         import pwd
@@ -42,6 +46,11 @@ def sync(ctx: Ctx, source, dest, keep, as_user, marker, dry_run, as_json):
         except KeyError:
             raise UsageError(f"--user: no such user {as_user!r}") from None
         identity = (pw.pw_uid, pw.pw_gid, pw.pw_name)
+    elif os.geteuid() == 0:
+        owner = cs.foreign_owner(dest, 0)
+        if owner is not None:
+            raise UsageError(f"DEST {dest} belongs to uid {owner}: as root, sync as that user with --user "
+                             "(a root sync never writes where another user can plant links)")
     bar = None
     progress = on_total = None
     if not as_json and not dry_run and identity is None and sys.stderr.isatty():
