@@ -24,10 +24,15 @@ def pattern_variables(*patterns: str) -> set[str]:
     return {m.group(1) or m.group(2) for p in patterns for m in _VAR_RE.finditer(p or "")}
 
 
+def job_record_needs(environ: dict[str, str], patterns: tuple[str, ...]) -> list[str]:
+    """The variables the patterns use that only Slurm's job record has and `environ` lacks."""
+    return sorted(v for v in pattern_variables(*patterns) if v in _FROM_JOB_RECORD and not environ.get(v))
+
+
 def with_job_record(environ: dict[str, str], patterns: tuple[str, ...], timeout: float) -> dict[str, str]:
     """environ, plus the variables the patterns need that the hook was not given, from `scontrol show job`.
     Only asked when something is missing; a failure leaves them missing (expand then says which)."""
-    missing = [v for v in pattern_variables(*patterns) if v in _FROM_JOB_RECORD and not environ.get(v)]
+    missing = job_record_needs(environ, patterns)
     job_id = environ.get("SLURM_JOB_ID", "")
     if not missing or not job_id.isdigit():
         return environ

@@ -118,13 +118,27 @@ def run_as(identity: tuple[int, int, str] | None, fn, *args, timeout: float | No
             chunks.append(b)
     finally:
         os.close(r)
-        os.waitpid(pid, 0)
+        _, wstatus = os.waitpid(pid, 0)
     if killed:
         return _report({"status": "partial", "errors": [], "killed": True, "deferred": ["*"]})
+    if os.WIFSIGNALED(wstatus):
+        # killed by someone else (the OOM killer, an admin, a hung-task watchdog): a failure with its signal,
+        # and the checkpoints it had not published are left for the background or manual finish
+        sig = os.WTERMSIG(wstatus)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        return _report({"status": "failed", "errors": [f"sync child killed by {name}"], "deferred": ["*"],
+                        "child_signal": name})
+    data = b"".join(chunks)
+    if not data:
+        return _report({"status": "failed", "errors": [
+            f"sync child exited {os.waitstatus_to_exitcode(wstatus)} without a report"], "deferred": ["*"]})
     try:
-        return _report(json.loads(b"".join(chunks) or b"{}"))
+        return _report(json.loads(data))
     except ValueError:
-        return _report({"status": "failed", "errors": ["sync child died without a report"]})
+        return _report({"status": "failed", "errors": ["sync child died without a report"], "deferred": ["*"]})
 
 
 def _report(out: SyncReport | dict) -> SyncReport:

@@ -57,22 +57,37 @@ def _is_regular(p: str) -> bool:
         return False
 
 
-def plan(source: dict[str, dict | str], dest: dict[str, dict], keep: int) -> dict:
+def series_of(m: dict | None) -> str | None:
+    """The job series that published a checkpoint at DEST (the sync's stamp in its manifest), if any."""
+    s = m.get("sync") if isinstance(m, dict) else None
+    return s.get("series") if isinstance(s, dict) and isinstance(s.get("series"), str) else None
+
+
+def plan(source: dict[str, dict | str], dest: dict[str, dict], keep: int, series: str | None = None) -> dict:
     """What to copy (newest first), skip (already there, unchanged) and prune so DEST ends with the newest `keep`
-    complete checkpoints of source and DEST together. Pure."""
+    complete checkpoints of source and DEST together. Pure.
+
+    With a `series` (the epilog's: the job id), retention counts and prunes only what that series published:
+    checkpoints at DEST from other jobs (another job of the same name, or unstamped ones) are `foreign`, never
+    pruned, and a source checkpoint whose name one of them holds is a `conflict`, never replaced."""
+    foreign = {} if series is None else {n: m for n, m in dest.items() if series_of(m) != series}
+    own = {n: m for n, m in dest.items() if n not in foreign}
     wanted = sorted(source)[-keep:]
-    final = sorted(set(dest) | set(wanted))[-keep:]
-    copy, skip = [], []
+    final = sorted(set(own) | set(wanted))[-keep:]
+    copy, skip, conflict = [], [], []
     for name in reversed(wanted):
         if name not in final:
             continue
         m = source[name]
         if isinstance(m, dict) and _same(m, dest.get(name)):
             skip.append(name)
+        elif name in foreign:
+            conflict.append(name)
         else:
             copy.append(name)  # a marker checkpoint is compared after its manifest is built
-    prune = [n for n in sorted(dest) if n not in final]
-    return {"copy": copy, "skip": skip, "prune": prune, "final": final}
+    prune = [n for n in sorted(own) if n not in final]
+    return {"copy": copy, "skip": skip, "prune": prune, "final": final, "foreign": sorted(foreign),
+            "conflict": conflict}
 
 
 def build_marker_manifest(ckpt: str, marker: str, algo: str) -> dict:

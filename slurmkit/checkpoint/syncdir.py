@@ -10,15 +10,18 @@ from .dest import make_dest
 from .report import Deferred, SyncError, SyncReport, empty_report
 from ..settings import SyncSettings
 from .patterns import check_disjoint
-from .selection import _same, _symlinks_in, build_marker_manifest, plan, scan_source
+from .selection import _same, _symlinks_in, build_marker_manifest, plan, scan_source, series_of
 
 def sync_dir(source: str, dest: str, *, keep: int, marker: str | None = None, algo: str = mf.DEFAULT_ALGO,
              deadline: float | None = None, workers: int = 2, dry_run: bool = False, progress=None,
-             on_total=None, settings: SyncSettings | None = None) -> SyncReport:
+             on_total=None, settings: SyncSettings | None = None, series: str | None = None) -> SyncReport:
     """Sync the complete checkpoints of `source` to `dest` (a path or s3://...) as the CALLING user.
-    Returns the report; never raises for a problem with one checkpoint (it goes into report['errors'])."""
+    Returns the report; never raises for a problem with one checkpoint (it goes into report['errors']).
+    `series` (the epilog passes the job id): stamp what is published with it, and let retention prune only
+    that series' checkpoints (see selection.plan)."""
     t0 = time.monotonic()
     rep = empty_report(source, dest)
+    src_ckpts: dict = {}
     try:
         check_disjoint(source, dest)
         # a manifest that is there but refused (unsupported algo, over the size limits) is an error, not a wait
@@ -34,8 +37,13 @@ def sync_dir(source: str, dest: str, *, keep: int, marker: str | None = None, al
             d.lock(deadline)
         try:
             dst_ckpts, _, _ = d.scan()
-            p = plan(src_ckpts, dst_ckpts, keep)
+            p = plan(src_ckpts, dst_ckpts, keep, series)
             rep["skipped"] = p["skip"]
+            if series is not None and p["foreign"]:
+                rep["kept_other_jobs"] = p["foreign"]   # at DEST, not this job's: never pruned here
+            for name in p["conflict"]:
+                rep["errors"].append(f"{name}: DEST already holds a checkpoint of that name from another job "
+                                     f"({series_of(dst_ckpts[name]) or 'unstamped'}); not replaced")
             if on_total:
                 on_total(sum(f["size"] for n in p["copy"] if isinstance(src_ckpts[n], dict)
                              for f in src_ckpts[n]["files"]))
@@ -58,6 +66,8 @@ def sync_dir(source: str, dest: str, *, keep: int, marker: str | None = None, al
                             rep["skipped"].append(name)
                             todo.pop(0)
                             continue
+                    if series is not None:
+                        man = {**man, "sync": {"series": series}}
                     rep["bytes"] += d.publish(ck, name, man, deadline=deadline, workers=workers,
                                               progress=progress)
                     rep["copied"].append(name)
@@ -75,13 +85,15 @@ def sync_dir(source: str, dest: str, *, keep: int, marker: str | None = None, al
                     try:
                         d.remove(name)
                         rep["pruned"].append(name)
+                        rep["prune_reason"] = (f"keep={keep}: older than the newest {keep}"
+                                               + (f" of job {series}" if series is not None else ""))
                     except OSError as e:
                         rep["errors"].append(f"prune {name}: {e}")
         finally:
             if not dry_run:
                 d.unlock()
-    except Deferred:
-        rep["deferred"].append("*")
+    except Deferred:  # the lock was not free within the budget: every wanted checkpoint is left
+        rep["deferred"] += sorted(src_ckpts)[-keep:] or ["*"]
     except (SyncError, OSError) as e:
         rep["errors"].append(str(e))
     rep["seconds"] = round(time.monotonic() - t0, 3)

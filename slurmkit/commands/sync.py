@@ -15,10 +15,12 @@ from ..cli import Ctx, pass_ctx
 @click.option("--user", "as_user", metavar="USER",
               help="As root: read SOURCE and write DEST as this user (uid, gid and groups), as the epilog does.")
 @click.option("--marker", metavar="FILE", help="Also treat a checkpoint holding FILE as complete (other writers).")
+@click.option("--series", metavar="JOB_ID", help="Retention counts and prunes only the checkpoints this job "
+              "series published at DEST (what the epilog does); others are kept. Default: all of DEST's.")
 @click.option("--dry-run", is_flag=True, help="Say what would be copied and pruned; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (see README).")
 @pass_ctx
-def sync(ctx: Ctx, source, dest, keep, as_user, marker, dry_run, as_json):
+def sync(ctx: Ctx, source, dest, keep, as_user, marker, series, dry_run, as_json):
     """Copy the complete checkpoints of SOURCE to DEST (a path or s3://bucket/prefix): atomic, verified,
     unchanged ones skipped, the newest --keep kept."""
     import os
@@ -71,7 +73,7 @@ def sync(ctx: Ctx, source, dest, keep, as_user, marker, dry_run, as_json):
     try:
         rep = cs.run_as(identity, cs.sync_dir, source, dest, keep=keep or cfg.keep, marker=marker or cfg.marker,
                         algo=cfg.algo, workers=cfg.workers, dry_run=dry_run, progress=progress,
-                        on_total=on_total, settings=cfg, before=lambda: cs.preload(dest, cfg))
+                        on_total=on_total, settings=cfg, series=series, before=lambda: cs.preload(dest, cfg))
     except cs.SyncError as e:
         raise SlurmkitError(str(e)) from None
     finally:
