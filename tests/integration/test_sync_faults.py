@@ -4,7 +4,6 @@ it, and an epilog whose job record cannot be read (a job id the controller does 
 fails for real) still syncs from the prolog's record, or, with none, logs the command to finish by hand."""
 import json
 import os
-import pwd
 import subprocess
 import time
 from pathlib import Path
@@ -37,14 +36,6 @@ PYEOF
 """
 
 
-def ensure_user(name):
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
-        return pwd.getpwnam(name)
-
-
 def sync_records(settings, job_id):
     return [x for x in healthlog.read(settings.paths.health_log)
             if x.get("job_id") == job_id and x.get("context") == "sync"]
@@ -70,9 +61,9 @@ def run_epilog(cluster, env):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="submits as another user; the hooks run as root")
 @pytest.mark.skipif(not os.path.exists("/usr/bin/python3"), reason="the job needs a system python3")
-def test_the_prolog_records_the_job_name_and_an_epilog_without_a_job_record_uses_it(clean):
+def test_the_prolog_records_the_job_name_and_an_epilog_without_a_job_record_uses_it(clean, sync_user):
     cluster = clean
-    user = ensure_user(USER)
+    user = sync_user
     settings = config.load(str(cluster.site_config))
     local = cluster.dir / "local"
     gate = local / f"go-{time.monotonic_ns()}"

@@ -20,7 +20,7 @@ from slurmkit.checkpoint import manifest as mf
 from slurmkit.checkpoint import sync as cs
 
 ROOT = os.geteuid() == 0
-USER = "skg-alice"
+USER = "skg-alice"   # the conftest's sync_user
 
 
 def mk(root, step, size=1000):
@@ -37,15 +37,9 @@ def visible(d):
 
 
 @pytest.fixture
-def job():
+def job(sync_user):
     """A job of a real non-root user (the epilog drops to it), its dirs in a world-traversable /tmp dir."""
-    if not ROOT:
-        pytest.skip("needs root: the epilog's privilege drop")
-    try:
-        pw = pwd.getpwnam(USER)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", USER], check=True)
-        pw = pwd.getpwnam(USER)
+    pw = sync_user
     base = Path(tempfile.mkdtemp(prefix="sk-core-faults-", dir="/tmp"))
     base.chmod(0o755)
     src = base / "local" / USER / "42" / "ckpt"
