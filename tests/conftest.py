@@ -14,6 +14,21 @@ def fixture_text():
     return read
 
 
+@pytest.fixture
+def sync_user():
+    """A real non-root user for the sync's privilege drop (root only: created with useradd when missing)."""
+    import pwd
+    import subprocess
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the epilog's privilege drop to the job's user")
+    name = "skg-alice"
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+        return pwd.getpwnam(name)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if "/integration/" in str(item.fspath):
