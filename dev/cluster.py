@@ -73,9 +73,10 @@ def slurm_version(d: Path) -> str:
         return DEFAULT_SLURM
 
 
-def cmd(version: str, argv: list[str]) -> list[str]:
-    """argv run where that version's Slurm is: on the host for 22.05, else inside its root fs."""
-    return rootfs.command(version, argv)
+def cmd(version: str, argv: list[str], d: Path | None = None) -> list[str]:
+    """argv run where that version's Slurm is: on the host for 22.05, else inside its root fs (which shows the
+    cluster directory `d` at the same path, wherever it is)."""
+    return rootfs.command(version, argv, binds=[str(d)] if d else [])
 
 
 def venv_bin(version: str, name: str) -> str:
@@ -320,7 +321,7 @@ def client_env(d: Path) -> dict[str, str]:
 
 def sinfo_states(d: Path) -> dict[str, str]:
     try:
-        r = subprocess.run(cmd(slurm_version(d), ["sinfo", "-h", "-N", "-o", "%N|%T"]), capture_output=True,
+        r = subprocess.run(cmd(slurm_version(d), ["sinfo", "-h", "-N", "-o", "%N|%T"], d), capture_output=True,
                            text=True, timeout=15, env=client_env(d))
     except subprocess.TimeoutExpired:
         return {}
@@ -381,9 +382,10 @@ def up(a) -> None:
     (d / "munge").chmod(0o700)
     munge_pid = d / "run" / "munged.pid"
     munge_pid.unlink(missing_ok=True)
-    subprocess.run(cmd(version, [sbin("munged") if version == rootfs.HOST_SLURM else "/usr/sbin/munged", "--force", f"--key-file={key}", f"--socket={d}/munge/munge.socket",
-                    f"--pid-file={munge_pid}", f"--log-file={d}/log/munged.log",
-                    f"--seed-file={d}/munge/munged.seed"]), check=True, timeout=30)
+    subprocess.run(cmd(version, [daemon(version, "munged"), "--force", f"--key-file={key}",
+                                 f"--socket={d}/munge/munge.socket", f"--pid-file={munge_pid}",
+                                 f"--log-file={d}/log/munged.log", f"--seed-file={d}/munge/munged.seed"], d),
+                   check=True, timeout=30)
     pids["munged"] = wait_pidfile(munge_pid, 10)
     write_pids(d, pids)
 
@@ -391,14 +393,14 @@ def up(a) -> None:
     ctld_pid = d / "run" / "slurmctld.pid"
     ctld_pid.unlink(missing_ok=True)
     # slurmctld daemonizes and exits 0 even when it dies right after: trust only its pid file and a live pid
-    subprocess.run(cmd(version, [daemon(version, "slurmctld"), "-c", "-f", str(d / "slurm.conf")]), check=True,
+    subprocess.run(cmd(version, [daemon(version, "slurmctld"), "-c", "-f", str(d / "slurm.conf")], d), check=True,
                    timeout=30, env=env)
     pids["slurmctld"] = wait_pidfile(ctld_pid, 15)
     write_pids(d, pids)
     for node in node_names(a.nodes):
         pf = d / "run" / f"slurmd-{node}.pid"
         pf.unlink(missing_ok=True)
-        subprocess.run(cmd(version, [daemon(version, "slurmd"), "-f", str(d / "slurm.conf"), "-N", node]),
+        subprocess.run(cmd(version, [daemon(version, "slurmd"), "-f", str(d / "slurm.conf"), "-N", node], d),
                        check=True, timeout=30, env=env)
         pids[f"slurmd-{node}"] = wait_pidfile(pf, 15)
         write_pids(d, pids)
@@ -443,7 +445,7 @@ def down(a) -> None:
             pids[name] = cur
     if pid_alive(pids.get("slurmctld", -1)):
         # scontrol shutdown leaves job steps alive: cancel the jobs first
-        subprocess.run(cmd(slurm_version(d), ["scancel", "--full", "--quiet", "-p", "gpu"]), env=env, timeout=15,
+        subprocess.run(cmd(slurm_version(d), ["scancel", "--full", "--quiet", "-p", "gpu"], d), env=env, timeout=15,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
     order = [k for k in pids if k.startswith("slurmd-")] + ["slurmctld", "munged"]

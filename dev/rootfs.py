@@ -206,15 +206,15 @@ def _enter(a) -> None:
         raise SystemExit(f"rootfs: cannot run {a.argv[0]!r} inside {root}: {e}") from None
 
 
-def command(version: str, argv: list[str], cwd: str | None = None) -> list[str]:
+def command(version: str, argv: list[str], cwd: str | None = None, binds: list[str] = ()) -> list[str]:
     """argv wrapped to run where Slurm `version`'s tools are: unchanged for the host's Slurm or when this process
-    already runs inside that root fs."""
+    already runs inside that root fs. `binds`: more host paths to show inside (e.g. a cluster directory)."""
     if version == HOST_SLURM:
         return list(argv)
     suite = suite_of(version)
     if inside() == suite:
         return list(argv)
-    return enter_argv(ensure(version), argv, cwd=cwd)
+    return enter_argv(ensure(version), argv, binds=binds_for(list(binds)), cwd=cwd)
 
 
 # --- the repo's venv for a root fs's Python --------------------------------------------------------------------
