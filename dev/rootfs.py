@@ -41,7 +41,8 @@ VERSIONS = (HOST_SLURM, *SUITES)
 # what the dev cluster, the test suite (sshd for `install`, a venv) and the demo need inside; bumping this list
 # rebuilds the cached root fs on its next use
 PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge", "python3", "python3-venv", "procps",
-            "ca-certificates", "openssh-server", "openssh-client"]
+            "ca-certificates", "openssh-server", "openssh-client",
+            "e2fsprogs"]        # chattr: the install tests make a directory immutable
 # a file inside the root fs saying which suite it is: dev/cluster.py run inside it does not enter it again
 MARK = "etc/slurmkit-rootfs"
 # the host's pip configuration (index, find-links, CA bundle): pip inside needs it to reach the same packages
@@ -97,10 +98,24 @@ def ensure(version: str) -> Path:
     return root
 
 
+def _only_adds_packages(suite: str) -> bool:
+    """The cached root fs differs from the wanted one only by packages to add (installed on top, not rebuilt)."""
+    try:
+        old = json.loads((root_of(suite) / ".slurmkit-stamp").read_text())
+    except (OSError, ValueError):
+        return False
+    new = json.loads(stamp_text(suite))
+    return old.get("suite") == suite and old.get("mirror") == new["mirror"] and \
+        set(old.get("packages", ())) <= set(new["packages"])
+
+
 def build(suite: str) -> None:
     root = root_of(suite)
     work = CACHE / f"{suite}.build"
     t0 = time.monotonic()
+    if root.exists() and not work.exists() and _only_adds_packages(suite):
+        log(f"{root}: installing the packages its stamp lacks")
+        os.replace(root, work)
     if not (work / "usr" / "bin" / "apt-get").exists():
         shutil.rmtree(work, ignore_errors=True)
         if shutil.which("debootstrap") is None:
@@ -225,24 +240,32 @@ def venv_dir(version: str) -> Path:
 
 def ensure_venv(version: str) -> Path:
     """The repo's venv built with that root fs's Python (3.13 on trixie, 3.14 on sid), slurmkit[test] installed
-    editable; rebuilt when pyproject.toml or the root fs changes (the stamp holds both)."""
+    editable; rebuilt when pyproject.toml or the root fs's Python changes (the stamp holds both)."""
     v = venv_dir(version)
     if version == HOST_SLURM:
         return v
     import hashlib
     root = ensure(version)
-    want = hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest() + " " + \
-        hashlib.sha256((root / ".slurmkit-stamp").read_bytes()).hexdigest()
+    py = Path(os.path.realpath(root / "usr" / "bin" / "python3"))   # e.g. <root>/usr/bin/python3.13
+    st = py.stat()
+    want = f"{hashlib.sha256((REPO / 'pyproject.toml').read_bytes()).hexdigest()} {py.name} {st.st_size} " \
+        f"{int(st.st_mtime)}"
     stamp = v / ".slurmkit-installed"
     if (v / "bin" / "python").exists() and stamp.exists() and stamp.read_text().strip() == want:
         return v
     t0 = time.monotonic()
-    log(f"building {v} with {suite_of(version)}'s python3 and installing slurmkit[test]")
+    out = v.with_name(v.name + ".log")
+    log(f"building {v} with {suite_of(version)}'s python3 and installing slurmkit[test] (log: {out})")
     shutil.rmtree(v, ignore_errors=True)
-    for argv in (["python3", "-m", "venv", str(v)],
-                 [str(v / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                  "-e", f"{REPO}[test]"]):
-        subprocess.run(command(version, argv, cwd=str(REPO)), check=True, timeout=1800)
+    with open(out, "w") as f:
+        for argv in (["python3", "-m", "venv", str(v)],
+                     [str(v / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                      "-e", f"{REPO}[test]"]):
+            f.flush()
+            r = subprocess.run(command(version, argv, cwd=str(REPO)), timeout=1800, stdout=f, stderr=subprocess.STDOUT)
+            if r.returncode:
+                raise SystemExit(f"rootfs: {' '.join(argv)} failed (exit {r.returncode}) in the {version} root fs; "
+                                 f"see {out}")
     stamp.write_text(want + "\n")
     log(f"{v} ready ({time.monotonic() - t0:.0f}s)")
     return v
