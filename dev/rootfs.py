@@ -87,6 +87,8 @@ def is_current(suite: str) -> bool:
 def ensure(version: str) -> Path:
     """The root fs for this Slurm version, built first if missing or stale."""
     suite = suite_of(version)
+    if inside() == suite:                   # already in it (a test or the demo run inside calls dev/cluster.py)
+        return Path("/")
     root = root_of(suite)
     if is_current(suite):
         return root

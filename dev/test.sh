@@ -27,7 +27,10 @@ while [ $# -gt 0 ]; do
 done
 [ ${#versions[@]} -gt 0 ] || versions=(22.05 24.11 26.05)
 for v in "${versions[@]}"; do
-    case $v in 22.05|24.11|26.05) ;; *) echo "dev/test.sh: unknown Slurm version '$v' (22.05, 24.11, 26.05)" >&2; exit 2 ;; esac
+    case $v in
+        22.05|24.11|26.05) ;;
+        *) echo "dev/test.sh: unknown Slurm version '$v' (22.05, 24.11, 26.05)" >&2; exit 2 ;;
+    esac
 done
 
 bash dev/bootstrap.sh || exit 1
@@ -54,7 +57,10 @@ run_version() {
     python3 dev/cluster.py --dir "$dir" down >/dev/null 2>&1 || true
     started+=("$dir")
     # a cluster that cannot start (no root fs, no packages) fails this version: never a skip
-    python3 dev/cluster.py --dir "$dir" up --slurm "$v" --port "$port" || { echo "[test] Slurm $v: cluster did not start" >&2; return 1; }
+    if ! python3 dev/cluster.py --dir "$dir" up --slurm "$v" --port "$port"; then
+        echo "[test] Slurm $v: cluster did not start" >&2
+        return 1
+    fi
     local sel=()
     # the newer versions: every unit test (on that Python) + the integration tests marked compat
     [ "$v" = 22.05 ] || [ "$full" -eq 1 ] || sel=(-m "compat or not integration")
