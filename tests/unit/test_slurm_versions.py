@@ -222,3 +222,20 @@ def test_versions_table_is_complete():
         names = {p.name for p in (LOCAL / f"slurm-{v}").iterdir()}
         for state in STATES:
             assert f"sinfo-json-{state}.txt" in names and f"scontrol-o-d-show-node-{state}.txt" in names
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_audit_after_a_resume(version):
+    """24.11 keeps the old reason on the resumed idle node: audit must not call it out of service."""
+    from datetime import datetime, timezone
+
+    from slurmkit.audit import audit, load_causes
+    stem = "sinfo-json" if version == "22.05" else "scontrol-json-d-show-node"
+    recs = parse_node_capture(text(version, stem, "resumed"))[1]
+    n2 = next(r for r in recs if r.name == "n2")
+    assert n2.reason == (SK if version == "24.11" else "")
+    entries = audit(recs, table=load_causes(), prefix="slurmkit:", now=datetime.now(timezone.utc))
+    assert [(e.node.name, e.by) for e in entries] == [("n4", "admin")]
+    entries = audit(parse_node_capture(text(version, stem, "gpu-job"))[1], table=load_causes(),
+                    prefix="slurmkit:", now=datetime.now(timezone.utc))
+    assert sorted((e.node.name, e.by, e.check) for e in entries) == [("n2", "slurmkit", "xid"), ("n4", "admin", None)]
