@@ -14,7 +14,9 @@ The reader is chosen by the version the document says it is (`meta`), never by t
 
 `sinfo --json` of 23.02+ keeps only the first node's reason, gres and cpus for a whole group (src/sinfo/sinfo.c
 `_update_sinfo`): slurmkit reads live nodes there with `scontrol --json -d show node`, and a captured grouped
-document whose group of several nodes carries a reason is refused (that reason may be another node's).
+document whose out-of-service group of several nodes carries a reason is refused (that reason may be another
+node's); an in-service group of several nodes gets no reason (24.11 keeps a resumed node's old reason, and the
+group may hold it for a node that never had it).
 
 Anything else (another version, a missing or mistyped field, Slurm's `errors` with no nodes) is a
 SlurmFormatError that names the source, the version the document says and what was expected. Pure functions.
@@ -31,6 +33,7 @@ SINFO_PER_NODE = (37, 38)                 # v0.0.37 (21.08), v0.0.38 (22.05)
 GROUPED = tuple(range(39, 46))            # v0.0.39 (23.02) .. v0.0.45 (26.05)
 KNOWN = SINFO_PER_NODE + GROUPED
 _BASE_STATES = {"IDLE", "MIXED", "ALLOCATED", "DOWN", "UNKNOWN", "FUTURE", "ERROR", "END"}
+_OUT_FLAGS = {"DRAIN", "FAIL", "NOT_RESPONDING", "INVALID_REG"}
 _EXPECTED = "data_parser v0.0.37 to v0.0.45 (Slurm 21.08 to 26.05)"
 
 
@@ -272,6 +275,9 @@ def _group(r: _Reader, g: dict, path: str) -> list[NodeRecord]:
     reason = r.str(reason_d, "description", f"{path}.reason").strip()
     user = (r.str(g, "reason_set_by_user", path) or r.str(reason_d, "user", f"{path}.reason")) if reason else ""
     when = r.int(reason_d, "time", f"{path}.reason") if reason else None
+    if reason and len(names) > 1 and base not in ("DOWN",) and not _OUT_FLAGS.intersection(flags):
+        reason = user = ""   # in service (24.11 keeps a resumed node's reason): a stale reason, maybe another's
+        when = None
     if reason and len(names) > 1:
         raise _fail(r.source, r.meta, f"{path} puts {len(names)} nodes ({','.join(names[:8])}"
                     f"{',...' if len(names) > 8 else ''}) under one reason {reason!r}, which Slurm takes from the "
