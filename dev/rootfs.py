@@ -73,15 +73,27 @@ def root_of(suite: str) -> Path:
     return CACHE / suite
 
 
-def stamp_text(suite: str) -> str:
-    return json.dumps({"suite": suite, "mirror": MIRROR, "packages": sorted(PACKAGES)}, indent=1) + "\n"
+def stamp_text(suite: str, packages=PACKAGES) -> str:
+    return json.dumps({"suite": suite, "mirror": MIRROR, "packages": sorted(packages)}, indent=1) + "\n"
+
+
+def _stamp(suite: str) -> dict | None:
+    try:
+        return json.loads((root_of(suite) / ".slurmkit-stamp").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _same_base(suite: str) -> bool:
+    old = _stamp(suite)
+    return bool(old) and old.get("suite") == suite and old.get("mirror") == MIRROR and \
+        (root_of(suite) / "usr" / "bin" / "apt-get").exists()
 
 
 def is_current(suite: str) -> bool:
-    try:
-        return (root_of(suite) / ".slurmkit-stamp").read_text() == stamp_text(suite)
-    except OSError:
-        return False
+    """The cached root fs has this suite, this mirror and (at least) these packages: a checkout whose list is
+    shorter (an older branch) uses a root fs that a newer one topped up, instead of rebuilding it back."""
+    return _same_base(suite) and set(PACKAGES) <= set(_stamp(suite).get("packages", ()))
 
 
 def ensure(version: str) -> Path:
@@ -96,28 +108,51 @@ def ensure(version: str) -> Path:
     with open(CACHE / f"{suite}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not is_current(suite):        # another process may have built it while we waited
-            build(suite)
+            t0 = time.monotonic()
+            if _same_base(suite):
+                # only packages to add: installed in place (clusters running from it keep running)
+                log(f"{root}: installing the packages its stamp lacks")
+                _provision(root, suite, sorted(set(PACKAGES) | set(_stamp(suite).get("packages", ()))))
+            else:
+                build(suite)
+            log(f"{suite} root fs ready in {root} ({time.monotonic() - t0:.0f}s)")
     return root
 
 
-def _only_adds_packages(suite: str) -> bool:
-    """The cached root fs differs from the wanted one only by packages to add (installed on top, not rebuilt)."""
-    try:
-        old = json.loads((root_of(suite) / ".slurmkit-stamp").read_text())
-    except (OSError, ValueError):
-        return False
-    new = json.loads(stamp_text(suite))
-    return old.get("suite") == suite and old.get("mirror") == new["mirror"] and \
-        set(old.get("packages", ())) <= set(new["packages"])
+def _apt_env() -> dict[str, str]:
+    return {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C.UTF-8",
+            "HOME": "/root"}
+
+
+def _provision(root: Path, suite: str, packages: list[str]) -> None:
+    """apt-get install `packages` inside `root` (idempotent), then the files the dev cluster relies on and the
+    stamp, written last."""
+    # no daemon may start from a package's postinst (openssh-server would take port 22 of the host)
+    policy = root / "usr" / "sbin" / "policy-rc.d"
+    policy.write_text("#!/bin/sh\nexit 101\n")
+    policy.chmod(0o755)
+    resolv = root / "etc" / "resolv.conf"
+    if resolv.is_symlink() or not resolv.is_file():
+        resolv.unlink(missing_ok=True)
+        resolv.touch()                              # a mount point: the host's is bound over it
+    with open(CACHE / f"{suite}.log", "a") as out:
+        # the archive this machine reaches may be a snapshot whose sid Release file is past its Valid-Until
+        for argv in (["apt-get", "-o", "Acquire::Check-Valid-Until=false", "update", "-qq"],
+                     ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
+                     ["apt-get", "clean"]):
+            out.flush()
+            subprocess.run(enter_argv(root, argv, binds=_system_binds()), check=True, timeout=1800,
+                           env=_apt_env(), stdout=out, stderr=subprocess.STDOUT)
+    (root / "run" / "sshd").mkdir(parents=True, exist_ok=True)
+    (root / MARK).write_text(suite + "\n")
+    (root / ".slurmkit-stamp").write_text(stamp_text(suite, packages))
 
 
 def build(suite: str) -> None:
+    """A new root fs from debootstrap in <suite>.build (kept and topped up if a run stopped half way), then
+    swapped in for the cached one."""
     root = root_of(suite)
     work = CACHE / f"{suite}.build"
-    t0 = time.monotonic()
-    if root.exists() and not work.exists() and _only_adds_packages(suite):
-        log(f"{root}: installing the packages its stamp lacks")
-        os.replace(root, work)
     if not (work / "usr" / "bin" / "apt-get").exists():
         shutil.rmtree(work, ignore_errors=True)
         if shutil.which("debootstrap") is None:
@@ -126,33 +161,13 @@ def build(suite: str) -> None:
         with open(CACHE / f"{suite}.log", "w") as out:
             subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", suite,
                             str(work), MIRROR], check=True, stdout=out, stderr=subprocess.STDOUT, timeout=1800)
-    # no daemon may start from a package's postinst (openssh-server would take port 22 of the host)
-    policy = work / "usr" / "sbin" / "policy-rc.d"
-    policy.write_text("#!/bin/sh\nexit 101\n")
-    policy.chmod(0o755)
-    (work / "etc" / "resolv.conf").unlink(missing_ok=True)
-    (work / "etc" / "resolv.conf").touch()      # a mount point: the host's is bound over it
-    # an adopted or older build gets the packages it lacks (idempotent when it has them all)
-    with open(CACHE / f"{suite}.log", "a") as out:
-        out.flush()
-        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C.UTF-8",
-               "HOME": "/root"}
-        # the archive this machine reaches may be a snapshot whose sid Release file is past its Valid-Until
-        for argv in (["apt-get", "-o", "Acquire::Check-Valid-Until=false", "update", "-qq"],
-                     ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES],
-                     ["apt-get", "clean"]):
-            subprocess.run(enter_argv(work, argv, binds=_system_binds()), check=True, timeout=1800, env=env,
-                           stdout=out, stderr=subprocess.STDOUT)
-    (work / "run" / "sshd").mkdir(parents=True, exist_ok=True)
-    (work / MARK).write_text(suite + "\n")
-    (work / ".slurmkit-stamp").write_text(stamp_text(suite))
+    _provision(work, suite, sorted(PACKAGES))
     if root.exists():
         old = CACHE / f"{suite}.old"
         shutil.rmtree(old, ignore_errors=True)
         os.replace(root, old)
         shutil.rmtree(old, ignore_errors=True)
     os.replace(work, root)
-    log(f"{suite} root fs ready in {root} ({time.monotonic() - t0:.0f}s)")
 
 
 # --- entering ------------------------------------------------------------------------------------------------
