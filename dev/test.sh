@@ -42,7 +42,7 @@ base_dir=${SLURMKIT_TEST_DIR:-/tmp/slurmkit-test}
 base_port=${SLURMKIT_TEST_PORT:-6917}
 started=()
 cleanup() {
-    for d in "${started[@]}"; do python3 dev/cluster.py --dir "$d" down || true; done
+    for d in "${started[@]}"; do python3 dev/cluster.py --dir "$d" down >/dev/null 2>&1 || true; done
 }
 trap cleanup EXIT
 
