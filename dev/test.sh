@@ -68,6 +68,9 @@ run_version() {
         # shellcheck disable=SC1091
         . "$dir/env.sh"
         export SLURMKIT_DEV_DIR=$dir SLURMKIT_DEV_PORT=$port SLURMKIT_REQUIRE_CLUSTER=1
+        # each version's ports: slurmctld port, slurmd +1..+4, test_topo_gres +5/+6, test_dev_cluster +10..+12,
+        # moto's S3 +19 (a fixed S3 port collided between runs side by side)
+        export SLURMKIT_TEST_S3_PORT=${SLURMKIT_TEST_S3_PORT:-$((port + 19))}
         export SLURMKIT_COMPAT_REPORT=$dir/compat.json
         if [ "$v" = 22.05 ]; then
             .venv/bin/python -m pytest -q -p no:cacheprovider "${sel[@]}" "$@"
