@@ -10,15 +10,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "dev"))
+from cluster import pid_alive as alive  # noqa: E402  (dev/cluster.py: a zombie is not alive)
+
 PORT = int(os.environ.get("SLURMKIT_DEV_PORT", "6917")) + 10      # +5/+6 are test_topo_gres's
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def pidfiles(d: Path) -> dict[str, int]:
