@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 _DATA: dict | None = None
+ANY_PCI_RE = re.compile(r"\b[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f]+)?\b")
 PCI_RE = re.compile(r"^(?P<dom>[0-9A-Fa-f]{4,8}):(?P<bus>[0-9A-Fa-f]{2}):(?P<dev>[0-9A-Fa-f]{2})(?:\.[0-9A-Fa-f]+)?$")
 
 
@@ -112,7 +113,8 @@ def match(records, sigs) -> list[Match]:
         for s in sigs:
             m = s.regex.search(body)
             if m:
-                out.append(Match(s, gpu_of(m), r))
+                anyp = None if gpu_of(m) else ANY_PCI_RE.search(body)
+                out.append(Match(s, gpu_of(m) or (norm_pci(anyp.group(0)) if anyp else None), r))
                 break
     return out
 
