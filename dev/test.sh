@@ -18,6 +18,7 @@ export SLURMKIT_REQUIRE_CLUSTER=1
 if [ -d ../shared/fixtures ]; then
     $py dev/fixtures.py check || exit 1
 fi
+$py dev/fixtures.py grade --quiet || exit 1
 $py -m pytest -q -p no:cacheprovider "$@"
 rc=$?
 if [ $rc -eq 5 ]; then echo "no tests ran" >&2; rc=1; fi
