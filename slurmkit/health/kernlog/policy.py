@@ -145,10 +145,10 @@ def _grade_154(ev: Event, ctx: Context, v, cat) -> Verdict:
     prev = ctx.previous.get(id(ev))
     cause = ""
     if prev is not None:
-        cause = f"Xid {prev.code}" if prev.kind == "xid" else f"{prev.sig} ({prev.message})"
+        cause = f"Xid {prev.code}" if prev.kind == "xid" else prev.message
     says = signatures.data()["xid154_actions"].get(act or "", f"recovery action {act or 'not stated'}")
     if cause:
-        says += f" (after {cause})"
+        says += f" (cause: {cause})"
     todo = {"GPU Reset Required": "reset the GPU (nvidia-smi -r)", "Node Reboot Required": "reboot the node"}.get(
         act or "", "drain the node and reset the GPU" if act and act != "None" else "nothing")
     return v(st, f"recovery action: {act or 'not stated'}" + (f", after {cause}" if cause else ""),
