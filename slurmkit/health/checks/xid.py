@@ -30,9 +30,11 @@ def _reason(v: kernlog.Verdict, others: list[str]) -> str:
 
 
 def _top(verdicts: list, status: str):
-    """The verdict the reason is about: an Xid line first (the driver's own verdict), then one that names its GPU."""
+    """The verdict the reason is about: an Xid 154 (the driver's own recovery instruction), then an Xid line, then
+    one that names its GPU."""
     cands = [v for v in verdicts if v.status == status]
-    return min(cands, key=lambda v: (v.kind not in ("xid", "sxid"), not v.pci))
+    return min(cands, key=lambda v: (not (v.kind == "xid" and v.code == 154), v.kind not in ("xid", "sxid"),
+                                     not v.pci))
 
 
 def _groups(events: list, verdicts: list) -> list[dict]:
