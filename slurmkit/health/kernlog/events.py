@@ -45,8 +45,8 @@ class Event:
         return d
 
 
-def parse(text: str, *, extra_signatures=(), ignore_signatures=()) -> list[Event]:
-    """Every Xid / SXid / signature event in the text, in log order."""
+def parse(text: str | bytes, *, extra_signatures=(), ignore_signatures=()) -> list[Event]:
+    """Every Xid / SXid / signature event in the text (str, or bytes as read from a log file), in log order."""
     recs = logline.records(text)
     events: list[Event] = []
     pcis: list[str] = []

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 # words one of which every line we act on contains; the rest of a log is skipped without a regex
-KEYWORDS = ("NVRM", "Xid", "AER", "nvidia", "Surprise Down")
+KEYWORDS = ("NVRM", "AER", "nvidia", "Surprise Down")   # an Xid line has NVRM, an SXid line nvidia-nvswitch
 
 _MONTHS = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov",
                                        "dec"), 1)}
@@ -46,26 +46,31 @@ class Record:
     stamp: str = ""           # the whole prefix, to tell records of one burst apart from a new one
 
 
-def candidate_lines(text: str):
-    """(lineno, line) for every line holding one of KEYWORDS, in order: str.find over the whole text, so a log of
-    hundreds of megabytes costs a few passes of memchr-like search, not a regex per line."""
+def candidate_lines(text: str | bytes):
+    """(lineno, line) for every line holding one of KEYWORDS, in order: a str/bytes find over the whole text per
+    keyword (the C string search), so a log of hundreds of megabytes costs a few passes, not a regex per line.
+    Bytes (a log file read raw) are decoded line by line, only the lines that matter."""
+    raw = isinstance(text, (bytes, bytearray))
+    nl = b"\n" if raw else "\n"
     starts: set[int] = set()
     for kw in KEYWORDS:
-        pos = text.find(kw)
+        k = kw.encode() if raw else kw
+        pos = text.find(k)
         while pos >= 0:
-            s = text.rfind("\n", 0, pos) + 1
-            starts.add(s)
-            e = text.find("\n", pos)
+            starts.add(text.rfind(nl, 0, pos) + 1)
+            e = text.find(nl, pos)
             if e < 0:
                 break
-            pos = text.find(kw, e)
+            pos = text.find(k, e)
     lineno, at = 1, 0
     for s in sorted(starts):
-        lineno += text.count("\n", at, s)
+        lineno += text.count(nl, at, s)      # walks forward only: one pass over the text in all
         at = s
-        e = text.find("\n", s)
-        yield lineno, text[s:e if e >= 0 else len(text)].rstrip("\r")
-    # (the count above walks forward only: the total cost is one pass over the text)
+        e = text.find(nl, s)
+        line = text[s:e if e >= 0 else len(text)]
+        if raw:
+            line = line.decode("utf-8", "replace")
+        yield lineno, line.rstrip("\r")
 
 
 def split_prefix(line: str) -> tuple[str, str | None, str, bool]:
@@ -123,7 +128,7 @@ def _joins(prev: Record, body: str, time: str | None, source: str, lineno: int, 
     return rest[:1] == "(" or rest[:1].islower()
 
 
-def records(text: str) -> list[Record]:
+def records(text: str | bytes) -> list[Record]:
     out: list[Record] = []
     last = -1
     for lineno, line in candidate_lines(text):
