@@ -8,18 +8,10 @@ import pytest
 from slurmkit import config
 from slurmkit.health import kernlog
 from slurmkit.health.kernlog import logline
-from slurmkit.health.runner import run_checks
+from test_health_xid import judge  # the xid check on a capture, with xid.* settings
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "xid"
 XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
-
-
-def judge(text, **cfg):
-    s = config.Settings()
-    for k, v in cfg.items():
-        setattr(s.xid, k, v)
-    (r,) = run_checks(s, "full", captures={"xid": text}).results
-    return r
 
 
 # --- fallen off the bus, every format ---------------------------------------------------------------------
