@@ -30,8 +30,6 @@ EXPECTED = {
     "rtx4080-xid109-ctx-switch-timeout-dmesg.txt": ("fail", "xid109", "0000:0b:00", {109}),
     "rtx4090-xid79-journal-chinese-locale-plus-dmesg.txt": ("fail", "xid79", "0000:c2:00", {79, "offbus"}),
     "rtx5090-xid109-channel-hex-format-no-timestamp.txt": ("fail", "xid109", "0000:01:00", {109}),
-    # nvidia-smi's output after Xid 79, not a kernel log: nothing for the xid check (gpu_count catches it)
-    "akash-provider-nvidia-smi-device-handle-unknown-error.txt": ("ok", "", None, set()),
     # --- third collection: GPU failures without an Xid line, benign NVRM noise, AER, injected lines
     "gpud-fault-injector-dmesg-decode-iso-syslog-level-prefix-injected-xid79-gpud-870.txt":
         ("warn", "", "0000:04:00", {79}),              # written to /dev/kmsg by a program: warn, not drain
@@ -72,8 +70,24 @@ def judge(text, **cfg):
     return r
 
 
+NOT_KERNEL_LOGS = ["akash-provider-nvidia-smi-device-handle-unknown-error.txt"]   # nvidia-smi output (gpu_count's)
+
+
 def test_every_xid_fixture_has_an_expected_verdict():
-    assert sorted(p.name for p in FIX.iterdir()) == sorted(EXPECTED)
+    assert sorted(p.name for p in FIX.iterdir()) == sorted(list(EXPECTED) + NOT_KERNEL_LOGS)
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "\x00\xff garbage \x1b[31m", *[(FIX / n).read_text() for n in NOT_KERNEL_LOGS]])
+def test_a_capture_that_is_not_a_kernel_log_is_unreadable_not_ok(text):
+    from slurmkit.errors import UsageError
+    with pytest.raises(UsageError, match="no kernel-log lines"):
+        judge(text)
+
+
+def test_a_kernel_log_without_gpu_events_is_ok():
+    text = "[    0.000000] Linux version 6.1.0-18-amd64\n[    1.2] EXT4-fs (nvme0n1p2): mounted filesystem\n"
+    assert judge(text).status == "ok"
+    assert judge("Jun  7 19:32:16 gpu7 kernel: Linux version 6.1.0\n").status == "ok"
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

@@ -244,3 +244,30 @@ def test_parse_keeps_its_old_signature():
     assert (e.kind, e.code, e.pci, e.time) == ("xid", 79, "0000:3b:00", "1.0")
     assert kernlog.next_state([e], "b") == {"boot_id": "b", "last_line": e.line}
     assert kernlog.new_events([e], {"boot_id": "b", "last_line": e.line}, "b") == []
+
+
+# --- never a traceback, whatever the input ----------------------------------------------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+FRAGMENTS = ["NVRM: ", "Xid ", "(PCI:", "0000:3b:00", ".0", "): ", "79", ", ", "SXid ", "nvidia-nvswitch0: ",
+             "AER: Uncorrected (Fatal) ", "pcieport 0000:00:02.0: ", "nvidia 0000:02:00.0: ", "Surprise Down",
+             "[ 12.5] ", "[  +0.1] ", "Jun  7 19:32:16 h kernel: ", "syslog:err   : ", "\n", "\t", "  ", "GPU0 ",
+             "RmInitAdapter failed", "minor number 3", "fallen off the bus", "rpcSendMessage failed with status 0xf",
+             "154, GPU recovery action changed from 0x0 (None) to 0x1 (", "\x00", "\ufffd", "9" * 30]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=8)), max_size=60))
+def test_any_text_parses_and_grades_without_a_traceback(parts):
+    text = "".join(parts)
+    for data in (text, text.encode("utf-8", "surrogatepass")):
+        events = kernlog.parse(data)
+        for v in kernlog.grade_all(events):
+            assert v.status in ("ok", "warn", "fail")
+
+
+def test_a_huge_line_is_cut_not_regexed_whole():
+    text = "[ 1.0] NVRM: " + "GPU 0000:3b:00.0 " * 200000 + "\n"
+    (e,) = kernlog.parse(text + "[ 2.0] " + XID79 + "\n")[-1:]
+    assert e.code == 79

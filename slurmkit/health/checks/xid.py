@@ -9,6 +9,8 @@ import json
 import os
 
 from .. import kernlog
+from ..context import NoData
+from ..kernlog import logline
 from ..base import Result, worst
 
 NAME = "xid"
@@ -122,6 +124,8 @@ def run(ctx) -> Result:
     text = ctx.text(NAME, "dmesg")
     events = parse(text, s)
     if not ctx.live:
+        if not events and not logline.looks_like_a_log(text):
+            raise NoData("no kernel-log lines in this input (expected dmesg, journalctl or syslog output)")
         return evaluate(events, events, s, live=False)
     boot = _boot_id()
     new = kernlog.new_events(events, state, boot)

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 # words one of which every line we act on contains; the rest of a log is skipped without a regex
+MAX_LINE = 8192            # longer lines (never the kernel's: it prints ~1 KiB at most) are cut here
 KEYWORDS = ("NVRM", "AER", "nvidia", "Surprise Down")   # an Xid line has NVRM, an SXid line nvidia-nvswitch
 
 _MONTHS = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov",
@@ -67,10 +68,23 @@ def candidate_lines(text: str | bytes):
         lineno += text.count(nl, at, s)      # walks forward only: one pass over the text in all
         at = s
         e = text.find(nl, s)
-        line = text[s:e if e >= 0 else len(text)]
+        line = text[s:min(e if e >= 0 else len(text), s + MAX_LINE)]
         if raw:
             line = line.decode("utf-8", "replace")
         yield lineno, line.rstrip("\r")
+
+
+def looks_like_a_log(text: str, lines: int = 200) -> bool:
+    """Whether a capture holds kernel-log lines at all (a timestamp or host prefix on one of its first lines, or a
+    driver line: `journalctl -o cat` prints no prefix): an empty file, random bytes or nvidia-smi output given as a
+    kernel log is unreadable input, never "no events"."""
+    if next(candidate_lines(text), None) is not None:
+        return True
+    for line in text.splitlines()[:lines]:
+        m = PREFIX_RE.match(line)
+        if m.group("br") or m.group("iso") or (m.group("sys") and HOST_RE.match(line, m.end())):
+            return True
+    return False
 
 
 def split_prefix(line: str) -> tuple[str, str | None, str, bool]:
