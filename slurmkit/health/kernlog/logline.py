@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# words one of which every line we act on contains; the rest of a log is skipped without a regex
 MAX_LINE = 8192            # longer lines (never the kernel's: it prints ~1 KiB at most) are cut here
-KEYWORDS = ("NVRM", "AER", "nvidia", "Surprise Down")   # an Xid line has NVRM, an SXid line nvidia-nvswitch
+# words one of which every line we act on contains (an Xid line has NVRM, an SXid line nvidia-nvswitch); the rest
+# of a log is skipped without a regex
+KEYWORDS = ("NVRM", "AER", "nvidia", "Surprise Down")
 
 _MONTHS = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov",
                                        "dec"), 1)}
@@ -44,7 +45,6 @@ class Record:
     t: float | None           # seconds, comparable within one log (since boot, or a wall clock), when known
     source: str               # "kernel", or who else wrote it ("syslog", "gpud" ...)
     extra: tuple = ()         # continuation lines as they are in the log
-    stamp: str = ""           # the whole prefix, to tell records of one burst apart from a new one
 
 
 def candidate_lines(text: str | bytes):
@@ -151,10 +151,9 @@ def records(text: str | bytes) -> list[Record]:
             p = out[-1]
             joined = body[5:].lstrip() if body.startswith("NVRM:") else body
             out[-1] = Record(p.lineno, p.line, f"{p.body} {joined}", p.time, p.t, p.source,
-                             p.extra + (line.rstrip(),), p.stamp)
+                             p.extra + (line.rstrip(),))
             last = lineno
             continue
-        stamp = line[:len(line) - len(line.lstrip())] + (time or "")
-        out.append(Record(lineno, line.rstrip(), body, time, seconds(time), source, (), stamp))
+        out.append(Record(lineno, line.rstrip(), body, time, seconds(time), source))
         last = lineno
     return out

@@ -44,7 +44,8 @@ class Verdict:
 class Context:
     """What grading one event needs to know about the others, computed once per log (no per-event rescans)."""
 
-    def __init__(self, events: list[Event]):
+    def __init__(self, events: list[Event], extra_signatures=()):
+        self.sigs = {s.id: s for s in signatures.active(extra_signatures)}
         self.fatal_sxid = {(e.code, e.pci) for e in events if e.kind == "sxid" and _FATAL_RE.match(e.message)}
         self.previous: dict[int, Event] = {}       # id(154 event) -> the event on its GPU that came before it
         last: dict[str, Event] = {}
@@ -63,7 +64,7 @@ def todo_for(action: str) -> str:
 
 def grade(ev: Event, events: list[Event], *, fatal_extra=(), ignore=(), unknown_status="warn", userspace="warn",
           extra_signatures=(), context: Context | None = None) -> Verdict:
-    v = _grade(ev, context or Context(events), fatal_extra, ignore, unknown_status, extra_signatures)
+    v = _grade(ev, context or Context(events, extra_signatures), fatal_extra, ignore, unknown_status)
     if ev.source != "kernel" and v.status != "ok":
         v.why = f"written by userspace ({ev.source}), not the kernel: {v.why}"
         v.status = userspace if v.status == "fail" else min(v.status, userspace, key=("ok", "warn", "fail").index)
@@ -71,13 +72,13 @@ def grade(ev: Event, events: list[Event], *, fatal_extra=(), ignore=(), unknown_
 
 
 def grade_all(events: list[Event], **kw) -> list[Verdict]:
-    ctx = Context(events)
+    ctx = Context(events, kw.get("extra_signatures", ()))
     return [grade(e, events, context=ctx, **kw) for e in events]
 
 
-def _grade(ev: Event, ctx: Context, fatal_extra, ignore, unknown_status, extra_signatures) -> Verdict:
+def _grade(ev: Event, ctx: Context, fatal_extra, ignore, unknown_status) -> Verdict:
     if ev.kind == "sig":
-        return _grade_sig(ev, extra_signatures)
+        return _grade_sig(ev, ctx)
     if ev.kind == "unparsed":
         return Verdict("warn", 0, "unparsed", ev.pci, "unreadable Xid line", "UNKNOWN",
                        "an Xid line this parser could not read", ev, "xid", "logged an Xid line slurmkit could "
@@ -89,11 +90,11 @@ def _grade(ev: Event, ctx: Context, fatal_extra, ignore, unknown_status, extra_s
                        "SXid marked Fatal" if st == "fail" else "non-fatal SXid", ev, f"sxid{ev.code}",
                        f"SXid {ev.code}: {ev.message[:60]}",
                        "reset the NVSwitch fabric (reboot the node)" if st == "fail" else "nothing")
-    return _grade_xid(ev, ctx, fatal_extra, ignore, unknown_status, extra_signatures)
+    return _grade_xid(ev, ctx, fatal_extra, ignore, unknown_status)
 
 
-def _grade_sig(ev: Event, extra_signatures) -> Verdict:
-    sig = next((s for s in signatures.active(extra_signatures) if s.id == ev.sig), None)
+def _grade_sig(ev: Event, ctx: Context) -> Verdict:
+    sig = ctx.sigs.get(ev.sig)
     if sig is None:                       # aer / aer_port: built from the data's "aer" section
         cfg = signatures.data()["aer"]
         st = "fail" if ev.sig == "aer" else cfg.get("port_only_status", "warn")
@@ -103,7 +104,7 @@ def _grade_sig(ev: Event, extra_signatures) -> Verdict:
                    sig.says, sig.todo)
 
 
-def _grade_xid(ev: Event, ctx: Context, fatal_extra, ignore, unknown_status, extra_signatures) -> Verdict:
+def _grade_xid(ev: Event, ctx: Context, fatal_extra, ignore, unknown_status) -> Verdict:
     cat = catalog()
     code = ev.code
     entry = cat["xid"].get(str(code))
@@ -122,7 +123,7 @@ def _grade_xid(ev: Event, ctx: Context, fatal_extra, ignore, unknown_status, ext
     m = CAUSED_RE.search(ev.message)
     if m and int(m.group(1)) != code:
         prev = Event("xid", int(m.group(1)), ev.pci, "", ev.line, ev.lineno, ev.time, ev.mono)
-        p = _grade_xid(prev, ctx, fatal_extra, ignore, unknown_status, extra_signatures)
+        p = _grade_xid(prev, ctx, fatal_extra, ignore, unknown_status)
         return v(p.status, f"caused by previous Xid {prev.code}: {p.why}", p.action)
     if entry is None:
         return v(unknown_status, "not in the Xid catalog")
