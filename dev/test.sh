@@ -37,6 +37,8 @@ bash dev/bootstrap.sh || exit 1
 if [ -d ../shared/fixtures ]; then
     .venv/bin/python dev/fixtures.py check || exit 1
 fi
+# every kernel-log, nvidia-smi and NCCL fixture whose provenance states a verdict: no miss, no false drain
+.venv/bin/python dev/fixtures.py grade --quiet || exit 1
 
 base_dir=${SLURMKIT_TEST_DIR:-/tmp/slurmkit-test}
 base_port=${SLURMKIT_TEST_PORT:-6917}

@@ -339,6 +339,15 @@ class XidSettings(Section):
     unknown_status: Literal["ok", "warn", "fail"] = "warn"   # a code the catalog does not know
     log_file: str | None = None      # read this kernel log file (kern.log, messages) from where the last hook
                                      # stopped, instead of running `dmesg` (which reads the whole ring buffer)
+    userspace: Literal["ok", "warn", "fail"] = "warn"   # a GPU fault in a line userspace wrote (not `kernel:`)
+    ignore_signatures: list[str] = field(default_factory=list)   # kernel-log signature ids never to act on
+    # a site's own signatures: {id, match (regex), status, code (xid...), says, todo} (slurmkit/data/kernlog_signatures.json)
+    signatures_extra: list[dict[str, str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        from .health.kernlog.signatures import validate_extra
+        validate_extra(self.signatures_extra)
 
 
 @section

@@ -63,7 +63,7 @@ def test_xid79_node_is_drained_and_the_job_completes_on_a_healthy_node(clean, tm
     mark = log_mark(cluster)
     jid = cluster.sbatch("#!/bin/sh\necho ran-on $SLURMD_NODENAME\n", "--gres=gpu:1", "-o", str(out))
     n3 = cluster.wait_node("n3", lambda r: r.drained, timeout=60)
-    assert n3.reason == "slurmkit:xid79 GPU 0000:5d:00 fell off the bus"
+    assert n3.reason == "slurmkit:xid79 GPU 0000:5d:00 fell off the bus; reboot the node"
     # Slurm requeued the job (nohold_on_prolog_fail); free a healthy node for it
     cluster.run("scancel", str(blockers["n1"]))
     deadline = time.monotonic() + 60
