@@ -32,10 +32,11 @@ class SlurmSettings:
 
 @dataclass
 class ToolsSettings:
-    """Paths of the node tools the checks run (absolute paths recommended: prolog/epilog get no PATH)."""
-    nvidia_smi: str = "nvidia-smi"
-    dmesg: str = "dmesg"
-    all_reduce_perf: str = "all_reduce_perf"
+    """The node tools the checks run: a path (absolute recommended: prolog/epilog get no PATH), or an argv list
+    the tool's own arguments are appended to, e.g. [env, SLURMKIT_FAKEGPU_SCENARIO=/x, /opt/fake/nvidia-smi]."""
+    nvidia_smi: str | list[str] = "nvidia-smi"          # GPU state (-q), topology (topo -m), NVLink (nvlink -s/-e)
+    dmesg: str | list[str] = "dmesg"                    # the kernel log the xid check reads (see xid.log_file)
+    all_reduce_perf: str | list[str] = "all_reduce_perf"  # nccl-tests, for the nccl check (args: nccl.args)
 
 
 @dataclass
@@ -165,6 +166,9 @@ class InstallSettings:
     user: str | None = None                         # default: SSH config, else the local user
     port: int | None = None                         # default: SSH config, else 22
     identity_file: str | None = None                # in addition to the SSH config's, the agent's and ~/.ssh/id_*
+    slurm_prolog: str | None = None                 # what slurm.conf's Prolog= names when it is not the installed
+                                                    # hook: a site wrapper (needed when root contains {node})
+    slurm_epilog: str | None = None                 # the same for Epilog=
     prolog_epilog_timeout: int = 300                # the PrologEpilogTimeout= the printed slurm.conf lines ask for
     verify_timeout: float = 120.0                   # seconds for `slurmkit check --json` on a node
 
@@ -183,11 +187,13 @@ class InstallSettings:
 class AuditSettings:
     """`slurmkit audit`: what a drained GPU costs, how to re-run a check on a node, where node logs live."""
     price_per_gpu_hour: float = 0.0  # currency units per GPU-hour for the money figures; 0 = show GPU-hours only
-    # argv that runs ONE check on a node and prints `slurmkit check --json` output; {node} and {check} are
-    # filled in, each as one argument (never a shell string)
+    # argv that runs ONE check on a node and prints `slurmkit check --json` output. Substituted anywhere inside
+    # an argument (never a shell string): {node}, {check}, and what install put on the node: {slurmkit} (its
+    # venv's slurmkit), {config} (its site config); install's SSH files {ssh_config} and {known_hosts}
     recheck_command: list[str] = field(default_factory=lambda: [
-        "ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "{node}",
-        "slurmkit", "check", "--json", "--node", "{node}", "--only", "{check}"])
+        "ssh", "-F", "{ssh_config}", "-o", "UserKnownHostsFile={known_hosts}", "-o", "BatchMode=yes",
+        "-o", "ConnectTimeout=10", "{node}",
+        "{slurmkit}", "--config", "{config}", "check", "--json", "--node", "{node}", "--only", "{check}"])
     recheck_timeout: float = 120.0
     # argv that prints a node's own health log (JSON lines) when the shared log has no record for a drain;
     # {node} and {path} (paths.health_log) are filled in; empty = only read the shared log

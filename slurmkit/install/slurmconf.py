@@ -1,10 +1,18 @@
-"""The slurm.conf lines the installed hooks need, and which of them the running cluster lacks.
+"""The slurm.conf lines the installed hooks need, merged with what the cluster has, and which it lacks.
 
-`scontrol show config` prints `Key                     = value` lines; parse_show_config reads them.
+`scontrol show config` prints `Key                     = value` lines; parse_show_config reads them. The advice
+is meant to be pasted: list-valued keys (PrologFlags, SchedulerParameters) are printed as the cluster's value with
+ours added, never as a line that would drop a site's own parameters. One slurm.conf names one Prolog= path for
+every node (Slurm expands no %n there), so a per-node install.root needs a wrapper (wrapper_script) that runs
+the node's own hook; install.slurm_prolog/slurm_epilog say which path slurm.conf names.
 """
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
+
+LIST_KEYS = ("PrologFlags", "SchedulerParameters")
+NO_TIMEOUT = (None, "", "(null)", "65534")     # 65534: Slurm's "no timeout"
 
 
 @dataclass(frozen=True)
@@ -39,21 +47,54 @@ def parse_show_config(text: str) -> dict[str, str]:
     return out
 
 
+def _items(value: str | None) -> list[str]:
+    if value in (None, "(null)"):
+        return []
+    return [i.strip() for i in value.split(",") if i.strip()]
+
+
+def _has(ln: Line, have: str | None) -> bool:
+    if ln.key in LIST_KEYS:
+        return ln.value.lower() in {i.split("=")[0].lower() for i in _items(have)}
+    if ln.key == "PrologEpilogTimeout":
+        return have not in NO_TIMEOUT
+    return have == ln.value
+
+
 def missing(lines: list[Line], conf: dict[str, str]) -> list[tuple[Line, str]]:
     """(line, what the cluster has) for each required line the cluster's config does not satisfy."""
+    return [(ln, conf.get(ln.key) or "(not set)") for ln in lines if not _has(ln, conf.get(ln.key))]
+
+
+def merged(lines: list[Line], conf: dict[str, str] | None) -> list[Line]:
+    """The lines to paste: a list-valued key is the cluster's items plus ours; a timeout the cluster already sets
+    stays; everything else is ours. conf None (unknown): our lines as they are."""
+    if conf is None:
+        return list(lines)
     out = []
     for ln in lines:
         have = conf.get(ln.key)
-        if ln.key in ("PrologFlags", "SchedulerParameters"):
-            items = {i.strip().split("=")[0].lower() for i in (have or "").split(",")}
-            ok = ln.value.lower() in items
-        elif ln.key == "PrologEpilogTimeout":
-            ok = have not in (None, "", "(null)", "65534")   # 65534: Slurm's "no timeout"
+        if ln.key in LIST_KEYS and not _has(ln, have):
+            out.append(Line(ln.key, ",".join([*_items(have), ln.value]), ln.why))
+        elif ln.key in LIST_KEYS or (ln.key == "PrologEpilogTimeout" and _has(ln, have)):
+            out.append(Line(ln.key, have or ln.value, ln.why))
         else:
-            ok = have == ln.value
-        if not ok:
-            out.append((ln, have if have is not None else "(not set)"))
+            out.append(ln)
     return out
+
+
+def configless(conf: dict[str, str] | None) -> bool:
+    """SlurmctldParameters=enable_configless: nodes fetch slurm.conf from the controller; edit it there only."""
+    return bool(conf) and "enable_configless" in {i.lower() for i in _items(conf.get("SlurmctldParameters"))}
+
+
+def wrapper_script(which: str, hook_template: str) -> str:
+    """A /bin/sh script for slurm.conf's Prolog=/Epilog= that runs this node's installed hook, where the hook's
+    path contains {node}: slurmd gives every prolog/epilog SLURMD_NODENAME."""
+    parts = [shlex.quote(p) if p else "" for p in hook_template.split("{node}")]
+    target = '"$SLURMD_NODENAME"'.join(parts)
+    return (f"#!/bin/sh\n# slurm.conf's {which.capitalize()}=: runs the {which} `slurmkit install` put under this "
+            f"node's install.root\nexec {target} \"$@\"\n")
 
 
 def cluster_config(settings) -> dict[str, str]:
