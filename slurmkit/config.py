@@ -25,7 +25,7 @@ DEFAULT_PATH = "/etc/slurmkit/config.yaml"
 
 @dataclass
 class SlurmSettings:
-    backend: Literal["auto", "cli", "pyslurm"] = "auto"
+    backend: Literal["auto", "cli", "pyslurm"] = "auto"  # auto: pyslurm only where it matches the Slurm version
     timeout: float = 10.0            # seconds for every call to a Slurm command
     bin_dir: str | None = None       # where sbatch/scontrol/sinfo live when they are not on PATH
 
@@ -41,8 +41,8 @@ class ToolsSettings:
 
 @dataclass
 class PathsSettings:
-    state_dir: str = "/var/lib/slurmkit"
-    health_log: str = "/var/log/slurmkit/health.jsonl"
+    state_dir: str = "/var/lib/slurmkit"               # per-node marks: Xid lines seen, the cached NCCL result
+    health_log: str = "/var/log/slurmkit/health.jsonl"  # one JSON line per check run; audit reads its evidence
 
 
 @dataclass
@@ -71,6 +71,7 @@ class RunSettings:
     checkpoint_signal: str = "TERM"   # what the child gets when asked to checkpoint; "none": only the flag file
     grace: float = 60.0               # seconds the child gets to checkpoint and exit before the requeue
     max_requeues: int = 10            # requeue only while SLURM_RESTART_COUNT is below this
+    # which notices make `slurmkit run` checkpoint and requeue the job
     requeue_on: list[Literal["timeout", "preemption", "spot"]] = field(
         default_factory=lambda: ["timeout", "preemption", "spot"])
     timeout_window: float = 600.0     # signal with less than this left (or past 80% of the limit): a timeout
@@ -103,7 +104,7 @@ class TopologySettings:
 class SyncSettings:
     """The epilog's checkpoint sync (slurmkit/checkpoint/sync.py). Patterns may use only the variables in
     slurmkit.checkpoint.sync.VARIABLES ($SLURM_JOB_USER, $SLURM_JOB_ID, $SLURM_JOB_NAME, ...)."""
-    enabled: bool = False
+    enabled: bool = False            # the epilog syncs checkpoints only when true
     source: str = ""                 # e.g. /local/$SLURM_JOB_USER/$SLURM_JOB_ID/ckpt
     dest: str = ""                   # e.g. /shared/ckpt/$SLURM_JOB_USER/$SLURM_JOB_NAME or s3://bucket/prefix
     keep: int = 3                    # complete checkpoints kept at the destination
@@ -114,7 +115,7 @@ class SyncSettings:
     job_file: str = ".slurmkit-sync.yaml"  # a job's narrowing file in its source dir (read as the job's user)
     workers: int = 2                 # files copied and hashed in parallel
     s3_endpoint: str | None = None   # S3-compatible endpoint URL (None: AWS)
-    s3_region: str = "us-east-1"
+    s3_region: str = "us-east-1"     # region for s3:// destinations
     s3_part_size: int = 64 << 20     # multipart upload part size in bytes
 
     def __post_init__(self):
@@ -134,7 +135,7 @@ class SubmitSettings:
     template_dirs: list[str] = field(default_factory=list)  # searched before the built-in templates/sbatch/
     # partition -> `slurmkit topo --json` document of its nodes (path; relative paths are next to this config)
     profiles: dict[str, str] = field(default_factory=dict)
-    default_partition: str | None = None
+    default_partition: str | None = None  # a job spec without a partition gets this one
     containers: bool = False         # the site runs pyxis/enroot: `container.image` becomes --container-image
     slurmkit_bin: str = "slurmkit"   # how jobs call `slurmkit run` on the compute nodes (absolute path is safest)
     signal_lead: int = 120           # seconds before the time limit Slurm sends USR2 (preemption/timeout notice)
@@ -156,13 +157,14 @@ class InstallSettings:
     epilog_src: str | None = None                   # (default: the repo's epilog/epilog)
     site_config_src: str | None = None              # local config to push (default: the one slurmkit loaded)
     wheelhouse: str | None = None                   # prebuilt wheels (slurmkit + node_packages); default: build
+    # what the node venv gets beside slurmkit (at the versions installed on the admin host)
     node_packages: list[str] = field(default_factory=lambda: ["click", "PyYAML", "Jinja2", "MarkupSafe",
                                                               "ClusterShell"])
     parallel: int = 16                              # nodes at a time
     connect_timeout: float = 10.0                   # seconds: TCP connect, SSH handshake, authentication
     command_timeout: float = 120.0                  # seconds: each remote command and each file transfer
-    ssh_config: str = "~/.ssh/config"
-    known_hosts: str = "~/.ssh/known_hosts"
+    ssh_config: str = "~/.ssh/config"               # OpenSSH client config: HostName, Port, User, IdentityFile...
+    known_hosts: str = "~/.ssh/known_hosts"         # host keys install (and the default recheck) trust
     user: str | None = None                         # default: SSH config, else the local user
     port: int | None = None                         # default: SSH config, else 22
     identity_file: str | None = None                # in addition to the SSH config's, the agent's and ~/.ssh/id_*
@@ -194,11 +196,11 @@ class AuditSettings:
         "ssh", "-F", "{ssh_config}", "-o", "UserKnownHostsFile={known_hosts}", "-o", "BatchMode=yes",
         "-o", "ConnectTimeout=10", "{node}",
         "{slurmkit}", "--config", "{config}", "check", "--json", "--node", "{node}", "--only", "{check}"])
-    recheck_timeout: float = 120.0
+    recheck_timeout: float = 120.0   # seconds for one recheck_command
     # argv that prints a node's own health log (JSON lines) when the shared log has no record for a drain;
     # {node} and {path} (paths.health_log) are filled in; empty = only read the shared log
     node_log_command: list[str] = field(default_factory=list)
-    node_log_timeout: float = 20.0
+    node_log_timeout: float = 20.0   # seconds for one node_log_command
     evidence_per_node: int = 3        # newest matching health-log records shown per node
     evidence_window_minutes: int = 30 # a Slurm "Prolog error" matches slurmkit records this close to it
     causes_file: str | None = None    # a site's own cause table (default: slurmkit/data/audit_causes.yaml)
@@ -238,12 +240,12 @@ class DriverSettings:
 class PcieSettings:
     min_width: int | None = None     # accept links at least this wide (else: current width must equal its max)
     min_gen: int | None = None       # the link's max generation must reach this (current gen drops when idle)
-    status: Literal["warn", "fail"] = "fail"
+    status: Literal["warn", "fail"] = "fail"   # how a PCIe link finding counts
 
 
 @dataclass
 class NvlinkSettings:
-    status: Literal["warn", "fail"] = "fail"
+    status: Literal["warn", "fail"] = "fail"   # how an NVLink finding counts
     error_threshold: int = 1000      # an NVLink error counter above this is a finding (counters only grow)
 
 
@@ -259,12 +261,14 @@ class NcclSettings:
     profiles: dict[str, float] = field(default_factory=dict)   # hostlist -> expected avg busbw (wins)
     min_ratio: float = 0.8           # fail below min_ratio * expected
     ttl_seconds: int = 86400         # the prolog trusts a cached result this long
+    # all_reduce_perf's arguments (8 B to 1 GiB, factor 2, 8 GPUs)
     args: list[str] = field(default_factory=lambda: ["-b", "8", "-e", "1G", "-f", "2", "-g", "8"])
-    timeout: float = 300.0
+    timeout: float = 300.0           # seconds for all_reduce_perf
 
 
 @dataclass
 class HealthSettings:
+    # profile -> the checks it runs, in order (prolog/epilog: the hooks; full: `slurmkit check`)
     profiles: dict[str, list[str]] = field(default_factory=lambda: {
         "prolog": ["xid", "gpu_count", "ecc", "driver", "pcie", "gpu_procs", "nccl"],
         "epilog": ["xid", "ecc", "gpu_procs"],
