@@ -14,7 +14,7 @@ from ..errors import CommandError, SlurmkitError, UsageError
 @click.option("--from-slurm", "partition", metavar="PARTITION", help="Also every node of this Slurm partition.")
 @click.option("--dry-run", is_flag=True, help="Print per node what would change; change nothing.")
 @click.option("--parallel", type=click.IntRange(min=1), help="Nodes at a time (default: install.parallel, 16).")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON report (see README for the format).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON report (format: docs/install.md).")
 @click.option("--rollback", is_flag=True, help="Put back what each node had before the last install.")
 @click.option("--verify", "do_verify", is_flag=True, help="Then run `slurmkit check --json` on each node.")
 @click.option("--accept-new-host-keys", is_flag=True,

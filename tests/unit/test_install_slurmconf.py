@@ -59,3 +59,28 @@ def test_the_wrapper_runs_the_nodes_own_hook_with_its_arguments(tmp_path):
     out = subprocess.run([str(w), "a b"], capture_output=True, text=True, timeout=10,
                          env={"SLURMD_NODENAME": "n2"})
     assert out.stdout == "n2 a b\n"
+
+
+def slurmkit(tmp_path, config_text, *args):
+    import os
+    import sys
+    cfg = tmp_path / "site.yaml"
+    cfg.write_text(config_text)
+    env = {k: v for k, v in os.environ.items() if k not in ("SLURM_CONF", "SLURMKIT_CONFIG")}
+    env["PATH"] = str(tmp_path)            # no scontrol: the cluster's config cannot be read
+    return subprocess.run([sys.executable, "-c", "from slurmkit.cli import main; main()", "--config", str(cfg),
+                           "install", *args], capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_a_per_node_root_gets_a_wrapper_and_no_lines_until_slurm_conf_can_name_one_path(tmp_path):
+    per_node = f"install:\n  root: {tmp_path}/nodes/{{node}}\n"
+    r = slurmkit(tmp_path, per_node, "--hook-wrapper", "epilog")
+    assert r.returncode == 0
+    assert r.stdout.endswith(f"exec {tmp_path}/nodes/\"$SLURMD_NODENAME\"/etc/slurm/slurmkit/epilog \"$@\"\n")
+    r = slurmkit(tmp_path, per_node, "--slurm-conf")
+    assert r.returncode == 2 and "--hook-wrapper" in r.stderr and "install.slurm_prolog" in r.stderr
+    # wrappers declared, but no scontrol: it says it cannot merge, rather than print lines that would drop the
+    # site's own SchedulerParameters
+    r = slurmkit(tmp_path, per_node + "  slurm_prolog: /etc/slurm/w-prolog\n  slurm_epilog: /etc/slurm/w-epilog\n",
+                 "--slurm-conf")
+    assert r.returncode == 1 and "cannot read the cluster's config" in r.stderr and r.stdout == ""
