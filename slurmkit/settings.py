@@ -136,24 +136,25 @@ section = dataclass(init=False, repr=False, eq=False)
 @section
 class SlurmSettings(Section):
     """How slurmkit calls Slurm."""
-    backend: Literal["auto", "cli", "pyslurm"] = "auto"
+    backend: Literal["auto", "cli", "pyslurm"] = "auto"  # auto: pyslurm only where it matches the Slurm version
     timeout: float = num(10.0, 0, 3600, lo_open=True)  # seconds for every call to a Slurm command
     bin_dir: str | None = None       # where sbatch/scontrol/sinfo live when they are not on PATH
 
 
 @section
 class ToolsSettings(Section):
-    """Paths of the node tools the checks run (absolute paths recommended: prolog/epilog get no PATH)."""
-    nvidia_smi: str = "nvidia-smi"
-    dmesg: str = "dmesg"
-    all_reduce_perf: str = "all_reduce_perf"
+    """The node tools the checks run: a path (absolute recommended: prolog/epilog get no PATH), or an argv list
+    the tool's own arguments are appended to, e.g. [env, SLURMKIT_FAKEGPU_SCENARIO=/x, /opt/fake/nvidia-smi]."""
+    nvidia_smi: str | list[str] = "nvidia-smi"          # GPU state (-q), topology (topo -m), NVLink (nvlink -s/-e)
+    dmesg: str | list[str] = "dmesg"                    # the kernel log the xid check reads (see xid.log_file)
+    all_reduce_perf: str | list[str] = "all_reduce_perf"  # nccl-tests, for the nccl check (args: nccl.args)
 
 
 @section
 class PathsSettings(Section):
     """Where slurmkit keeps its state and its health log on a node."""
-    state_dir: str = "/var/lib/slurmkit"
-    health_log: str = "/var/log/slurmkit/health.jsonl"
+    state_dir: str = "/var/lib/slurmkit"               # per-node marks: Xid lines seen, the cached NCCL result
+    health_log: str = "/var/log/slurmkit/health.jsonl"  # one JSON line per check run; audit reads its evidence
 
 
 @section
@@ -184,6 +185,7 @@ class RunSettings(Section):
     checkpoint_signal: str = "TERM"   # what the child gets when asked to checkpoint; "none": only the flag file
     grace: float = num(60.0, 0, DAY)  # seconds the child gets to checkpoint and exit before the requeue
     max_requeues: int = num(10, 0, 100000)  # requeue only while SLURM_RESTART_COUNT is below this
+    # which notices make `slurmkit run` checkpoint and requeue the job
     requeue_on: list[Literal["timeout", "preemption", "spot"]] = field(
         default_factory=lambda: ["timeout", "preemption", "spot"])
     timeout_window: float = num(600.0, 0, 30 * DAY)  # signal with less than this left (or past 80%): a timeout
@@ -224,7 +226,7 @@ S3_DEFAULT_PART = 64 << 20
 class SyncSettings(Section):
     """The epilog's checkpoint sync (slurmkit/checkpoint/). Patterns may use only the variables in
     slurmkit.checkpoint.layout.VARIABLES ($SLURM_JOB_USER, $SLURM_JOB_ID, $SLURM_JOB_NAME, ...)."""
-    enabled: bool = False
+    enabled: bool = False            # the epilog syncs checkpoints only when true
     source: str = ""                 # e.g. /local/$SLURM_JOB_USER/$SLURM_JOB_ID/ckpt
     dest: str = ""                   # e.g. /shared/ckpt/$SLURM_JOB_USER/$SLURM_JOB_NAME or s3://bucket/prefix
     keep: int = num(3, 1, 100000)    # complete checkpoints kept at the destination
@@ -235,7 +237,7 @@ class SyncSettings(Section):
     job_file: str = ".slurmkit-sync.yaml"  # a job's narrowing file in its source dir (read as the job's user)
     workers: int = num(2, 1, 256)    # files copied and hashed in parallel
     s3_endpoint: str | None = None   # S3-compatible endpoint URL (None: AWS)
-    s3_region: str = S3_DEFAULT_REGION
+    s3_region: str = S3_DEFAULT_REGION   # region for s3:// destinations
     s3_part_size: int = num(S3_DEFAULT_PART, S3_MIN_PART, 5 << 30)  # multipart part size in bytes (S3: 5 MiB-5 GiB)
 
     def __post_init__(self) -> None:
@@ -250,7 +252,7 @@ class SubmitSettings(Section):
     template_dirs: list[str] = field(default_factory=list)  # searched before the built-in templates/sbatch/
     # partition -> `slurmkit topo --json` document of its nodes (path; relative paths are next to this config)
     profiles: dict[str, str] = field(default_factory=dict)
-    default_partition: str | None = None
+    default_partition: str | None = None  # a job spec without a partition gets this one
     containers: bool = False         # the site runs pyxis/enroot: `container.image` becomes --container-image
     slurmkit_bin: str = "slurmkit"   # how jobs call `slurmkit run` on the compute nodes (absolute path is safest)
     signal_lead: int = num(120, 0, 65535)  # seconds before the time limit Slurm sends USR2 (Slurm's max: 65535)
@@ -272,16 +274,20 @@ class InstallSettings(Section):
     epilog_src: str | None = None                   # (default: the repo's epilog/epilog)
     site_config_src: str | None = None              # local config to push (default: the one slurmkit loaded)
     wheelhouse: str | None = None                   # prebuilt wheels (slurmkit + node_packages); default: build
+    # what the node venv gets beside slurmkit (at the versions installed on the admin host)
     node_packages: list[str] = field(default_factory=lambda: ["click", "PyYAML", "Jinja2", "MarkupSafe",
                                                               "ClusterShell"])
     parallel: int = num(16, 1, 10000)               # nodes at a time
     connect_timeout: float = num(10.0, 0, 3600, lo_open=True)  # seconds: TCP connect, SSH handshake, auth
     command_timeout: float = num(120.0, 0, DAY, lo_open=True)  # seconds: each remote command and file transfer
-    ssh_config: str = "~/.ssh/config"
-    known_hosts: str = "~/.ssh/known_hosts"
+    ssh_config: str = "~/.ssh/config"               # OpenSSH client config: HostName, Port, User, IdentityFile...
+    known_hosts: str = "~/.ssh/known_hosts"         # host keys install (and the default recheck) trust
     user: str | None = None                         # default: SSH config, else the local user
     port: int | None = num(None, 1, 65535)          # default: SSH config, else 22
     identity_file: str | None = None                # in addition to the SSH config's, the agent's and ~/.ssh/id_*
+    slurm_prolog: str | None = None                 # what slurm.conf's Prolog= names when it is not the installed
+                                                    # hook: a site wrapper (needed when root contains {node})
+    slurm_epilog: str | None = None                 # the same for Epilog=
     prolog_epilog_timeout: int = num(300, 1, 65535)  # the PrologEpilogTimeout= the printed slurm.conf lines ask
     verify_timeout: float = num(120.0, 0, DAY, lo_open=True)  # seconds for `slurmkit check --json` on a node
 
@@ -299,16 +305,18 @@ class InstallSettings(Section):
 class AuditSettings(Section):
     """`slurmkit audit`: what a drained GPU costs, how to re-run a check on a node, where node logs live."""
     price_per_gpu_hour: float = num(0.0, 0, 1e6)  # currency units per GPU-hour; 0 = show GPU-hours only
-    # argv that runs ONE check on a node and prints `slurmkit check --json` output; {node} and {check} are
-    # filled in, each as one argument (never a shell string)
+    # argv that runs ONE check on a node and prints `slurmkit check --json` output. Substituted anywhere inside
+    # an argument (never a shell string): {node}, {check}, and what install put on the node: {slurmkit} (its
+    # venv's slurmkit), {config} (its site config); install's SSH files {ssh_config} and {known_hosts}
     recheck_command: list[str] = field(default_factory=lambda: [
-        "ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "{node}",
-        "slurmkit", "check", "--json", "--node", "{node}", "--only", "{check}"])
-    recheck_timeout: float = num(120.0, 0, DAY, lo_open=True)
+        "ssh", "-F", "{ssh_config}", "-o", "UserKnownHostsFile={known_hosts}", "-o", "BatchMode=yes",
+        "-o", "ConnectTimeout=10", "{node}",
+        "{slurmkit}", "--config", "{config}", "check", "--json", "--node", "{node}", "--only", "{check}"])
+    recheck_timeout: float = num(120.0, 0, DAY, lo_open=True)  # seconds for one recheck_command
     # argv that prints a node's own health log (JSON lines) when the shared log has no record for a drain;
     # {node} and {path} (paths.health_log) are filled in; empty = only read the shared log
     node_log_command: list[str] = field(default_factory=list)
-    node_log_timeout: float = num(20.0, 0, DAY, lo_open=True)
+    node_log_timeout: float = num(20.0, 0, DAY, lo_open=True)  # seconds for one node_log_command
     evidence_per_node: int = num(3, 0, 1000)   # newest matching health-log records shown per node
     evidence_window_minutes: int = num(30, 0, 10080)  # a Slurm "Prolog error" matches records this close to it
     causes_file: str | None = None    # a site's own cause table (default: slurmkit/data/audit_causes.yaml)
@@ -362,13 +370,13 @@ class PcieSettings(Section):
     """The pcie check: link width and generation."""
     min_width: int | None = num(None, 1, 64)  # accept links at least this wide (else: width must equal its max)
     min_gen: int | None = num(None, 1, 16)    # the link's max generation must reach this (current drops idle)
-    status: Literal["warn", "fail"] = "fail"
+    status: Literal["warn", "fail"] = "fail"   # how a PCIe link finding counts
 
 
 @section
 class NvlinkSettings(Section):
     """The nvlink check."""
-    status: Literal["warn", "fail"] = "fail"
+    status: Literal["warn", "fail"] = "fail"   # how an NVLink finding counts
     error_threshold: int = num(1000, 0, 10**15)  # an NVLink error counter above this is a finding
 
 
@@ -386,13 +394,15 @@ class NcclSettings(Section):
     profiles: dict[str, float] = num(default_factory=dict, lo=0, hi=1e5, lo_open=True)  # hostlist -> busbw
     min_ratio: float = num(0.8, 0, 1, lo_open=True)  # fail below min_ratio * expected
     ttl_seconds: int = num(86400, 0, 10**8)  # the prolog trusts a cached result this long
+    # all_reduce_perf's arguments (8 B to 1 GiB, factor 2, 8 GPUs)
     args: list[str] = field(default_factory=lambda: ["-b", "8", "-e", "1G", "-f", "2", "-g", "8"])
-    timeout: float = num(300.0, 0, DAY, lo_open=True)
+    timeout: float = num(300.0, 0, DAY, lo_open=True)  # seconds for all_reduce_perf
 
 
 @section
 class HealthSettings(Section):
     """Which checks each hook runs, and how long they may take."""
+    # profile -> the checks it runs, in order (prolog/epilog: the hooks; full: `slurmkit check`)
     profiles: dict[str, list[str]] = field(default_factory=lambda: {
         "prolog": ["xid", "gpu_count", "ecc", "driver", "pcie", "gpu_procs", "nccl"],
         "epilog": ["xid", "ecc", "gpu_procs"],

@@ -174,6 +174,20 @@ def _print_human(entries, summary, source) -> None:
                f"{s['gpu_hours_per_day']:,} GPU-hours per day{money}")
 
 
+def _installed(s, node: str) -> dict[str, str]:
+    """What `slurmkit install` put on `node` and how it reached it, for audit.recheck_command's placeholders."""
+    import os
+
+    from ..install.layout import layout
+    lay = layout(s.install, node)
+
+    def existing(p: str) -> str:     # ssh -F with a missing file fails; no file = no config, as install reads it
+        p = os.path.expanduser(p)
+        return p if os.path.exists(p) else "/dev/null"
+    return {"slurmkit": lay.slurmkit, "config": lay.config, "ssh_config": existing(s.install.ssh_config),
+            "known_hosts": os.path.expanduser(s.install.known_hosts)}
+
+
 @audit.command("resume")
 @click.argument("nodelist")
 @click.option("--recheck", is_flag=True, help="Run the check that drained each node on it now "
@@ -208,7 +222,7 @@ def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
             if not d.check:
                 d = A.ResumeDecision(name, "refuse", "cannot tell which check drained it", check=None)
             else:
-                argv = A.recheck_argv(s.audit.recheck_command, name, d.check)
+                argv = A.recheck_argv(s.audit.recheck_command, name, d.check, _installed(s, name))
                 ctx.say("recheck: " + " ".join(argv))
                 try:
                     res = proc.run(argv, timeout=s.audit.recheck_timeout, check=False)

@@ -95,7 +95,7 @@ def snapshot(root: Path, dirs=True) -> dict[str, tuple[int, int]]:
 @pytest.mark.compat("install")
 def test_install_to_all_then_a_rerun_changes_nothing(site):
     r, doc = site.install("--nodes", "n[1-4]", "--json")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 0, r.stderr + r.stdout[-2000:]
     assert doc["ok"] and doc["summary"] == {"nodes": 4, "ok": 4, "failed": 0, "by_status": {"changed": 4}}
     cfg = site.config.read_bytes()
     for n in NODES:
@@ -146,7 +146,10 @@ def test_install_to_all_then_a_rerun_changes_nothing(site):
     r, _ = site.install("--nodes", "n[1-4]")
     assert r.returncode == 0
     assert r.stdout.splitlines()[0].split() == ["NODE", "STATUS", "CHANGES", "VERSION", "TIME", "DETAIL"]
-    assert "PrologFlags=Alloc" in r.stdout and "SchedulerParameters=nohold_on_prolog_fail" in r.stdout
+    assert "PrologFlags=Alloc" in r.stdout
+    # merged with the cluster's own parameters (dev/cluster.py sets sched_interval=2 & co.), pasteable as is
+    sched = [ln.strip() for ln in r.stdout.splitlines() if ln.strip().startswith("SchedulerParameters=")]
+    assert len(sched) == 1 and sched[0].endswith("nohold_on_prolog_fail"), r.stdout
     assert f"Prolog={site.root('n1')}/etc/slurm/slurmkit/prolog" in r.stdout
 
 
@@ -326,10 +329,16 @@ def test_verify_runs_the_installed_slurmkit_check_on_each_node(site):
     r, doc = site.install("--nodes", "n[1-2]", "--verify", "--json")
     for n in doc["nodes"]:
         v = n["verify"]
-        assert v["argv"] == [str(site.path(n["node"], "/opt/slurmkit/venv/bin/slurmkit")), "check", "--json"]
+        assert v["argv"] == [str(site.path(n["node"], "/opt/slurmkit/venv/bin/slurmkit")), "check", "--json",
+                             "--node", n["node"]]
         assert v["returncode"] not in (126, 127)       # the installed slurmkit ran
         assert n["ok"] == v["ok"] == (v["returncode"] == 0)
     assert r.returncode == (0 if all(n["ok"] for n in doc["nodes"]) else 1)
+    # the table says why a node failed its checks, not just an exit code (no GPU tools here: every check fails)
+    r, _ = site.install("--nodes", "n1", "--verify")
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("n1 "))
+    if r.returncode:
+        assert "verify (exit 1): " in line and "nvidia-smi" in line, line
 
 
 @pytest.mark.compat("install")
