@@ -41,7 +41,9 @@ class ToolsSettings:
 @dataclass
 class PathsSettings:
     state_dir: str = "/var/lib/slurmkit"
-    health_log: str = "/var/log/slurmkit/health.jsonl"
+    # a directory: one file per node (<node>.jsonl, each written only by its node: safe on NFS, rotated by size);
+    # a path ending in .jsonl/.json/.log: the older single shared file (safe only with one writer host)
+    health_log: str = "/var/log/slurmkit/health/"
 
 
 @dataclass
@@ -268,6 +270,16 @@ class HealthSettings:
     budget_seconds: float = 30.0     # a profile stops starting checks after this long (the rest: fail-closed)
     fail_closed: bool = True         # a check that cannot run (timeout, missing tool) fails (else: warn)
     drain: bool = True               # prolog/epilog drain the node on a failure
+    log_max_bytes: int = 16 * 1024 * 1024   # a node's health-log file is rotated past this size (per-node layout)
+    log_generations: int = 5         # rotated files kept per node (<node>.jsonl.1 .. .N); 0 = none
+    syslog: bool = False             # also send every record to journald (structured SLURMKIT_* fields) or syslog
+    textfile_dir: str | None = None  # node_exporter textfile collector dir: slurmkit-<node>.prom written there
+
+    def __post_init__(self):
+        if not 4096 <= self.log_max_bytes <= 1 << 40:
+            raise ValueError("log_max_bytes: expected 4096 to 2^40 bytes")
+        if not 0 <= self.log_generations <= 1000:
+            raise ValueError("log_generations: expected 0 to 1000")
 
 
 @dataclass

@@ -48,7 +48,7 @@ def run_hook(profile: str, settings, environ, *, pre_records=()) -> tuple[object
                                      action=action if r is failed else "none", seconds=r.seconds,
                                      profile_seconds=round(report.seconds, 3)))
     try:
-        healthlog.append(settings.paths.health_log, recs)
+        healthlog.write(settings, recs)
     except OSError as e:
         print(f"slurmkit {profile}: cannot write the health log {settings.paths.health_log}: {e}", file=sys.stderr)
     if failed is not None:
