@@ -193,7 +193,7 @@ tools:
   all_reduce_perf: {fake}/all_reduce_perf
 paths:
   state_dir: {d}/slurmkit/state
-  health_log: {d}/slurmkit/health.jsonl
+  health_log: {d}/slurmkit/health/
 sync:
   enabled: true
   source: {d}/local/$SLURM_JOB_USER/$SLURM_JOB_ID/ckpt

@@ -66,22 +66,21 @@ def node_file(directory: str, node: str) -> str:
     return os.path.join(directory, f"{node}.jsonl")
 
 
-def generations(directory: str, node: str) -> list[str]:
-    """The node's files, oldest first: `<node>.jsonl.N` ... `<node>.jsonl.1`, `<node>.jsonl` (existing ones only)."""
+def newest_first(directory: str, node: str) -> Iterator[str]:
+    """The node's files, newest first: `<node>.jsonl`, `.1`, `.2`, ... (rotation keeps them numbered without a gap),
+    found by probing each name, never by listing a directory that holds every node of the cluster."""
     base = node_file(directory, node)
-    rotated = []
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return []
-    prefix = os.path.basename(base) + "."
-    for name in names:
-        if name.startswith(prefix) and name[len(prefix):].isdigit() and name[len(prefix):].isascii():
-            rotated.append((int(name[len(prefix):]), os.path.join(directory, name)))
-    out = [p for _, p in sorted(rotated, reverse=True)]
     if os.path.exists(base):
-        out.append(base)
-    return out
+        yield base
+    i = 1
+    while os.path.exists(f"{base}.{i}"):
+        yield f"{base}.{i}"
+        i += 1
+
+
+def generations(directory: str, node: str) -> list[str]:
+    """The node's files, oldest first."""
+    return list(reversed(list(newest_first(directory, node))))
 
 
 def log_nodes(directory: str) -> list[str]:
@@ -252,26 +251,21 @@ def read_node(directory: str, node: str, *, since: str | None = None) -> list[di
     """One node's records in file order, from its rotated generations; with `since`, read from the newest
     record backwards and stop once records are older than `since` (less a slack for clock steps): the cost is
     what is shown, not the log's age."""
-    files = generations(directory, node)
-    if since is None:
-        out: list[dict] = []
-        for path in files:
-            out.extend(reversed([r for r in map(_parse, _lines_backwards(path)) if r is not None]))
-        return out
-    stop = _iso_minus(since, SINCE_SLACK_SECONDS)
-    newest_first: list[dict] = []
-    for path in reversed(files):
+    stop = _iso_minus(since, SINCE_SLACK_SECONDS) if since is not None else None
+    recs: list[dict] = []                      # newest first while reading
+    for path in newest_first(directory, node):
         for line in _lines_backwards(path):
             rec = _parse(line)
             if rec is None:
                 continue
-            t = str(rec.get("time", ""))
-            if t and t < stop:
-                newest_first.reverse()
-                return [r for r in newest_first if str(r.get("time", "")) >= since]
-            newest_first.append(rec)
-    newest_first.reverse()
-    return [r for r in newest_first if str(r.get("time", "")) >= since]
+            if stop is not None:
+                t = str(rec.get("time", ""))
+                if t and t < stop:
+                    recs.reverse()
+                    return [r for r in recs if str(r.get("time", "")) >= since]
+            recs.append(rec)
+    recs.reverse()
+    return recs if since is None else [r for r in recs if str(r.get("time", "")) >= since]
 
 
 def read(path: str, *, node: str | None = None, nodes: Iterable[str] | None = None,

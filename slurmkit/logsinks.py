@@ -155,29 +155,42 @@ def _atomic_write(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
+STATE_PREFIX = "# slurmkit-state "
+
+
+def _load_state(path: str) -> dict:
+    """The metric state saved as the .prom file's first line (a comment, which the exposition format ignores):
+    one file and one rename per hook, not two."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            first = f.readline(1 << 20)
+    except OSError:
+        return {}
+    if not first.startswith(STATE_PREFIX):
+        return {}
+    try:
+        state = json.loads(first[len(STATE_PREFIX):])
+    except ValueError:
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
 def to_textfile(textfile_dir: str, records: list[dict], *, state_dir: str) -> str:
-    """Fold the records into the node's metric state (kept in state_dir) and rewrite its .prom file."""
+    """Fold the records into the node's metric state and rewrite its .prom file (temp + rename), under an flock
+    in state_dir so a prolog and an epilog of one node do not lose each other's counts."""
     import fcntl
     node = str(records[0].get("node") or socket.gethostname())
     from .healthlog import node_file
     node_file(textfile_dir, node)                     # refuses a node name that is not a file name
     os.makedirs(state_dir, exist_ok=True)
     os.makedirs(textfile_dir, exist_ok=True)
-    state_path = os.path.join(state_dir, f"metrics-{node}.json")
-    lock = os.open(state_path + ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    out = os.path.join(textfile_dir, f"slurmkit-{node}.prom")
+    lock = os.open(os.path.join(state_dir, f"metrics-{node}.lock"),
+                   os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            with open(state_path, encoding="utf-8") as f:
-                state = json.load(f)
-            if not isinstance(state, dict):
-                state = {}
-        except (OSError, ValueError):
-            state = {}
-        state = fold(state, [r for r in records if str(r.get("node") or node) == node])
-        _atomic_write(state_path, json.dumps(state))
-        out = os.path.join(textfile_dir, f"slurmkit-{node}.prom")
-        _atomic_write(out, render(state))
+        state = fold(_load_state(out), [r for r in records if str(r.get("node") or node) == node])
+        _atomic_write(out, STATE_PREFIX + json.dumps(state, separators=(",", ":")) + "\n" + render(state))
     finally:
         os.close(lock)
     return out
