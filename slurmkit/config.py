@@ -36,6 +36,7 @@ class ToolsSettings:
     nvidia_smi: str = "nvidia-smi"
     dmesg: str = "dmesg"
     all_reduce_perf: str = "all_reduce_perf"
+    dcgmi: str = "dcgmi"
 
 
 @dataclass
@@ -260,6 +261,22 @@ class NcclSettings:
 
 
 @dataclass
+class DcgmSettings:
+    """`dcgm` check: DCGM's diagnostic, run by name or by a health sweep; the prolog reads its cached verdict."""
+    level: int = 1                   # dcgmi diag -r LEVEL: 1 ~10 s, 2 ~2 min, 3 ~15 min
+    timeout: float = 600.0           # seconds before a hung dcgmi is a finding
+    ttl_seconds: int = 86400         # the prolog trusts a cached verdict this long
+
+    def __post_init__(self):
+        if self.level not in (1, 2, 3, 4):
+            raise ValueError("level: expected 1, 2, 3 or 4")
+        if not 1 <= self.timeout <= 86400:
+            raise ValueError("timeout: expected 1 to 86400 seconds")
+        if not 0 <= self.ttl_seconds <= 30 * 86400:
+            raise ValueError("ttl_seconds: expected 0 to 2592000")
+
+
+@dataclass
 class HealthSettings:
     profiles: dict[str, list[str]] = field(default_factory=lambda: {
         "prolog": ["xid", "gpu_count", "ecc", "driver", "pcie", "gpu_procs", "nccl"],
@@ -295,6 +312,7 @@ class Settings:
     run: RunSettings = field(default_factory=RunSettings)
     audit: AuditSettings = field(default_factory=AuditSettings)
     health: HealthSettings = field(default_factory=HealthSettings)
+    dcgm: DcgmSettings = field(default_factory=DcgmSettings)
     gpu_count: GpuCountSettings = field(default_factory=GpuCountSettings)
     ecc: EccSettings = field(default_factory=EccSettings)
     xid: XidSettings = field(default_factory=XidSettings)

@@ -36,6 +36,7 @@ class Context:
             "nvlink_s": [t.nvidia_smi, "nvlink", "-s"],
             "nvlink_e": [t.nvidia_smi, "nvlink", "-e"],
             "allreduce": [t.all_reduce_perf, *self.settings.nccl.args],
+            "dcgm_diag": [t.dcgmi, "diag", "-r", str(self.settings.dcgm.level)],
         }[source]
 
     def text(self, check: str, source: str, *, fresh: bool = False, timeout: float | None = None) -> str:
