@@ -282,7 +282,11 @@ class HealthSettings:
         "prolog": ["xid", "gpu_count", "ecc", "driver", "pcie", "gpu_procs", "nccl"],
         "epilog": ["xid", "ecc", "gpu_procs"],
         "full": ["xid", "gpu_count", "ecc", "driver", "pcie", "nvlink", "gpu_procs", "nccl"],
+        # HealthCheckProgram (slurmkit health): on a node with a job only the checks that cannot disturb it run;
+        # nccl and dcgm read their cached verdicts (the heavy runs are sweep jobs)
+        "health": ["xid", "gpu_count", "ecc", "driver", "pcie", "nvlink", "gpu_procs", "nccl", "dcgm"],
     })
+    periodic_budget_seconds: float = 45.0   # a health run stops starting checks after this (Slurm kills it at 60)
     command_timeout: float = 10.0    # seconds for each nvidia-smi / dmesg call
     budget_seconds: float = 30.0     # a profile stops starting checks after this long (the rest: fail-closed)
     fail_closed: bool = True         # a check that cannot run (timeout, missing tool) fails (else: warn)
@@ -295,6 +299,8 @@ class HealthSettings:
     def __post_init__(self):
         if not 4096 <= self.log_max_bytes <= 1 << 40:
             raise ValueError("log_max_bytes: expected 4096 to 2^40 bytes")
+        if not 1 <= self.periodic_budget_seconds <= 3600:
+            raise ValueError("periodic_budget_seconds: expected 1 to 3600")
         if not 0 <= self.log_generations <= 1000:
             raise ValueError("log_generations: expected 0 to 1000")
 
