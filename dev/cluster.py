@@ -199,6 +199,7 @@ tools:
   nvidia_smi: {fake}/nvidia-smi
   dmesg: {fake}/dmesg
   all_reduce_perf: {fake}/all_reduce_perf
+  dcgmi: {fake}/dcgmi
 paths:
   state_dir: {d}/slurmkit/state
   health_log: {d}/slurmkit/health/

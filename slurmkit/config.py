@@ -279,7 +279,7 @@ class DcgmSettings:
 @dataclass
 class HealthSettings:
     profiles: dict[str, list[str]] = field(default_factory=lambda: {
-        "prolog": ["xid", "gpu_count", "ecc", "driver", "pcie", "gpu_procs", "nccl"],
+        "prolog": ["xid", "gpu_count", "ecc", "driver", "pcie", "gpu_procs", "nccl", "dcgm"],
         "epilog": ["xid", "ecc", "gpu_procs"],
         "full": ["xid", "gpu_count", "ecc", "driver", "pcie", "nvlink", "gpu_procs", "nccl"],
         # HealthCheckProgram (slurmkit health): on a node with a job only the checks that cannot disturb it run;
@@ -287,6 +287,11 @@ class HealthSettings:
         "health": ["xid", "gpu_count", "ecc", "driver", "pcie", "nvlink", "gpu_procs", "nccl", "dcgm"],
     })
     periodic_budget_seconds: float = 45.0   # a health run stops starting checks after this (Slurm kills it at 60)
+    # `slurmkit health --sweep`: the heavy checks as one exclusive, low-priority job per node
+    sweep_partition: str | None = None   # default: the swept partition (or each node's default)
+    sweep_qos: str | None = None
+    sweep_time_limit: str = "00:30:00"
+    sweep_nice: int = 10000          # sbatch --nice: behind every user job
     command_timeout: float = 10.0    # seconds for each nvidia-smi / dmesg call
     budget_seconds: float = 30.0     # a profile stops starting checks after this long (the rest: fail-closed)
     fail_closed: bool = True         # a check that cannot run (timeout, missing tool) fails (else: warn)
@@ -299,6 +304,8 @@ class HealthSettings:
     def __post_init__(self):
         if not 4096 <= self.log_max_bytes <= 1 << 40:
             raise ValueError("log_max_bytes: expected 4096 to 2^40 bytes")
+        if not 0 <= self.sweep_nice <= 2147483645:
+            raise ValueError("sweep_nice: expected 0 to 2147483645")
         if not 1 <= self.periodic_budget_seconds <= 3600:
             raise ValueError("periodic_budget_seconds: expected 1 to 3600")
         if not 0 <= self.log_generations <= 1000:
