@@ -171,9 +171,17 @@ PrologEpilogTimeout=60
 Prolog={hooks}/prolog
 Epilog={hooks}/epilog
 PrologFlags=Alloc
-NodeName={"n[1-%d]" % a.nodes if a.nodes > 1 else "n1"} NodeHostname={host} NodeAddr=127.0.0.1 Port={ports} CPUs={cpus} Boards=1 SocketsPerBoard={a.sockets} CoresPerSocket={a.cores_per_socket} ThreadsPerCore={a.threads_per_core} RealMemory={a.mem_mb} {gres} State=UNKNOWN
+{health_lines(a, hooks)}NodeName={"n[1-%d]" % a.nodes if a.nodes > 1 else "n1"} NodeHostname={host} NodeAddr=127.0.0.1 Port={ports} CPUs={cpus} Boards=1 SocketsPerBoard={a.sockets} CoresPerSocket={a.cores_per_socket} ThreadsPerCore={a.threads_per_core} RealMemory={a.mem_mb} {gres} State=UNKNOWN
 PartitionName=gpu Nodes={",".join(nodes)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 """
+
+
+def health_lines(a, hooks: Path) -> str:
+    """HealthCheckProgram (slurmkit's health/health through the wrapper) every --health-interval seconds."""
+    n = getattr(a, "health_interval", 0)
+    if not n:
+        return ""
+    return f"HealthCheckProgram={hooks}/health\nHealthCheckInterval={n}\nHealthCheckNodeState=ANY\n"
 
 
 def render_gres_conf(a, d: Path) -> str:
@@ -228,9 +236,10 @@ tools:
   nvidia_smi: {fake}/nvidia-smi
   dmesg: {fake}/dmesg
   all_reduce_perf: {fake}/all_reduce_perf
+  dcgmi: {fake}/dcgmi
 paths:
   state_dir: {d}/slurmkit/state
-  health_log: {d}/slurmkit/health.jsonl
+  health_log: {d}/slurmkit/health/
 sync:
   enabled: true
   source: {d}/local/$SLURM_JOB_USER/$SLURM_JOB_ID/ckpt
@@ -267,7 +276,7 @@ def write_hooks(a, d: Path) -> None:
     """The wrappers slurm.conf's Prolog=/Epilog= name. slurmd reads them at every job: rewriting them (the `hooks`
     subcommand) changes what the next job runs, without a restart."""
     (d / "hooks").mkdir(parents=True, exist_ok=True)
-    for which in ("prolog", "epilog"):
+    for which in ("prolog", "epilog", "health"):
         h = d / "hooks" / which
         tmp = h.with_name(f".{which}.tmp")
         tmp.write_text(render_hook(d, which, a.hooks, getattr(a, which, None)))
@@ -511,6 +520,8 @@ def main(argv=None) -> None:
     u.add_argument("--hooks", choices=["slurmkit", "true"], default="slurmkit",
                    help="Prolog/Epilog: the repo's scripts, or /bin/true-like stubs (for benchmarks)")
     add_hook_paths(u)
+    u.add_argument("--health-interval", type=int, default=0, metavar="SECONDS",
+                   help="run slurmkit's health program as Slurm's HealthCheckProgram this often (0: not at all)")
     u.add_argument("--default-scenario", default="healthy-h100x8")
     u.add_argument("--scenario", action="append", default=[], metavar="NODE=SCENARIO")
     u.add_argument("--timeout", type=float, default=60)

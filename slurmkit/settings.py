@@ -148,13 +148,16 @@ class ToolsSettings(Section):
     nvidia_smi: str | list[str] = "nvidia-smi"          # GPU state (-q), topology (topo -m), NVLink (nvlink -s/-e)
     dmesg: str | list[str] = "dmesg"                    # the kernel log the xid check reads (see xid.log_file)
     all_reduce_perf: str | list[str] = "all_reduce_perf"  # nccl-tests, for the nccl check (args: nccl.args)
+    dcgmi: str | list[str] = "dcgmi"                    # NVIDIA DCGM's CLI, for the dcgm check (dcgmi diag)
 
 
 @section
 class PathsSettings(Section):
     """Where slurmkit keeps its state and its health log on a node."""
     state_dir: str = "/var/lib/slurmkit"               # per-node marks: Xid lines seen, the cached NCCL result
-    health_log: str = "/var/log/slurmkit/health.jsonl"  # one JSON line per check run; audit reads its evidence
+    # one JSON line per check run; audit reads its evidence. A directory: one file per node (<node>.jsonl, each
+    # written only by its node: safe on NFS, rotated by size); a path ending in .jsonl/.json/.log: one shared file
+    health_log: str = "/var/log/slurmkit/health/"
 
 
 @section
@@ -404,14 +407,35 @@ class HealthSettings(Section):
     """Which checks each hook runs, and how long they may take."""
     # profile -> the checks it runs, in order (prolog/epilog: the hooks; full: `slurmkit check`)
     profiles: dict[str, list[str]] = field(default_factory=lambda: {
-        "prolog": ["xid", "gpu_count", "ecc", "driver", "pcie", "gpu_procs", "nccl"],
+        "prolog": ["xid", "gpu_count", "ecc", "driver", "pcie", "gpu_procs", "nccl", "dcgm"],
         "epilog": ["xid", "ecc", "gpu_procs"],
         "full": ["xid", "gpu_count", "ecc", "driver", "pcie", "nvlink", "gpu_procs", "nccl"],
+        # HealthCheckProgram (slurmkit health): on a node with a job only the checks that cannot disturb it run;
+        # nccl and dcgm read their cached verdicts (the heavy runs are sweep jobs)
+        "health": ["xid", "gpu_count", "ecc", "driver", "pcie", "nvlink", "gpu_procs", "nccl", "dcgm"],
     })
     command_timeout: float = num(10.0, 0, 3600, lo_open=True)  # seconds for each nvidia-smi / dmesg call
     budget_seconds: float = num(30.0, 0, DAY, lo_open=True)  # a profile stops starting checks after this long
     fail_closed: bool = True         # a check that cannot run (timeout, missing tool) fails (else: warn)
     drain: bool = True               # prolog/epilog drain the node on a failure
+    periodic_budget_seconds: float = num(45.0, 1, 3600)  # a health run stops starting checks after this (Slurm: 60 s)
+    log_max_bytes: int = num(16 << 20, 4096, 1 << 40)  # a node's health-log file is rotated past this size
+    log_generations: int = num(5, 0, 1000)  # rotated files kept per node (<node>.jsonl.1 .. .N)
+    syslog: bool = False             # also send every record to journald (SLURMKIT_* fields) or syslog
+    textfile_dir: str | None = None  # node_exporter textfile collector dir: slurmkit-<node>.prom written there
+    # `slurmkit health --sweep`: the heavy checks as one exclusive, low-priority job per node
+    sweep_partition: str | None = None   # the partition of the sweep jobs (default: the swept one)
+    sweep_qos: str | None = None     # the QOS of the sweep jobs (default: none given)
+    sweep_time_limit: str = "00:30:00"  # time limit of a sweep job
+    sweep_nice: int = num(10000, 0, 2147483645)  # sbatch --nice of a sweep job: behind every user job
+
+
+@section
+class DcgmSettings(Section):
+    """The dcgm check: DCGM's diagnostic, run by name or by a health sweep; the prolog reads its cached verdict."""
+    level: int = num(1, 1, 4)        # dcgmi diag -r LEVEL: 1 ~10 s, 2 ~2 min, 3 ~15 min
+    timeout: float = num(600.0, 1, DAY)  # seconds before a hung dcgmi is a finding
+    ttl_seconds: int = num(86400, 0, 30 * DAY)  # the prolog trusts a cached verdict this long
 
 
 @section
@@ -436,6 +460,7 @@ class Settings(Section):
     nvlink: NvlinkSettings = field(default_factory=NvlinkSettings)
     gpu_procs: GpuProcsSettings = field(default_factory=GpuProcsSettings)
     nccl: NcclSettings = field(default_factory=NcclSettings)
+    dcgm: DcgmSettings = field(default_factory=DcgmSettings)
     # where the settings came from, and the line of each key ("slurm.timeout" -> 3), for messages
     source: str | None = field(default=None, metadata={"internal": True})
     lines: dict[str, int] = field(default_factory=dict, metadata={"internal": True})

@@ -39,12 +39,25 @@ def _records(ctx: Ctx, from_file: str | None):
     return f"{from_file} ({kind})", recs
 
 
-def _health(ctx: Ctx, since: datetime | None) -> dict[str, list[dict]]:
+def _health(ctx: Ctx, since: datetime | None, recs=(), window: timedelta = timedelta(0)) -> dict[str, list[dict]]:
+    """The health-log records of the out-of-service nodes only, each read back no further than what the audit can
+    show for it: its drain time less the evidence window (or --since, whichever is later)."""
     from .. import healthlog
-    from ..audit import index_health_log
-    s = since.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if since else None
+    from ..audit import out_of_service, slurm_time
+
+    def iso(t: datetime) -> str:
+        return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    bounds: dict[str, str | None] = {}
+    for r in recs:
+        if not out_of_service(r):
+            continue
+        when = slurm_time(r.reason_time)
+        lower = when - window if when is not None else None
+        if since is not None and (lower is None or since > lower):
+            lower = since
+        bounds[r.name] = iso(lower) if lower is not None else None
     try:
-        return index_health_log(healthlog.read(ctx.settings.paths.health_log, since=s))
+        return healthlog.read_bounded(ctx.settings.paths.health_log, bounds)
     except OSError as e:
         ctx.say(f"cannot read the health log {ctx.settings.paths.health_log}: {e}")
         return {}
@@ -85,7 +98,8 @@ def _run_audit(ctx: Ctx, from_file, since_text, partition, now_text, limit_nodes
     if limit_nodes is not None:
         recs = [r for r in recs if r.name in limit_nodes]
     table = A.load_causes(s.audit.causes_file)
-    health = _health(ctx, since)
+    window = timedelta(minutes=s.audit.evidence_window_minutes)
+    health = _health(ctx, since, recs, window)
     parts = [p for p in (partition or "").split(",") if p] or None
     kw = dict(table=table, prefix=s.drain.prefix, now=now, since=since, partitions=parts,
               evidence_per_node=s.audit.evidence_per_node,
@@ -254,7 +268,7 @@ def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
         d.action = "resumed"
         e = by_name.get(d.node)
         try:
-            healthlog.append(s.paths.health_log, healthlog.record(
+            healthlog.write(s, healthlog.record(
                 check=d.check or "audit", status="ok" if d.overrides is None else "skip", context="audit",
                 node=d.node, reason=e.node.reason if e else "", action="resumed",
                 evidence={"why": d.why, "overrides": d.overrides}))

@@ -37,6 +37,7 @@ class Context:
             "nvlink_s": tool(t.nvidia_smi, "nvlink", "-s"),
             "nvlink_e": tool(t.nvidia_smi, "nvlink", "-e"),
             "allreduce": tool(t.all_reduce_perf, *self.settings.nccl.args),
+            "dcgm_diag": tool(t.dcgmi, "diag", "-r", str(self.settings.dcgm.level)),
         }[source]
 
     def text(self, check: str, source: str, *, fresh: bool = False, timeout: float | None = None) -> str:

@@ -42,7 +42,7 @@ def site_config(cluster, fleet: Fleet, wrappers: Path) -> str:
     fake = REPO / "dev" / "fakegpu" / "bin"
     env = ["env", f"SLURMKIT_FAKEGPU_DIR={cluster.dir / 'fakegpu'}"]
     doc["tools"] = {t: [*env, str(fake / t.replace("nvidia_smi", "nvidia-smi"))]
-                    for t in ("nvidia_smi", "dmesg", "all_reduce_perf")}
+                    for t in ("nvidia_smi", "dmesg", "all_reduce_perf", "dcgmi")}
     doc["audit"].pop("recheck_command")
     doc["install"] = {**yaml.safe_load(fleet.install_config())["install"],
                       "slurm_prolog": str(wrappers / "slurmkit-prolog"),
@@ -112,8 +112,8 @@ def test_deploy_page_from_a_wheel_to_drain_and_resume(clean, tmp_path):
 
         t0 = time.time()
         step("job")
-        log = Path(yaml.safe_load(cfg.read_text())["paths"]["health_log"])
-        recs = [json.loads(ln) for ln in log.read_text().splitlines() if ln.strip()]
+        from slurmkit import healthlog
+        recs = list(healthlog.read(yaml.safe_load(cfg.read_text())["paths"]["health_log"]))
         assert any(x["node"] == "n1" and x["context"] == "prolog" and x.get("job_id") for x in recs
                    if x.get("time", "") >= time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t0 - 1))), recs[-5:]
 

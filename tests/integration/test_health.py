@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from slurmkit import config, drain
+from slurmkit import config, drain, healthlog
 
 ADMIN = "admin: PSU swap ticket 4411"
 
@@ -14,27 +14,25 @@ def site(cluster):
 
 
 def log_mark(cluster):
-    """How many records the health log holds now (an earlier cluster in the same dir reused job ids)."""
-    try:
-        with open(site(cluster).paths.health_log) as f:
-            return sum(1 for _ in f)
-    except FileNotFoundError:
-        return 0
+    """How many records each node's health log holds now (an earlier cluster in the same dir reused job ids)."""
+    counts: dict = {}
+    for rec in healthlog.read(site(cluster).paths.health_log):
+        counts[rec.get("node")] = counts.get(rec.get("node"), 0) + 1
+    return counts
 
 
-def health_log(cluster, since=0, **match):
-    path = site(cluster).paths.health_log
+def health_log(cluster, since=None, **match):
+    """Records written after the mark `since` (from log_mark) that match every key=value given."""
+    since = since or {}
+    seen: dict = {}
     out = []
-    try:
-        with open(path) as f:
-            for i, line in enumerate(f):
-                if i < since:
-                    continue
-                rec = json.loads(line)
-                if all(rec.get(k) == v for k, v in match.items()):
-                    out.append(rec)
-    except FileNotFoundError:
-        pass
+    for rec in healthlog.read(site(cluster).paths.health_log):
+        n = rec.get("node")
+        seen[n] = seen.get(n, 0) + 1
+        if seen[n] <= since.get(n, 0):
+            continue
+        if all(rec.get(k) == v for k, v in match.items()):
+            out.append(rec)
     return out
 
 

@@ -118,7 +118,7 @@ def run(ctx) -> Result:
         events = parse(text, s)
         res = evaluate(events, events, s)
         nxt = dict(state, file=mark)
-        if ctx.profile in ("prolog", "epilog") and nxt != state:
+        if ctx.profile in ("prolog", "epilog", "health") and nxt != state:
             _save(path, nxt)
         return res
     text = ctx.text(NAME, "dmesg")
@@ -131,7 +131,7 @@ def run(ctx) -> Result:
     new = kernlog.new_events(events, state, boot)
     res = evaluate(new, events, s)
     nxt = kernlog.next_state(events, boot)
-    if ctx.profile in ("prolog", "epilog") and nxt != state:   # only hooks move the mark; `check` only reads
+    if ctx.profile in ("prolog", "epilog", "health") and nxt != state:   # only hooks move the mark; `check` only reads
         _save(path, nxt)
     return res
 
