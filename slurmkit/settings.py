@@ -267,7 +267,7 @@ class SubmitSettings(Section):
 class InstallSettings(Section):
     """`slurmkit install`: where things go on a node, how to reach it. Every target path may contain `{node}`."""
     root: str = ""                                  # prefix for every target path (tests: /tmp/x/{node})
-    hooks_dir: str = "/etc/slurm/slurmkit"          # prolog and epilog go here
+    hooks_dir: str = "/etc/slurm/slurmkit"          # prolog, epilog and health go here
     config_path: str = "/etc/slurmkit/config.yaml"  # the site config on the node
     venv_dir: str = "/opt/slurmkit/venv"            # a symlink to venv-<bundle>, a venv with slurmkit
     wheel_dir: str = "/opt/slurmkit/wheels"         # the wheels the venv is built from
@@ -275,6 +275,10 @@ class InstallSettings(Section):
     python: str = "python3"                         # the node's Python that creates the venv
     prolog_src: str | None = None                   # local script to install (default: the repo's prolog/prolog)
     epilog_src: str | None = None                   # (default: the repo's epilog/epilog)
+    health_src: str | None = None                   # (default: the repo's health/health, the HealthCheckProgram)
+    # HealthCheckInterval= the printed slurm.conf lines ask for, with HealthCheckProgram= the installed health
+    # script (seconds; 0: no HealthCheckProgram advice)
+    health_check_interval: int = num(300, 0, 86400)
     site_config_src: str | None = None              # local config to push (default: the one slurmkit loaded)
     wheelhouse: str | None = None                   # prebuilt wheels (slurmkit + node_packages); default: build
     # what the node venv gets beside slurmkit (at the versions installed on the admin host)

@@ -74,10 +74,10 @@ def install(ctx: Ctx, nodelist, partition, dry_run, parallel, as_json, rollback,
         raise UsageError("no nodes: give --nodes HOSTLIST and/or --from-slurm PARTITION")
 
     wh = None
-    prolog = epilog = site_config = b""
+    prolog = epilog = health = site_config = b""
     if not rollback:
-        psrc, esrc = bundle.hook_sources(inst)
-        prolog, epilog = psrc.read_bytes(), esrc.read_bytes()
+        psrc, esrc, hsrc = bundle.hook_sources(inst)
+        prolog, epilog, health = psrc.read_bytes(), esrc.read_bytes(), hsrc.read_bytes()
         cfg = inst.site_config_src or settings.source
         if not cfg:
             raise UsageError("no site config to push: give --config FILE (or set install.site_config_src)")
@@ -93,7 +93,7 @@ def install(ctx: Ctx, nodelist, partition, dry_run, parallel, as_json, rollback,
 
     connect = functools.partial(ssh.connect, install=inst, accept_new=accept_new_host_keys, say=say)
     job = Job(inst, wh, prolog, epilog, site_config, connect, dry_run=dry_run, do_verify=do_verify,
-              do_rollback=rollback)
+              do_rollback=rollback, health=health)
     results = fanout.fan_out(nodes, lambda n: run_node(n, job), parallel or inst.parallel,
                              progress=None if not as_json else False,
                              label="rollback" if rollback else "install")
@@ -121,7 +121,10 @@ def _slurm_conf(settings, lay, ctx) -> dict:
     inst = settings.install
     per_node = "{node}" in inst.root
     prolog, epilog = inst.slurm_prolog or lay.prolog, inst.slurm_epilog or lay.epilog
-    lines = slurmconf.required_lines(prolog, epilog, inst.prolog_epilog_timeout)
+    lines = slurmconf.required_lines(prolog, epilog, inst.prolog_epilog_timeout,
+                                     # one slurm.conf names one path: no per-node health script
+                                     health=lay.health if inst.health_check_interval and not per_node else None,
+                                     health_interval=inst.health_check_interval)
     out = {"lines": [ln.text for ln in lines], "missing": [], "error": None, "node": lay.node,
            "per_node": per_node, "wrapper_needed": per_node and not (inst.slurm_prolog and inst.slurm_epilog),
            "configless": None}

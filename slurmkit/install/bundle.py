@@ -87,12 +87,15 @@ def stamp_bytes(lay: Layout, wh: Wheelhouse, files: list[Artifact]) -> bytes:
     return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
 
 
-def artifacts(lay: Layout, wh: Wheelhouse, prolog: bytes, epilog: bytes, site_config: bytes) -> list[Artifact]:
-    """Every file for one node, the stamp last."""
+def artifacts(lay: Layout, wh: Wheelhouse, prolog: bytes, epilog: bytes, site_config: bytes,
+              health: bytes = b"") -> list[Artifact]:
+    """Every file for one node, the stamp last (the health script when there is one)."""
     out = [Artifact("wheel", f"{lay.wheel_dir}/{w.name}", w.read_bytes(), 0o644) for w in wh.wheels]
     out += [Artifact("config", lay.config, site_config, 0o644),
             Artifact("prolog", lay.prolog, hook_text(prolog, lay), 0o755),
             Artifact("epilog", lay.epilog, hook_text(epilog, lay), 0o755)]
+    if health:
+        out.append(Artifact("health", lay.health, hook_text(health, lay), 0o755))
     out.append(Artifact("stamp", lay.stamp, stamp_bytes(lay, wh, out), 0o644))
     return out
 
@@ -114,12 +117,14 @@ def installed_hooks_dir() -> Path:
     return Path(sys.prefix) / "share" / "slurmkit" / "hooks"
 
 
-def hook_sources(install) -> tuple[Path, Path]:
-    """The prolog and epilog to install: install.{prolog,epilog}_src, else the checkout's prolog/prolog and
-    epilog/epilog, else the copies a wheel install carries (<prefix>/share/slurmkit/hooks)."""
+def hook_sources(install) -> tuple[Path, Path, Path]:
+    """The prolog, epilog and health script to install: install.{prolog,epilog,health}_src, else the checkout's
+    prolog/prolog, epilog/epilog and health/health, else the copies a wheel install carries
+    (<prefix>/share/slurmkit/hooks)."""
     src = source_tree()
     out = []
-    for which, given in (("prolog", install.prolog_src), ("epilog", install.epilog_src)):
+    for which, given in (("prolog", install.prolog_src), ("epilog", install.epilog_src),
+                         ("health", install.health_src)):
         if given:
             p = Path(given).expanduser()
         elif src is not None:
@@ -132,7 +137,7 @@ def hook_sources(install) -> tuple[Path, Path]:
         if not p.is_file():
             raise UsageError(f"install.{which}_src: no such file {p}")
         out.append(p)
-    return out[0], out[1]
+    return out[0], out[1], out[2]
 
 
 def _tree_hash(top: Path, extra: list[str]) -> str:

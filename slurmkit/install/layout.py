@@ -14,6 +14,7 @@ class Layout:
     root: str
     prolog: str
     epilog: str
+    health: str
     config: str
     venv: str
     wheel_dir: str
@@ -46,5 +47,5 @@ def layout(install, node: str) -> Layout:
 
     hooks = p(install.hooks_dir)
     return Layout(node=node, root=root, prolog=posixpath.join(hooks, "prolog"),
-                  epilog=posixpath.join(hooks, "epilog"), config=p(install.config_path), venv=p(install.venv_dir),
+                  epilog=posixpath.join(hooks, "epilog"), health=posixpath.join(hooks, "health"), config=p(install.config_path), venv=p(install.venv_dir),
                   wheel_dir=p(install.wheel_dir), stamp=p(install.stamp_path))

@@ -293,6 +293,7 @@ class Job:
     epilog: bytes
     site_config: bytes
     connect: object
+    health: bytes = b""
     dry_run: bool = False
     do_verify: bool = False
     do_rollback: bool = False
@@ -332,7 +333,7 @@ def run_node(node: str, job: Job) -> NodeResult:
 
 def _install_node(t: Transport, lay: Layout, job: Job, res: NodeResult) -> None:
     wh = job.wheelhouse
-    arts = artifacts(lay, wh, job.prolog, job.epilog, job.site_config)
+    arts = artifacts(lay, wh, job.prolog, job.epilog, job.site_config, job.health)
     venv = lay.venv_for(wh.bundle_id)
     dirs = sorted({posixpath.dirname(a.path) for a in arts} | {posixpath.dirname(lay.venv)})
     remote = gather(t, [a.path for a in arts] + [lay.venv, lay.venv + PREV, venv, posixpath.join(venv, COMPLETE),

@@ -27,7 +27,13 @@ class Line:
         return f"{self.key}={self.value}"
 
 
-def required_lines(prolog: str, epilog: str, timeout: int) -> list[Line]:
+def required_lines(prolog: str, epilog: str, timeout: int, *, health: str | None = None,
+                   health_interval: int = 300) -> list[Line]:
+    """The lines the installed hooks need; with `health`, slurmkit's health script as the HealthCheckProgram."""
+    extra = [] if not health else [
+        Line("HealthCheckProgram", health, "check every node between jobs, draining one that broke while idle"),
+        Line("HealthCheckInterval", str(health_interval), "how often (seconds) the health program runs"),
+    ]
     return [
         Line("Prolog", prolog, "run the installed prolog before every job"),
         Line("Epilog", epilog, "run the installed epilog after every job"),
@@ -35,7 +41,7 @@ def required_lines(prolog: str, epilog: str, timeout: int) -> list[Line]:
         Line("PrologEpilogTimeout", str(timeout), "bound the hooks (Slurm's default is no limit)"),
         Line("SchedulerParameters", "nohold_on_prolog_fail",
              "a job whose prolog failed runs elsewhere at once instead of being held"),
-    ]
+    ] + extra
 
 
 def parse_show_config(text: str) -> dict[str, str]:

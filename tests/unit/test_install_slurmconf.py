@@ -84,3 +84,15 @@ def test_a_per_node_root_gets_a_wrapper_and_no_lines_until_slurm_conf_can_name_o
     r = slurmkit(tmp_path, per_node + "  slurm_prolog: /etc/slurm/w-prolog\n  slurm_epilog: /etc/slurm/w-epilog\n",
                  "--slurm-conf")
     assert r.returncode == 1 and "cannot read the cluster's config" in r.stderr and r.stdout == ""
+
+
+def test_the_health_program_is_advised_with_its_interval_and_merged_like_the_rest():
+    lines = sc.required_lines("/etc/slurm/slurmkit/prolog", "/etc/slurm/slurmkit/epilog", 300,
+                              health="/etc/slurm/slurmkit/health", health_interval=120)
+    assert [ln.text for ln in lines][-2:] == ["HealthCheckProgram=/etc/slurm/slurmkit/health",
+                                              "HealthCheckInterval=120"]
+    have = {"HealthCheckProgram": "/usr/sbin/nhc", "HealthCheckInterval": "300"}
+    missing = dict((ln.key, h) for ln, h in sc.missing(lines, have))
+    assert missing["HealthCheckProgram"] == "/usr/sbin/nhc"       # NHC in place: said, never silently replaced
+    assert "HealthCheckProgram" not in dict((ln.key, h) for ln, h in sc.missing(lines, {
+        "HealthCheckProgram": "/etc/slurm/slurmkit/health", "HealthCheckInterval": "120"}))
