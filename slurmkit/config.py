@@ -271,6 +271,45 @@ class HealthSettings:
 
 
 @dataclass
+class EfficiencySettings:
+    """Per-job GPU efficiency (slurmkit/efficiency): the sampler the prolog starts and the verdicts' thresholds."""
+    enabled: bool = True              # the prolog starts a sampler for every job that holds GPUs
+    interval: float = 10.0            # seconds between samples
+    backend: Literal["auto", "nvml", "nvidia-smi"] = "auto"   # auto: NVML (nvidia-ml-py) when it imports
+    min_samples: int = 3              # fewer readable samples: unknown
+    idle_util_pct: float = 5.0        # a sample at or below this utilisation is idle ...
+    idle_fraction: float = 0.9        # ... and a GPU idle in this share of its samples is idle
+    underused_util_pct: float = 30.0  # mean utilisation under this: underused
+    hung_util_pct: float = 90.0       # hung: utilisation at or above this ...
+    hung_power_ratio: float = 0.35    # ... while power is under this share of the board's limit ...
+    hung_seconds: float = 300.0       # ... for this long in a row
+    held_memory_mib: float = 1024.0   # an idle GPU holding more than this is "memory held"
+    samples_max_bytes: int = 4 << 20  # a job's sample file; past it the sampler halves its resolution
+    log_max_bytes: int = 64 << 20     # the job-efficiency log; past it, it rotates to .1 (one generation kept)
+    log: str | None = None            # default: efficiency.jsonl beside paths.health_log
+    watchdog_interval: float = 5.0    # seconds between the sampler's "is my job still here?" checks
+    start_grace: float = 120.0        # a job whose steps never appear in this long is gone
+    steps_dir: str = "/tmp"           # where report_step() leaves a job's FLOPs (slurmkit-steps.<job id>) for MFU
+    # `report idle --run-command`: argv run once per wasteful job; {job_id} {user} {account} {partition} {node}
+    # {verdict} {gpu_hours} {wasted_gpu_hours} fill in, each one argument (never a shell string). Empty: nothing sent
+    idle_command: list[str] = field(default_factory=list)
+    idle_command_timeout: float = 30.0
+
+    def __post_init__(self):
+        for name, lo, hi in (("interval", 0.05, 3600), ("idle_util_pct", 0, 100), ("idle_fraction", 0.01, 1),
+                             ("underused_util_pct", 0, 100), ("hung_util_pct", 1, 100),
+                             ("hung_power_ratio", 0.01, 1), ("hung_seconds", 0.1, 86400),
+                             ("min_samples", 1, 100000), ("held_memory_mib", 0, 1 << 24),
+                             ("samples_max_bytes", 64 << 10, 1 << 30), ("log_max_bytes", 1 << 20, 1 << 40),
+                             ("watchdog_interval", 0.1, 3600), ("start_grace", 1, 86400)):
+            v = getattr(self, name)
+            if not lo <= v <= hi:
+                raise ValueError(f"{name}: expected {lo:g} to {hi:g}, got {v:g}")
+        if self.idle_util_pct >= self.underused_util_pct and self.underused_util_pct > 0:
+            raise ValueError("idle_util_pct must be below underused_util_pct")
+
+
+@dataclass
 class Settings:
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
     tools: ToolsSettings = field(default_factory=ToolsSettings)
@@ -291,6 +330,7 @@ class Settings:
     nvlink: NvlinkSettings = field(default_factory=NvlinkSettings)
     gpu_procs: GpuProcsSettings = field(default_factory=GpuProcsSettings)
     nccl: NcclSettings = field(default_factory=NcclSettings)
+    efficiency: EfficiencySettings = field(default_factory=EfficiencySettings)
     # where the settings came from, and the line of each key ("slurm.timeout" -> 3), for messages
     source: str | None = field(default=None, metadata={"internal": True})
     lines: dict[str, int] = field(default_factory=dict, metadata={"internal": True})
