@@ -49,6 +49,8 @@ COMMANDS = {
     "install": "slurmkit.commands.install:install",
     "run": "slurmkit.commands.run:run",
     "check": "slurmkit.commands.check:check",
+    "efficiency": "slurmkit.commands.efficiency:efficiency",
+    "report": "slurmkit.commands.report:report",
 }
 
 
