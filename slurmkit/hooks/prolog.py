@@ -17,6 +17,9 @@ def main() -> int:
     if settings is None:
         return 1
     report, _ = run_hook("prolog", settings, os.environ)
+    if report.healthy:
+        from ..efficiency.hooks import start as start_efficiency_sampler   # issue 15: detached, never fails the job
+        start_efficiency_sampler(settings, os.environ)
     return 0 if report.healthy else 1
 
 
