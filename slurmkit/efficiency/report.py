@@ -73,3 +73,91 @@ def plot(series: dict, path: str, *, title: str = "") -> None:
     ax.legend(loc="upper right", fontsize="small")
     fig.tight_layout()
     fig.savefig(path)
+
+
+# --- `slurmkit report idle`: idle / under-used GPU-hours and their cost, from the job-efficiency log -----------
+
+_SINCE = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_since(text: str, now: float) -> float:
+    """'7d', '12h', '30m', '2w' ago, or an ISO date/time -> epoch seconds."""
+    import re
+    from datetime import datetime
+    t = text.strip()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([mhdw])", t)
+    if m:
+        return now - float(m.group(1)) * _SINCE[m.group(2)]
+    try:
+        dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"--since: expected 7d, 12h, 30m, 2w or a date like 2026-11-24, got {text!r}") from None
+    return (dt if dt.tzinfo else dt.astimezone()).timestamp()
+
+
+WASTE = ("idle", "hung", "underused")
+
+
+def idle_report(records, *, by: str, price: float) -> dict:
+    """Aggregate job records per `by` (user | account | partition | job); jobs with a wasteful verdict are findings."""
+    groups: dict[str, dict] = {}
+    findings = []
+    for r in records:
+        key = str(r.get("job_id") if by == "job" else (r.get(by) or "(none)"))
+        g = groups.setdefault(key, {by: key, "jobs": 0, "gpu_hours": 0.0, "idle_gpu_hours": 0.0,
+                                    "hung_gpu_hours": 0.0, "underused_gpu_hours": 0.0, "unknown_gpu_hours": 0.0})
+        g["jobs"] += 1
+        g["gpu_hours"] += r.get("gpu_hours") or 0.0
+        for state, h in (r.get("gpu_hours_by_state") or {}).items():
+            if f"{state}_gpu_hours" in g:
+                g[f"{state}_gpu_hours"] += h
+        if r.get("verdict") in WASTE:
+            hs = r.get("gpu_hours_by_state") or {}
+            findings.append({"job_id": r.get("job_id"), "node": r.get("node"), "user": r.get("user"),
+                             "account": r.get("account"), "partition": r.get("partition"),
+                             "verdict": r.get("verdict"), "gpu_hours": r.get("gpu_hours"),
+                             "wasted_gpu_hours": round(sum(hs.get(s, 0.0) for s in WASTE), 6),
+                             "next_steps": r.get("next_steps") or []})
+    rows = []
+    for g in groups.values():
+        for k in list(g):
+            if k.endswith("gpu_hours"):
+                g[k] = round(g[k], 6)
+        g["idle_cost"] = round((g["idle_gpu_hours"] + g["hung_gpu_hours"]) * price, 6)
+        g["underused_cost"] = round(g["underused_gpu_hours"] * price, 6)
+        rows.append(g)
+    rows.sort(key=lambda g: -(g["idle_gpu_hours"] + g["hung_gpu_hours"] + g["underused_gpu_hours"]))
+    tot = {k: round(sum(g[k] for g in rows), 6) for k in ("jobs", "gpu_hours", "idle_gpu_hours", "hung_gpu_hours",
+                                                          "underused_gpu_hours", "idle_cost", "underused_cost")}
+    return {"by": by, "price_per_gpu_hour": price, "groups": rows, "total": tot, "findings": findings}
+
+
+COLUMNS = ("jobs", "gpu_hours", "idle_gpu_hours", "hung_gpu_hours", "underused_gpu_hours", "idle_cost",
+           "underused_cost")
+
+
+def idle_text(doc: dict) -> str:
+    rows = [[g[doc["by"]], *[f"{g[c]:.3f}" if isinstance(g[c], float) else g[c] for c in COLUMNS]]
+            for g in doc["groups"]]
+    t = doc["total"]
+    rows.append(["TOTAL", *[f"{t[c]:.3f}" if isinstance(t[c], float) else t[c] for c in COLUMNS]])
+    out = [table(rows, [doc["by"].upper(), "JOBS", "GPU-H", "IDLE GPU-H", "HUNG GPU-H", "UNDERUSED GPU-H",
+                        "IDLE COST", "UNDERUSED COST"])]
+    if not doc["price_per_gpu_hour"]:
+        out.append("(audit.price_per_gpu_hour is 0: costs are not shown in money)")
+    for f in doc["findings"]:
+        out.append(f"job {f['job_id']} ({f['user']}, {f['node']}): {f['verdict']}, "
+                   f"{f['wasted_gpu_hours']:.3f} of {f['gpu_hours']:.3f} GPU-hours"
+                   + (f" - {f['next_steps'][0]}" if f["next_steps"] else ""))
+    return "\n".join(out)
+
+
+def idle_csv(doc: dict) -> str:
+    import csv
+    import io
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow([doc["by"], *COLUMNS])
+    for g in doc["groups"]:
+        w.writerow([g[doc["by"]], *[g[c] for c in COLUMNS]])
+    return buf.getvalue()
