@@ -228,6 +228,7 @@ efficiency:                   # issue 15: fast samples so test jobs of seconds g
   hung_seconds: 3
   watchdog_interval: 0.5
   start_grace: 30
+  steps_dir: {d}/steps        # report_step() files (jobs export SLURMKIT_STEPS_DIR to match)
 """
 
 

@@ -26,3 +26,30 @@ def report_step(flops: float, tokens: int | None = None, *, job_id: str | None =
         return True
     except OSError:
         return False
+
+
+def tee_step_lines(stream, flops_per_step: float | None, out=None) -> int:
+    """`slurmkit run --flops-per-step N`: copy the child's stdout through unchanged, and report a step for each
+    `SLURMKIT_STEP [flops=F] [tokens=T]` line (F defaults to N). Returns the steps reported."""
+    import sys
+    from .mfu import _KV
+    out = out or sys.stdout.buffer
+    n = 0
+    for raw in iter(lambda: stream.readline(1 << 16), b""):
+        try:
+            out.write(raw)
+            out.flush()
+        except (OSError, ValueError):
+            pass
+        if b"SLURMKIT_STEP" in raw:
+            kv = {}
+            for k, v in _KV.findall(raw.decode("utf-8", "replace").split("SLURMKIT_STEP", 1)[1]):
+                try:
+                    kv[k] = float(v)
+                except ValueError:
+                    pass
+            flops = kv.get("flops", flops_per_step)
+            if flops is not None and flops >= 0:
+                report_step(flops, int(kv["tokens"]) if "tokens" in kv else None)
+                n += 1
+    return n

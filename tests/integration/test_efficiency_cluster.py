@@ -155,14 +155,30 @@ def test_sampler_never_outlives_its_job(clean):
             p.unlink()
 
 
-def test_cpu_job_has_no_sampler_and_wrap_gpu_job_has_a_record(clean):
+STEPS = ("import sys, time; sys.path.insert(0, {repo!r}); from slurmkit.checkpoint import report_step\n"
+         "for _ in range(8):\n    report_step(flops=5e14, tokens=4096); time.sleep(0.4)\n")
+
+
+def test_cpu_job_has_no_sampler_and_wrap_gpu_job_has_a_record_with_mfu(clean, tmp_path):
     c = clean
+    steps_dir = c.dir / "steps"
+    steps_dir.mkdir(exist_ok=True)
+    script = tmp_path / "steps.py"
+    script.write_text(STEPS.format(repo=str(Path(__file__).resolve().parents[2])))
     cpu = c.sbatch("", "-w", "n1", "-o", "/dev/null", "--wrap", "sleep 2")
-    gpu = c.sbatch("", "-w", "n1", "--gres=gpu:1", "-o", "/dev/null", "--wrap", "sleep 3")
+    gpu = c.sbatch("", "-w", "n1", "--gres=gpu:2", "-o", "/dev/null", f"--export=ALL,SLURMKIT_STEPS_DIR={steps_dir}",
+                   "--wrap", f"/usr/bin/python3 {script}")
     c.wait_job(cpu, timeout=60)
     c.wait_job(gpu, timeout=60)
     rec = _wait_record(c, gpu)
-    assert rec["verdict"] == "busy" and len(rec["gpus"]) == 1 and rec["user"] == "root"
+    assert rec["verdict"] == "busy" and len(rec["gpus"]) == 2 and rec["user"] == "root"
+    m = rec["mfu"]
+    # 7 steps of 0.5 PFLOP between the first and last report, ~0.4 s apart, over 2 x H100 SXM (989.4 TFLOP/s)
+    assert m["steps"] == 8 and m["flops"] == 7 * 5e14 and m["peak_bf16_dense_tflops_per_gpu"] == 989.4
+    assert abs(m["mfu_pct"] - 100 * m["flops"] / m["seconds"] / (2 * 989.4e12)) < 0.01
+    assert not (steps_dir / f"slurmkit-steps.{gpu}").exists()      # the epilog consumed it
+    text = c.slurmkit("efficiency", str(gpu)).stdout
+    assert "MFU:" in text
     time.sleep(2)
     assert _records(c, cpu) == []
     res = c.slurmkit("efficiency", str(cpu))

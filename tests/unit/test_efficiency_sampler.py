@@ -170,3 +170,20 @@ def test_parse_since():
 def test_sparkline(vals, width):
     s = sparkline(vals, width)
     assert len(s) == min(len(vals), width) and set(s) <= set("▁▂▃▄▅▆▇█·")
+
+
+def test_run_flops_per_step_counts_step_lines(tmp_path):
+    """`slurmkit run --flops-per-step N`: stdout passes through unchanged; each SLURMKIT_STEP line is a step."""
+    env = {k: v for k, v in os.environ.items() if k != "SLURMKIT_CONFIG"}
+    env.update(SLURM_JOB_ID="991", SLURMKIT_STEPS_DIR=str(tmp_path))
+    child = ("print('hello'); print('SLURMKIT_STEP tokens=5'); print('[rank0] SLURMKIT_STEP flops=3e12 tokens=7');"
+             "print('bye')")
+    r = subprocess.run([sys.executable, "-m", "slurmkit.cli", "run", "--flops-per-step", "2e12", "--", sys.executable,
+                        "-c", child], capture_output=True, text=True, timeout=60, env=env, cwd=str(REPO))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["hello", "SLURMKIT_STEP tokens=5", "[rank0] SLURMKIT_STEP flops=3e12 tokens=7",
+                                     "bye"]
+    steps = mfu.parse_steps((tmp_path / "slurmkit-steps.991").read_text())
+    assert [(s["flops"], s["tokens"]) for s in steps] == [(2e12, 5), (3e12, 7)]
+    from slurmkit.checkpoint import report_step as re_exported
+    assert re_exported is report_step
