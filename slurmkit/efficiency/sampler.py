@@ -116,10 +116,16 @@ class Writer:
 
 
 def nvml_available() -> bool:
+    """nvidia-ml-py imports AND the driver's NVML library initialises (without a driver: use nvidia-smi)."""
     try:
-        import pynvml  # noqa: F401  (nvidia-ml-py)
-        return True
+        import pynvml  # nvidia-ml-py
     except ImportError:
+        return False
+    try:
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+        return True
+    except Exception:  # noqa: BLE001 - NVMLError_LibraryNotFound, _DriverNotLoaded, ...
         return False
 
 
@@ -223,8 +229,12 @@ def main(argv=None) -> int:
     backend = a.backend
     if backend == "auto":
         backend = "nvml" if nvml_available() else "nvidia-smi"
+    if backend == "nvml" and a.backend == "nvml" and not nvml_available():
+        backend = "nvidia-smi"            # asked for NVML on a node without it: still sample, and say so below
     w = Writer(a.out, a.max_bytes, {"v": 1, "job_id": a.job, "gpus": gpus, "interval": a.interval,
                                     "backend": backend, "start": time.time(), "pid": os.getpid()})
+    if backend != a.backend and a.backend == "nvml":
+        w.write({"event": "nvml-unavailable", "error": "nvidia-ml-py missing or NVML did not initialise"})
     stop = threading.Event()
     why = ["stopped"]
     child: list = []

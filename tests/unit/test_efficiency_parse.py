@@ -271,3 +271,17 @@ def test_dmon_roundtrip(rows):
     for idx in {r[0] for r in rows}:
         assert cap.gpus[idx].util == [float(s) for i, s, _ in rows if i == idx]
         assert cap.gpus[idx].power == [float(p) for i, _, p in rows if i == idx]
+
+
+def test_plot_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "util.png"
+    r = cli("efficiency", "--from-file", str(G / "quadro-k2200-dmon-i0-d30-nvenc-transcode-sm99-enc98-idle-bookends.txt"),
+            "--plot", str(out))
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_sparkline_in_text():
+    r = cli("efficiency", "--from-file", str(G / "morpheus-doc-1gpu-dmon-idle-to-busy-ramp-sm99.txt"))
+    assert "▁▁▁▁▇▇█▇▇" in r.stdout and "verdict: busy" in r.stdout

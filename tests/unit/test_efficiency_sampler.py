@@ -187,3 +187,66 @@ def test_run_flops_per_step_counts_step_lines(tmp_path):
     assert [(s["flops"], s["tokens"]) for s in steps] == [(2e12, 5), (3e12, 7)]
     from slurmkit.checkpoint import report_step as re_exported
     assert re_exported is report_step
+
+
+FAKE_PYNVML = '''"""SYNTHETIC stand-in for nvidia-ml-py's pynvml (same function names and units: mW, bytes), for a machine
+without a GPU driver: GPU 0 busy at 650 W, GPU 1 a MIG slice whose utilisation query fails."""
+class NVMLError(Exception):
+    pass
+class _U:
+    def __init__(self, g): self.gpu = g
+class _M:
+    def __init__(self, u, t): self.used, self.total = u, t
+def nvmlInit(): pass
+def nvmlShutdown(): pass
+def nvmlDeviceGetHandleByIndex(i): return i
+def nvmlDeviceGetName(h): return b"NVIDIA H100 80GB HBM3"
+def nvmlDeviceGetUUID(h): return "GPU-fake-%d" % h
+def nvmlDeviceGetEnforcedPowerLimit(h): return 700000
+def nvmlDeviceGetMemoryInfo(h): return _M(60000 * 2**20, 81559 * 2**20)
+def nvmlDeviceGetPowerUsage(h): return 650000
+def nvmlDeviceGetUtilizationRates(h):
+    if h == 1:
+        raise NVMLError("Not Supported")
+    return _U(97)
+'''
+
+
+def test_sampler_nvml_loop(tmp_path):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "pynvml.py").write_text(FAKE_PYNVML)
+    procroot = tmp_path / "proc"
+    stepd = _fake_proc(procroot, 79)
+    out = tmp_path / "s"
+    code = ("import sys; sys.path.insert(0, %r); from slurmkit.efficiency.sampler import main; "
+            "sys.exit(main(sys.argv[1:]))" % str(tmp_path / "lib"))
+    p = subprocess.Popen([sys.executable, "-c", code, "--job", "79", "--gpus", "0,1", "--out", str(out),
+                          "--interval", "0.1", "--backend", "auto", "--watchdog", "0.1",
+                          "--proc-root", str(procroot)], cwd=str(REPO))
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (out.exists() and out.read_text().count("\n[") >= 6):
+            time.sleep(0.1)
+        (stepd / "cmdline").unlink()
+        stepd.rmdir()
+        assert p.wait(timeout=30) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+    cap, head = record.load_samples(out.read_text())
+    assert head["backend"] == "nvml" and head["end_reason"] == "job gone"
+    assert set(cap.gpus[0].util) == {97} and cap.gpus[0].power_limit == 700 and cap.gpus[0].power[0] == 650
+    assert cap.gpus[0].name == "NVIDIA H100 80GB HBM3" and cap.gpus[0].mem_used[0] == 60000
+    assert set(cap.gpus[1].util) == {None}        # MIG: no utilisation -> unknown, not 0 %
+    rec = record.build(cap, head, Thresholds(), environ={}, node="n1")
+    assert [g["state"] for g in rec["gpus"]] == ["busy", "unknown"]
+
+
+def test_auto_backend_falls_back_without_a_driver():
+    """The real nvidia-ml-py (where installed) on a machine without NVIDIA's driver: auto means nvidia-smi."""
+    import pytest
+    pytest.importorskip("pynvml")
+    from slurmkit.efficiency.sampler import nvml_available
+    if Path("/dev/nvidiactl").exists():
+        pytest.skip("this machine has an NVIDIA driver")
+    assert nvml_available() is False
