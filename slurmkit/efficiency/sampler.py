@@ -28,21 +28,30 @@ FIELDS = "index,uuid,name,utilization.gpu,memory.used,memory.total,power.draw,po
 MAX_LINE = 4096
 
 
-def job_alive(job_id: int, proc_root: str = "/proc") -> bool:
-    """Is any slurmstepd of the job running on this host? (its process title is `slurmstepd: [ID.step]`)"""
+def job_alive(job_id: int, proc_root: str = "/proc", known: set | None = None) -> bool:
+    """Is any slurmstepd of the job running on this host? (its process title is `slurmstepd: [ID.step]`)
+    `known`: stepd pids seen before, checked first, so a running job costs one read, not a scan of /proc."""
     want = f"slurmstepd: [{job_id}.".encode()
+
+    def is_stepd(p) -> bool:
+        try:
+            with open(f"{proc_root}/{p}/cmdline", "rb") as f:
+                return f.read(256).startswith(want)
+        except OSError:
+            return False
+    if known:
+        for p in list(known):
+            if is_stepd(p):
+                return True
+            known.discard(p)
     try:
         pids = [p for p in os.listdir(proc_root) if p.isdigit()]
     except OSError:
         return True       # cannot tell: do not kill the sampler on a doubt; the epilog stops it
-    for p in pids:
-        try:
-            with open(f"{proc_root}/{p}/cmdline", "rb") as f:
-                if f.read(256).startswith(want):
-                    return True
-        except OSError:
-            continue
-    return False
+    found = [p for p in pids if is_stepd(p)]
+    if known is not None:
+        known.update(found)
+    return bool(found)
 
 
 def _num(s: str):
@@ -252,11 +261,11 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGINT, lambda *_: halt("interrupted"))
 
     def watchdog() -> None:
-        start, seen, misses = time.monotonic(), False, 0
+        start, seen, misses, known = time.monotonic(), False, 0, set()
         while not stop.wait(a.watchdog):
             if not os.path.exists(a.out):
                 return halt("output file removed")
-            if job_alive(a.job, a.proc_root):
+            if job_alive(a.job, a.proc_root, known):
                 seen, misses = True, 0
             elif seen:
                 misses += 1
