@@ -135,6 +135,8 @@ def parse_seff(text: str, *, path: str = "<capture>") -> Capture:
 
 def parse_sacct(text: str, *, path: str = "<capture>") -> Capture:
     lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        raise UsageError("empty sacct output", path=path, line=1)
     cols = lines[0].split("|")
     if "JobID" not in cols:
         raise UsageError("not sacct -P output: no JobID column", path=path, line=1)

@@ -285,3 +285,17 @@ def test_plot_png(tmp_path):
 def test_sparkline_in_text():
     r = cli("efficiency", "--from-file", str(G / "morpheus-doc-1gpu-dmon-idle-to-busy-ramp-sm99.txt"))
     assert "▁▁▁▁▇▇█▇▇" in r.stdout and "verdict: busy" in r.stdout
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["nvidia-smi-csv", "nvidia-smi-dmon", "nvidia-smi-pmon", "dcgmi-dmon", "nvidia-smi-table",
+                        "jobstats", "jobstats-json", "seff", "sacct"]),
+       st.lists(st.text(alphabet=st.sampled_from(list("0123456789 ,.|%#-:/{}[]\"GPUWMiBN/Aabcdefghijklmnopqrstuvwxyz")),
+                        max_size=60), min_size=1, max_size=12))
+def test_every_parser_reads_or_says_why(fmt, lines):
+    """Any text, any forced format: a Capture or a UsageError (exit 2), never another exception."""
+    try:
+        cap = parse_text("\n".join(lines) + "\n", fmt=fmt)
+    except UsageError:
+        return
+    summarize(cap, Thresholds(min_samples=1))
