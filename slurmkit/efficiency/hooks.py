@@ -21,21 +21,25 @@ def _files(settings, job_id: int, node: str) -> tuple[str, str]:
     return base + ".samples", base + ".pid"
 
 
-def _ids(environ):
+def _job(settings, environ):
+    """(efficiency settings, job id, node, GPUs) for a GPU job with efficiency on, else None."""
+    eff = getattr(settings, "efficiency", None)
+    if eff is None or not eff.enabled:
+        return None
     from ..hooks.common import job_gpus, job_id
-    node = environ.get("SLURMD_NODENAME") or os.uname().nodename
-    return job_id(environ), node, job_gpus(environ)
+    jid, gpus = job_id(environ), job_gpus(environ)
+    if jid is None or not gpus:
+        return None                # a CPU job: nothing to sample
+    return eff, jid, environ.get("SLURMD_NODENAME") or os.uname().nodename, gpus
 
 
 def start(settings, environ) -> int | None:
     """Start the job's sampler, detached; returns its pid (None: not started, and why is on stderr)."""
-    eff = getattr(settings, "efficiency", None)
-    if eff is None or not eff.enabled:
-        return None
     try:
-        jid, node, gpus = _ids(environ)
-        if jid is None or not gpus:
-            return None            # a CPU job: nothing to sample
+        job = _job(settings, environ)
+        if job is None:
+            return None
+        eff, jid, node, gpus = job
         d = _dir(settings)
         os.makedirs(d, mode=0o700, exist_ok=True)
         _clean_stale(d)
@@ -101,13 +105,11 @@ def _stop_pid(pid: int, job_id: int, wait: float = 3.0) -> None:
 
 def stop(settings, environ) -> dict | None:
     """Stop the job's sampler and append the job's record to the job-efficiency log; returns the record."""
-    eff = getattr(settings, "efficiency", None)
-    if eff is None or not eff.enabled:
-        return None
     try:
-        jid, node, gpus = _ids(environ)
-        if jid is None or not gpus:
+        job = _job(settings, environ)
+        if job is None:
             return None
+        eff, jid, node, gpus = job
         out, pidf = _files(settings, jid, node)
         try:
             with open(pidf, encoding="utf-8") as f:

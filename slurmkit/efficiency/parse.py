@@ -11,6 +11,12 @@ FORMATS = ("nvidia-smi-csv", "nvidia-smi-dmon", "nvidia-smi-pmon", "dcgmi-dmon",
            "jobstats-json", "seff", "sacct")
 
 
+PARSERS = {"nvidia-smi-dmon": parse_cols.parse_dmon, "nvidia-smi-pmon": parse_cols.parse_pmon,
+           "dcgmi-dmon": parse_cols.parse_dcgmi, "nvidia-smi-table": parse_other.parse_table,
+           "jobstats": parse_other.parse_jobstats_text, "jobstats-json": parse_other.parse_jobstats_json,
+           "seff": parse_other.parse_seff, "sacct": parse_other.parse_sacct}
+
+
 def detect(text: str) -> str:
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if not lines:
@@ -55,22 +61,8 @@ def parse_text(text: str, *, path: str = "<capture>", fmt: str | None = None,
         raise UsageError(str(e), path=path, line=1) from None
     if fmt == "nvidia-smi-csv":
         cap = parse_csv.parse(text, path=path, fields=fields)
-    elif fmt == "nvidia-smi-dmon":
-        cap = parse_cols.parse_dmon(text, path=path)
-    elif fmt == "nvidia-smi-pmon":
-        cap = parse_cols.parse_pmon(text, path=path)
-    elif fmt == "dcgmi-dmon":
-        cap = parse_cols.parse_dcgmi(text, path=path)
-    elif fmt == "nvidia-smi-table":
-        cap = parse_other.parse_table(text, path=path)
-    elif fmt == "jobstats":
-        cap = parse_other.parse_jobstats_text(text, path=path)
-    elif fmt == "jobstats-json":
-        cap = parse_other.parse_jobstats_json(text, path=path)
-    elif fmt == "seff":
-        cap = parse_other.parse_seff(text, path=path)
-    elif fmt == "sacct":
-        cap = parse_other.parse_sacct(text, path=path)
+    elif fmt in PARSERS:
+        cap = PARSERS[fmt](text, path=path)
     else:
         raise UsageError(f"unknown format {fmt!r}; expected one of: {', '.join(FORMATS)}")
     cap.meta["path"] = path
