@@ -85,22 +85,19 @@ def _is_sampler(pid: int, job_id: int) -> bool:
     return b"slurmkit.efficiency.sampler" in argv and str(job_id).encode() in argv
 
 
-def _stop_pid(pid: int, job_id: int, wait: float = 3.0) -> None:
+def _stop_pid(pid: int, job_id: int) -> bool:
+    """SIGKILL the sampler's process group (it and its nvidia-smi child) at once: every sample line is already
+    flushed, so there is nothing to wait for. Returns whether it was still running."""
     if not _is_sampler(pid, job_id):
-        return                     # gone already (its watchdog saw the job end), or a reused pid: not ours
+        return False               # gone already (its watchdog saw the job end), or a reused pid: not ours
     try:
-        os.kill(pid, signal.SIGTERM)
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+        return True
     except OSError:
-        return
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
-        if not _is_sampler(pid, job_id):
-            return
-        time.sleep(0.05)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass
+        return False
 
 
 def stop(settings, environ) -> dict | None:
@@ -116,8 +113,7 @@ def stop(settings, environ) -> dict | None:
                 pid = int(f.read().strip() or 0)
         except (OSError, ValueError):
             pid = 0
-        if pid:
-            _stop_pid(pid, jid)
+        stopped = _stop_pid(pid, jid) if pid else False
         from ..bounded import read_text
         from . import mfu as mfu_mod
         from . import record
@@ -133,10 +129,12 @@ def stop(settings, environ) -> dict | None:
             for i in gpus:
                 cap.gpu(i, index=i)
         head.setdefault("job_id", jid)
+        if stopped and not head.get("end_reason"):
+            head["end_reason"] = "stopped by the epilog"
         rec = record.build(cap, head, Thresholds.from_settings(eff), environ=environ, node=node)
         rec["mfu"] = mfu_mod.for_record(settings, rec, environ)
         record.append(record.log_path(settings), rec, eff.log_max_bytes)
-        for p in (out, pidf):
+        for p in (out, pidf, out + ".tmp"):
             try:
                 os.unlink(p)
             except OSError:

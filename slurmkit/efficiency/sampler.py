@@ -190,8 +190,10 @@ def sample_smi(tool: str, gpus: list[int], interval: float, w: Writer, stop: thr
     restarts = 0
     while not stop.is_set():
         try:
+            # in the sampler's own process group (the prolog started the sampler as a session leader): the
+            # epilog's one killpg ends both, and no nvidia-smi is left behind
             p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                                 env=env, start_new_session=True, text=True, errors="replace")
+                                 env=env, text=True, errors="replace")
         except OSError as e:
             w.write({"event": "tool-missing", "error": str(e)})
             return "tool-missing"
@@ -253,7 +255,7 @@ def main(argv=None) -> int:
         stop.set()
         for p in child:
             try:
-                os.killpg(p.pid, signal.SIGKILL)
+                p.kill()
             except OSError:
                 pass
 
