@@ -126,6 +126,8 @@ def test_dcgmi_and_jobstats_fixtures():
                       CAPTURE_TH)
     assert sorted(g["util_mean"] for g in della["gpus"]) == [64.5, 65.7, 67.5, 72.9]
     assert della["verdict"] == "busy"           # jobstats' notes are about CPU memory and time, not the GPUs
+    # the same job's overall figure as jobstats prints it ("GPU utilization [|||...  68%]"): the mean of its GPUs
+    assert round(sum(g["util_mean"] for g in della["gpus"]) / 4) == 68
     k1 = summarize(parse_file(str(FIX / "slurm" / "princeton-della-k1g1-1gpu-jobstats-j-json-summary-98.6pct-gpu-index-1.txt")),
                    CAPTURE_TH)
     assert k1["gpus"][0]["index"] == 1 and k1["verdict"] == "busy"
