@@ -250,3 +250,28 @@ def test_auto_backend_falls_back_without_a_driver():
     if Path("/dev/nvidiactl").exists():
         pytest.skip("this machine has an NVIDIA driver")
     assert nvml_available() is False
+
+
+def test_report_idle_runs_the_site_command_only_when_asked(tmp_path):
+    log = tmp_path / "efficiency.jsonl"
+    now = time.time()
+    for jid, verdict in ((7, "idle"), (8, "busy")):
+        record.append(str(log), {"job_id": jid, "user": "bob", "node": "n1", "end": now, "verdict": verdict,
+                                 "gpu_hours": 2.0, "gpu_hours_by_state": {verdict: 2.0}}, max_bytes=1 << 20)
+    marks = tmp_path / "marks"
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"audit:\n  price_per_gpu_hour: 3\nefficiency:\n  log: {log}\n  idle_command: "
+                   f"[/bin/sh, -c, 'echo \"$0 $1\" >> {marks}', '{{job_id}}', '{{user}} {{verdict}}']\n")
+    env = dict(os.environ, SLURMKIT_CONFIG=str(cfg))
+
+    def run(*a):
+        return subprocess.run([sys.executable, "-m", "slurmkit.cli", "report", "idle", *a], capture_output=True,
+                              text=True, timeout=60, env=env, cwd=str(REPO))
+    r = run("--json")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 0 and doc["total"]["idle_cost"] == 6.0 and not marks.exists()   # nothing sent
+    r = run("--run-command", "--dry-run")
+    assert "would run: /bin/sh -c" in r.stderr and "'bob idle'" in r.stderr and not marks.exists()
+    r = run("--run-command", "--json")
+    assert marks.read_text() == "7 bob idle\n"           # once, for the idle job only; placeholders one argument each
+    assert json.loads(r.stdout)["commands"][0]["returncode"] == 0
