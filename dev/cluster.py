@@ -269,6 +269,12 @@ driver:
   cuda_versions: ["12.4"]
 nccl:
   expected_busbw_gbps: 90
+efficiency:                   # issue 15: fast samples so test jobs of seconds get verdicts
+  interval: 0.5
+  hung_seconds: 3
+  watchdog_interval: 0.5
+  start_grace: 30
+  steps_dir: {d}/steps        # report_step() files (jobs export SLURMKIT_STEPS_DIR to match)
 """
 
 

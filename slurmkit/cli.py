@@ -50,6 +50,8 @@ COMMANDS = {
     "run": "slurmkit.commands.run:run",
     "check": "slurmkit.commands.check:check",
     "health": "slurmkit.commands.health:health",
+    "efficiency": "slurmkit.commands.efficiency:efficiency",
+    "report": "slurmkit.commands.report:report",
 }
 
 

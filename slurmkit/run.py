@@ -300,6 +300,7 @@ class RunOptions:
     checkpoint_dir: str | None = None
     dry_run: bool = False
     after_requeue_wait: float = 60.0     # how long to wait for Slurm to end this run after a requeue
+    flops_per_step: float | None = None  # MFU (issue 15): SLURMKIT_STEP lines on the child's stdout count steps
 
     @classmethod
     def from_settings(cls, rs, **overrides) -> "RunOptions":
@@ -416,6 +417,8 @@ class Runner:
                 old[num] = signal.signal(num, self._on_signal)
             return self._run(stop_file)
         finally:
+            if getattr(self, "_tee", None) is not None:
+                self._tee.join(timeout=5.0)      # the child's last lines reach our stdout (and its last step)
             for num, h in old.items():
                 signal.signal(num, h)
             signal.set_wakeup_fd(old_wakeup)
@@ -440,7 +443,14 @@ class Runner:
             elif self.restarts:
                 self.log("resumed", step="none", note="restarted, but no complete checkpoint")
         try:
-            self.child = subprocess.Popen(self.argv, env=self.child_env(stop_file), start_new_session=True)
+            tee = self.opts.flops_per_step is not None     # read SLURMKIT_STEP lines only when asked (MFU)
+            self.child = subprocess.Popen(self.argv, env=self.child_env(stop_file), start_new_session=True,
+                                          stdout=subprocess.PIPE if tee else None)
+            if tee:
+                from .efficiency.steps import tee_step_lines
+                self._tee = threading.Thread(target=tee_step_lines, daemon=True,
+                                             args=(self.child.stdout, self.opts.flops_per_step))
+                self._tee.start()
         except OSError as e:
             self.log("child-exit", code=127, error=f"{self.argv[0]}: {e.strerror}")
             return 127

@@ -443,6 +443,37 @@ class DcgmSettings(Section):
 
 
 @section
+class EfficiencySettings(Section):
+    """Per-job GPU efficiency (slurmkit/efficiency): the sampler the prolog starts and the verdicts' thresholds."""
+    enabled: bool = True              # the prolog starts a sampler for every job that holds GPUs
+    interval: float = num(10.0, 0.05, 3600)  # seconds between samples
+    backend: Literal["auto", "nvml", "nvidia-smi"] = "auto"   # auto: NVML (nvidia-ml-py) when it imports
+    min_samples: int = num(3, 1, 100000)  # fewer readable samples: unknown
+    idle_util_pct: float = num(5.0, 0, 100)  # a sample at or below this utilisation is idle ...
+    idle_fraction: float = num(0.9, 0.01, 1)  # ... and a GPU idle in this share of its samples is idle
+    underused_util_pct: float = num(30.0, 0, 100)  # mean utilisation under this: underused
+    hung_util_pct: float = num(90.0, 1, 100)  # hung: utilisation at or above this ...
+    hung_power_ratio: float = num(0.35, 0.01, 1)  # ... while power is under this share of the board's limit ...
+    hung_seconds: float = num(300.0, 0.1, DAY)  # ... for this long in a row
+    held_memory_mib: float = num(1024.0, 0, 1 << 24)  # an idle GPU holding more than this is "memory held"
+    samples_max_bytes: int = num(4 << 20, 64 << 10, 1 << 30)  # a job's sample file; past it, half resolution
+    log_max_bytes: int = num(64 << 20, 1 << 20, 1 << 40)  # the job-efficiency log; past it, it rotates to .1
+    log: str | None = None            # default: efficiency.jsonl beside paths.health_log
+    watchdog_interval: float = num(5.0, 0.1, 3600)  # seconds between the sampler's "is my job still here?" checks
+    start_grace: float = num(120.0, 1, DAY)  # a job whose steps never appear in this long is gone
+    steps_dir: str = "/tmp"           # where report_step() leaves a job's FLOPs (slurmkit-steps.<job id>) for MFU
+    # `report idle --run-command`: argv run once per wasteful job; {job_id} {user} {account} {partition} {node}
+    # {verdict} {gpu_hours} {wasted_gpu_hours} fill in, each one argument (never a shell string). Empty: nothing sent
+    idle_command: list[str] = field(default_factory=list)
+    idle_command_timeout: float = num(30.0, 0, DAY, lo_open=True)  # seconds for one idle_command
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.idle_util_pct >= self.underused_util_pct and self.underused_util_pct > 0:
+            raise ValueError("idle_util_pct must be below underused_util_pct")
+
+
+@section
 class Settings(Section):
     """The whole site config: one section per concern."""
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
@@ -465,6 +496,7 @@ class Settings(Section):
     gpu_procs: GpuProcsSettings = field(default_factory=GpuProcsSettings)
     nccl: NcclSettings = field(default_factory=NcclSettings)
     dcgm: DcgmSettings = field(default_factory=DcgmSettings)
+    efficiency: EfficiencySettings = field(default_factory=EfficiencySettings)
     # where the settings came from, and the line of each key ("slurm.timeout" -> 3), for messages
     source: str | None = field(default=None, metadata={"internal": True})
     lines: dict[str, int] = field(default_factory=dict, metadata={"internal": True})

@@ -319,3 +319,6 @@ _install_from_env()
 
 __all__ = ["Checkpoint", "save", "latest", "complete", "prune", "stop_requested", "request_stop",
            "install_stop_handler", "name_for", "step_of", "remove_stale_tmp", "TMP_PREFIX", "CHECKPOINT_RE"]
+
+from ..efficiency.steps import report_step  # noqa: E402  (issue 15: MFU; lives in slurmkit/efficiency/steps.py)
+__all__ += ["report_step"]

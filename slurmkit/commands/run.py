@@ -19,13 +19,16 @@ from ..cli import Ctx, pass_ctx
 @click.option("--imds-endpoint", metavar="URL", help="Watch AWS spot interruption notices at this IMDS endpoint "
               "(e.g. http://169.254.169.254). Default: run.imds_endpoint (off).")
 @click.option("--imds-poll", type=float, metavar="SECONDS", help="Seconds between IMDS polls (run.imds_poll_interval).")
+@click.option("--flops-per-step", type=click.FloatRange(min=0, min_open=True), metavar="N",
+              help="Model FLOPs of one training step, for the job's MFU: each SLURMKIT_STEP line the command prints "
+                   "on stdout is a step (its own flops= wins); the epilog puts the MFU in the job's efficiency record.")
 @click.option("--no-requeue", is_flag=True, help="Ask the child to checkpoint, but never requeue.")
 @click.option("--dry-run", is_flag=True, help="Run the command and handle signals, but only say when it would "
               "requeue (no scontrol requeue).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @pass_ctx
 def run(ctx: Ctx, trigger, checkpoint_signal, grace, max_requeues, checkpoint_dir, imds_endpoint, imds_poll,
-        no_requeue, dry_run, command):
+        flops_per_step, no_requeue, dry_run, command):
     """Run COMMAND as a Slurm job that checkpoints and requeues itself on timeout, preemption or a spot notice.
 
     Use it in the sbatch script: `exec slurmkit run -- python train.py` (submitted with --signal=B:USR2@LEAD and
@@ -50,7 +53,8 @@ def run(ctx: Ctx, trigger, checkpoint_signal, grace, max_requeues, checkpoint_di
     rs = ctx.settings.run
     opts = RunOptions.from_settings(rs, signal=trigger, checkpoint_signal=checkpoint_signal, grace=grace,
                                     max_requeues=max_requeues, imds_endpoint=imds_endpoint,
-                                    imds_poll_interval=imds_poll, checkpoint_dir=checkpoint_dir, dry_run=dry_run)
+                                    imds_poll_interval=imds_poll, checkpoint_dir=checkpoint_dir, dry_run=dry_run,
+                                    flops_per_step=flops_per_step)
     if no_requeue:
         opts.requeue_on = []
     runner = Runner(list(command), opts, backend_factory=ctx.backend)

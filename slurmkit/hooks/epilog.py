@@ -39,6 +39,8 @@ def main() -> int:
     settings = load_settings("epilog")
     if settings is None:
         return 1
+    from ..efficiency.hooks import stop as stop_efficiency_sampler   # issue 15: first, before idle samples pile up
+    stop_efficiency_sampler(settings, os.environ)
     pre = checkpoint_sync(settings, os.environ)
     report, action = run_hook("epilog", settings, os.environ, pre_records=pre)
     if report.healthy:

@@ -20,6 +20,9 @@ def main() -> int:
     if report.healthy and settings.sync.enabled:  # the job record the epilog's sync needs (issue 20.5)
         from ..checkpoint.jobstate import remember
         remember(settings, os.environ)
+    if report.healthy:
+        from ..efficiency.hooks import start as start_efficiency_sampler   # issue 15: detached, never fails the job
+        start_efficiency_sampler(settings, os.environ)
     return 0 if report.healthy else 1
 
 

@@ -1,0 +1,145 @@
+"""The two calls the hooks make: `start(settings, environ)` from the prolog, `stop(settings, environ)` from the
+epilog. Neither raises nor waits long: a sampler that cannot start is one line on stderr, never a failed job.
+Standard library only (no click, jinja2, paramiko, yaml): the hooks' import path stays light.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+STALE_SECONDS = 7 * 86400
+
+
+def _dir(settings) -> str:
+    return os.path.join(settings.paths.state_dir, "efficiency")
+
+
+def _files(settings, job_id: int, node: str) -> tuple[str, str]:
+    base = os.path.join(_dir(settings), f"{job_id}.{node}")
+    return base + ".samples", base + ".pid"
+
+
+def _job(settings, environ):
+    """(efficiency settings, job id, node, GPUs) for a GPU job with efficiency on, else None."""
+    eff = getattr(settings, "efficiency", None)
+    if eff is None or not eff.enabled:
+        return None
+    from ..hooks.common import job_gpus, job_id
+    jid, gpus = job_id(environ), job_gpus(environ)
+    if jid is None or not gpus:
+        return None                # a CPU job: nothing to sample
+    return eff, jid, environ.get("SLURMD_NODENAME") or os.uname().nodename, gpus
+
+
+def start(settings, environ) -> int | None:
+    """Start the job's sampler, detached; returns its pid (None: not started, and why is on stderr)."""
+    try:
+        job = _job(settings, environ)
+        if job is None:
+            return None
+        eff, jid, node, gpus = job
+        d = _dir(settings)
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        _clean_stale(d)
+        out, pidf = _files(settings, jid, node)
+        from .. import proc
+        tool = settings.tools.nvidia_smi
+        argv = [sys.executable, "-I", "-m", "slurmkit.efficiency.sampler", "--job", str(jid),
+                "--gpus", ",".join(map(str, gpus)), "--out", out, "--interval", str(eff.interval),
+                "--max-bytes", str(eff.samples_max_bytes), "--tool", tool, "--backend", eff.backend,
+                "--watchdog", str(eff.watchdog_interval), "--start-grace", str(eff.start_grace)]
+        env = {k: v for k, v in environ.items() if k.startswith(("SLURM", "SLURMKIT", "PATH", "CUDA"))}
+        pid = proc.spawn_detached(argv, env=env)
+        fd = os.open(pidf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(str(pid))
+        return pid
+    except Exception as e:  # noqa: BLE001 - efficiency is never a reason to fail a job
+        print(f"slurmkit prolog: efficiency sampler not started: {type(e).__name__}: {e}", file=sys.stderr)
+        return None
+
+
+def _clean_stale(d: str) -> None:
+    """Sample files an epilog never collected (slurmd crashed): drop them after a week."""
+    now = time.time()
+    try:
+        for name in os.listdir(d):
+            p = os.path.join(d, name)
+            try:
+                if now - os.lstat(p).st_mtime > STALE_SECONDS:
+                    os.unlink(p)
+            except OSError:
+                pass
+    except OSError:
+        pass
+
+
+def _is_sampler(pid: int, job_id: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read(8192).split(b"\0")
+    except OSError:
+        return False
+    return b"slurmkit.efficiency.sampler" in argv and str(job_id).encode() in argv
+
+
+def _stop_pid(pid: int, job_id: int) -> bool:
+    """SIGKILL the sampler's process group (it and its nvidia-smi child) at once: every sample line is already
+    flushed, so there is nothing to wait for. Returns whether it was still running."""
+    if not _is_sampler(pid, job_id):
+        return False               # gone already (its watchdog saw the job end), or a reused pid: not ours
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+        return True
+    except OSError:
+        return False
+
+
+def stop(settings, environ) -> dict | None:
+    """Stop the job's sampler and append the job's record to the job-efficiency log; returns the record."""
+    try:
+        job = _job(settings, environ)
+        if job is None:
+            return None
+        eff, jid, node, gpus = job
+        out, pidf = _files(settings, jid, node)
+        try:
+            with open(pidf, encoding="utf-8") as f:
+                pid = int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            pid = 0
+        stopped = _stop_pid(pid, jid) if pid else False
+        from ..bounded import read_text
+        from . import mfu as mfu_mod
+        from . import record
+        from .verdict import Thresholds
+        try:
+            text = read_text(out, what="sampler output", limit=eff.samples_max_bytes * 2 + (1 << 20))
+        except Exception:  # noqa: BLE001 - no samples: the record says so (unknown), it is not skipped
+            text = ""
+        cap, head = record.load_samples(text)
+        if not head:
+            head = {"job_id": jid, "gpus": gpus}
+            cap.note("no sampler output for this job (the sampler did not start or its file is gone)", severity="warn")
+            for i in gpus:
+                cap.gpu(i, index=i)
+        head.setdefault("job_id", jid)
+        if stopped and not head.get("end_reason"):
+            head["end_reason"] = "stopped by the epilog"
+        rec = record.build(cap, head, Thresholds.from_settings(eff), environ=environ, node=node)
+        rec["mfu"] = mfu_mod.for_record(settings, rec, environ)
+        record.append(record.log_path(settings), rec, eff.log_max_bytes)
+        for p in (out, pidf, out + ".tmp"):
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+        return rec
+    except Exception as e:  # noqa: BLE001
+        print(f"slurmkit epilog: efficiency record not written: {type(e).__name__}: {e}", file=sys.stderr)
+        return None

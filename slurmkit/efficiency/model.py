@@ -1,0 +1,65 @@
+"""The plain data the efficiency parsers return and the verdicts read. Standard library only (the epilog uses it)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# the states a GPU (and a job) can be in, worst first: a job's verdict is its worst GPU's
+STATES = ("hung", "idle", "unknown", "underused", "busy")
+
+
+@dataclass
+class Finding:
+    text: str
+    severity: str = "info"          # info | warn | fault
+    gpu: int | str | None = None
+    line: int | None = None
+
+    def as_dict(self) -> dict:
+        return {"severity": self.severity, "gpu": self.gpu, "line": self.line, "text": self.text}
+
+
+@dataclass
+class GpuSeries:
+    """One GPU's samples, in time order. A value is None where the tool printed N/A, ERR!, [Not Supported]."""
+    key: int | str                      # the GPU index when known, else its UUID, else its row position
+    index: int | None = None
+    uuid: str | None = None
+    name: str | None = None
+    t: list[float | None] = field(default_factory=list)        # seconds (epoch or relative); None: not captured
+    util: list[float | None] = field(default_factory=list)     # utilization.gpu %, dmon sm %, pmon sum of sm %
+    mem_used: list[float | None] = field(default_factory=list)  # MiB
+    power: list[float | None] = field(default_factory=list)    # W
+    sm_active: list[float | None] = field(default_factory=list)   # DCGM 1002, %
+    tensor_active: list[float | None] = field(default_factory=list)   # DCGM 1004, %
+    mem_total: float | None = None      # MiB
+    power_limit: float | None = None    # W
+    processes: list[dict] = field(default_factory=list)    # {"pid", "name", "used_mib"} from compute-apps / pmon
+    mig: bool = False
+
+    def add(self, *, t=None, util=None, mem_used=None, power=None, sm_active=None, tensor_active=None) -> None:
+        self.t.append(t)
+        self.util.append(util)
+        self.mem_used.append(mem_used)
+        self.power.append(power)
+        self.sm_active.append(sm_active)
+        self.tensor_active.append(tensor_active)
+
+
+@dataclass
+class Capture:
+    """What a parser read: the GPUs it saw and what it noticed on the way."""
+    format: str
+    gpus: dict = field(default_factory=dict)       # key -> GpuSeries, in first-seen order
+    findings: list[Finding] = field(default_factory=list)
+    interval: float | None = None                  # seconds between samples, when known
+    snapshot: bool = False                         # one sample per GPU: a moment, not a history
+    meta: dict = field(default_factory=dict)       # job id, user, ... from jobstats/seff
+
+    def gpu(self, key, **kw) -> GpuSeries:
+        g = self.gpus.get(key)
+        if g is None:
+            g = self.gpus[key] = GpuSeries(key=key, **kw)
+        return g
+
+    def note(self, text: str, *, severity: str = "info", gpu=None, line=None) -> None:
+        self.findings.append(Finding(text, severity, gpu, line))

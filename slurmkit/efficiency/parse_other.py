@@ -1,0 +1,158 @@
+"""The default `nvidia-smi` table (a snapshot: utilisation, memory, power and its cap per GPU) and the job
+reports sites already have: Princeton `jobstats` (text and `-j` JSON / AdminComment), `seff`, `sacct -P`."""
+from __future__ import annotations
+
+import json
+import re
+
+from ..errors import UsageError
+from .cells import missing, number
+from .model import Capture
+
+_GPU_LINE = re.compile(r"^\|\s+(\d+)\s+(.+?)\s+(On|Off)\s+\|\s*([0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)")
+_METRICS = re.compile(r"^\|\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*/\s*(\S+)\s*\|\s*(\S+)\s*/\s*(\S+)\s*\|\s*(\S+)")
+
+
+def parse_table(text: str, *, path: str = "<capture>") -> Capture:
+    cap = Capture(format="nvidia-smi-table", snapshot=True)
+    lines = text.splitlines()
+    current = None
+    for i, ln in enumerate(lines, 1):
+        m = _GPU_LINE.match(ln)
+        if m:
+            current = cap.gpu(int(m.group(1)), index=int(m.group(1)), name=m.group(2).strip())
+            continue
+        m = _METRICS.match(ln)
+        if m and current is not None and not current.util:
+            _fan, _temp, _perf, pwr, cap_w, used, total, util = m.groups()
+            current.power_limit = number(cap_w, path=path, line=i, field="power cap")
+            current.mem_total = number(total, path=path, line=i, field="memory total")
+            p = number(pwr, path=path, line=i, field="power")
+            if missing(pwr):
+                cap.note(f"GPU {current.key}: power reads {pwr} (often transient, e.g. azhpc-diagnostics #77; one "
+                         "that stays needs a look)", severity="warn", gpu=current.key, line=i)
+            current.add(util=number(util, path=path, line=i, field="GPU-Util"), power=p,
+                        mem_used=number(used, path=path, line=i, field="memory used"))
+    if not cap.gpus:
+        raise UsageError("no GPU rows found in the nvidia-smi table", path=path, line=1)
+    for g in cap.gpus.values():
+        if not g.util:
+            raise UsageError(f"GPU {g.key}: its metrics line (power / memory / utilisation) is missing", path=path)
+    return cap
+
+
+def parse_jobstats_json(text: str, *, path: str = "<capture>") -> Capture:
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise UsageError(f"not JSON: {e.msg}", path=path, line=e.lineno) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), dict):
+        raise UsageError("not a jobstats summary: no 'nodes' mapping", path=path, line=1)
+    cap = Capture(format="jobstats-json", snapshot=True)
+    cap.meta["total_time_s"] = doc.get("total_time")
+    for node, rec in doc["nodes"].items():
+        if not isinstance(rec, dict):
+            raise UsageError(f"nodes.{node}: expected a mapping", path=path)
+        util = rec.get("gpu_utilization") or {}
+        used = rec.get("gpu_used_memory") or {}
+        total = rec.get("gpu_total_memory") or {}
+        for gid in sorted(set(util) | set(used) | set(total), key=str):
+            key = f"{node}:{gid}" if len(doc["nodes"]) > 1 else (int(gid) if str(gid).isdigit() else gid)
+            g = cap.gpu(key, index=int(gid) if str(gid).isdigit() and len(doc["nodes"]) == 1 else None)
+            g.add(util=float(util[gid]) if gid in util else None,
+                  mem_used=used[gid] / 2**20 if gid in used else None)
+            g.mem_total = total[gid] / 2**20 if gid in total else None
+            if gid not in util:
+                g.mig = True
+                cap.note(f"GPU {key}: jobstats has no gpu_utilization (a MIG slice cannot report it): n/a, not 0 %",
+                         gpu=key)
+    cap.note("jobstats summary: one mean per GPU over the whole job, not samples")
+    if not cap.gpus:
+        raise UsageError("jobstats summary without GPUs", path=path, line=1)
+    return cap
+
+
+_JS_UTIL = re.compile(r"^\s*(\S+) \(GPU (\d+)\): ([\d.]+)%\s*$")
+_JS_MEM = re.compile(r"^\s*(\S+) \(GPU (\d+)\): ([\d.]+)GB/([\d.]+)GB")
+_KV = re.compile(r"^\s*([A-Za-z /-]+):\s+(.*?)\s*$")
+
+
+def parse_jobstats_text(text: str, *, path: str = "<capture>") -> Capture:
+    cap = Capture(format="jobstats", snapshot=True)
+    section = None
+    nodes = set()
+    for i, ln in enumerate(text.splitlines(), 1):
+        s = ln.strip()
+        if s.startswith("GPU utilization per node"):
+            section = "util"
+            continue
+        if s.startswith("GPU memory usage per node"):
+            section = "mem"
+            continue
+        if not s or s.startswith("=") or s.startswith("CPU "):
+            section = None if not s else section
+        m = _JS_UTIL.match(ln) if section == "util" else _JS_MEM.match(ln) if section == "mem" else None
+        if m:
+            node, gid = m.group(1), int(m.group(2))
+            nodes.add(node)
+            g = cap.gpu(f"{node}:{gid}")
+            if section == "util":
+                g.add(util=float(m.group(3)))
+            else:
+                g.mem_total = float(m.group(4)) * 1024
+                if g.mem_used:
+                    g.mem_used[-1] = float(m.group(3)) * 1024
+            continue
+        kv = _KV.match(ln)
+        if kv and kv.group(1).strip() in ("Job ID", "State", "GPUs", "Run Time", "User/Account", "NetID/Account"):
+            cap.meta[kv.group(1).strip()] = kv.group(2)
+    if not cap.gpus:
+        raise UsageError("a jobstats report without 'GPU utilization per node' lines", path=path, line=1)
+    if len(nodes) == 1:   # one node: key by the GPU index alone, as the other formats do
+        cap.gpus = {int(str(g.key).rsplit(":", 1)[1]): g for g in cap.gpus.values()}
+        for k, g in cap.gpus.items():
+            g.key = g.index = k
+    if "RUNNING" in cap.meta.get("State", ""):
+        cap.note("the job is still running: the figures are so far")
+    cap.note("jobstats report: one mean per GPU over the job, not samples")
+    return cap
+
+
+def parse_seff(text: str, *, path: str = "<capture>") -> Capture:
+    cap = Capture(format="seff", snapshot=True)
+    for ln in text.splitlines():
+        kv = _KV.match(ln)
+        if kv:
+            cap.meta[kv.group(1).strip()] = kv.group(2)
+    if "Job ID" not in cap.meta:
+        raise UsageError("not seff output: no 'Job ID:' line", path=path, line=1)
+    cap.note("seff reports CPU and memory only: no GPU data (run slurmkit efficiency JOBID on a slurmkit node)",
+             severity="warn")
+    if "WARNING" in text and "RUNNING" in text:
+        cap.note("seff: the job is RUNNING, its efficiency figures are not final")
+    return cap
+
+
+def parse_sacct(text: str, *, path: str = "<capture>") -> Capture:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        raise UsageError("empty sacct output", path=path, line=1)
+    cols = lines[0].split("|")
+    if "JobID" not in cols:
+        raise UsageError("not sacct -P output: no JobID column", path=path, line=1)
+    cap = Capture(format="sacct", snapshot=True)
+    jobs = {}
+    for i, ln in enumerate(lines[1:], 2):
+        cells = ln.split("|")
+        if len(cells) != len(cols):
+            raise UsageError(f"expected {len(cols)} '|'-separated fields, got {len(cells)}", path=path, line=i)
+        row = dict(zip(cols, cells))
+        if "." in row["JobID"]:
+            continue
+        tres = dict(t.split("=", 1) for t in row.get("AllocTRES", "").split(",") if "=" in t)
+        gpus = {k: v for k, v in tres.items() if k.startswith("gres/gpu")}
+        jobs[row["JobID"]] = gpus
+    cap.meta["jobs"] = jobs
+    cap.note("sacct gives what a job was allocated (AllocTRES), not how it used it: no GPU utilisation",
+             severity="warn")
+    return cap

@@ -1,0 +1,294 @@
+"""The per-job GPU sampler: `python -I -m slurmkit.efficiency.sampler --job ID --gpus 0,1 --out FILE ...`.
+
+The prolog starts it detached (its own session, so it survives the prolog's exit); the epilog stops it and turns
+its samples into the job's record. Per allocated GPU it samples utilisation, memory used and power through NVML
+(`nvidia-ml-py`, no process per sample) where that imports, else ONE long-running
+`nvidia-smi --query-gpu=... --format=csv,noheader,nounits -lms N` child whose lines it reads as they come.
+
+It never outlives its job: a watchdog looks for the job's slurmstepd (`slurmstepd: [ID.batch]`, `[ID.0]`, ...)
+and exits once it is gone (or never appeared within --start-grace). Output is bounded: past --max-bytes the
+file is rewritten at half the resolution and the sampler keeps every second tick from then on.
+
+File format (JSON lines): a header {"v": 1, "job_id", "gpus", "interval", "backend", "start"}; one
+{"gpu": i, "uuid", "name", "power_limit", "mem_total"} per GPU; samples [t, gpu, util, mem_used_mib, power_w];
+an {"end": t, "why": ...} line when it stops. Standard library only.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+FIELDS = "index,uuid,name,utilization.gpu,memory.used,memory.total,power.draw,power.limit"
+MAX_LINE = 4096
+
+
+def job_alive(job_id: int, proc_root: str = "/proc", known: set | None = None) -> bool:
+    """Is any slurmstepd of the job running on this host? (its process title is `slurmstepd: [ID.step]`)
+    `known`: stepd pids seen before, checked first, so a running job costs one read, not a scan of /proc."""
+    want = f"slurmstepd: [{job_id}.".encode()
+
+    def is_stepd(p) -> bool:
+        try:
+            with open(f"{proc_root}/{p}/cmdline", "rb") as f:
+                return f.read(256).startswith(want)
+        except OSError:
+            return False
+    if known:
+        for p in list(known):
+            if is_stepd(p):
+                return True
+            known.discard(p)
+    try:
+        pids = [p for p in os.listdir(proc_root) if p.isdigit()]
+    except OSError:
+        return True       # cannot tell: do not kill the sampler on a doubt; the epilog stops it
+    found = [p for p in pids if is_stepd(p)]
+    if known is not None:
+        known.update(found)
+    return bool(found)
+
+
+def _num(s: str):
+    s = s.strip()
+    try:
+        return float(s)
+    except ValueError:
+        return None           # [N/A], [Not Supported], ERR!
+
+
+class Writer:
+    """Appends sample lines to the output file, keeping it under max_bytes by halving the resolution."""
+
+    def __init__(self, path: str, max_bytes: int, header: dict):
+        self.path, self.max_bytes = path, max_bytes
+        self.stride, self.tick = 1, 0
+        self.meta_seen: set = set()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        self.f = os.fdopen(fd, "w", encoding="utf-8")
+        self.write(header)
+        self.size = self.f.tell()
+
+    def write(self, obj) -> None:
+        line = json.dumps(obj, separators=(",", ":")) + "\n"
+        self.f.write(line)
+        self.f.flush()
+        self.size = getattr(self, "size", 0) + len(line)
+
+    def gpu_meta(self, idx, **meta) -> None:
+        if idx not in self.meta_seen:
+            self.meta_seen.add(idx)
+            self.write({"gpu": idx, **meta})
+
+    def sample(self, row: list, new_tick: bool) -> None:
+        if new_tick:
+            self.tick += 1
+        if self.tick % self.stride:
+            return
+        self.write(row)
+        if self.size > self.max_bytes:
+            self._halve()
+
+    def _halve(self) -> None:
+        self.f.close()
+        with open(self.path, encoding="utf-8") as f:
+            lines = f.readlines()
+        keep, ticks, last_t = [], 0, None
+        for ln in lines:
+            if ln.startswith("["):
+                t = ln.split(",", 1)[0]
+                if t != last_t:
+                    ticks, last_t = ticks + 1, t
+                if ticks % 2:
+                    continue
+            keep.append(ln)
+        tmp = self.path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.writelines(keep)
+            f.write(json.dumps({"stride": self.stride * 2}) + "\n")
+        os.replace(tmp, self.path)
+        self.stride *= 2
+        self.f = open(self.path, "a", encoding="utf-8")
+        self.size = self.f.tell()
+
+    def close(self, why: str) -> None:
+        try:
+            self.write({"end": time.time(), "why": why})
+            self.f.close()
+        except (OSError, ValueError):
+            pass
+
+
+def nvml_available() -> bool:
+    """nvidia-ml-py imports AND the driver's NVML library initialises (without a driver: use nvidia-smi)."""
+    try:
+        import pynvml  # nvidia-ml-py
+    except ImportError:
+        return False
+    try:
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+        return True
+    except Exception:  # noqa: BLE001 - NVMLError_LibraryNotFound, _DriverNotLoaded, ...
+        return False
+
+
+def sample_nvml(gpus: list[int], interval: float, w: Writer, stop: threading.Event) -> str:
+    import pynvml
+    pynvml.nvmlInit()
+    try:
+        handles = {i: pynvml.nvmlDeviceGetHandleByIndex(i) for i in gpus}
+        for i, h in handles.items():
+            def q(fn, *a):
+                try:
+                    return fn(h, *a)
+                except pynvml.NVMLError:
+                    return None
+            name = q(pynvml.nvmlDeviceGetName)
+            limit = q(pynvml.nvmlDeviceGetEnforcedPowerLimit)
+            mem = q(pynvml.nvmlDeviceGetMemoryInfo)
+            w.gpu_meta(i, uuid=_s(q(pynvml.nvmlDeviceGetUUID)), name=_s(name),
+                       power_limit=limit / 1000 if limit else None, mem_total=mem.total / 2**20 if mem else None)
+        while not stop.is_set():
+            t = round(time.time(), 3)
+            first = True
+            for i, h in handles.items():
+                try:
+                    util = pynvml.nvmlDeviceGetUtilizationRates(h).gpu
+                except pynvml.NVMLError:
+                    util = None          # MIG: no utilisation
+                try:
+                    mem = pynvml.nvmlDeviceGetMemoryInfo(h).used / 2**20
+                except pynvml.NVMLError:
+                    mem = None
+                try:
+                    pw = pynvml.nvmlDeviceGetPowerUsage(h) / 1000
+                except pynvml.NVMLError:
+                    pw = None
+                w.sample([t, i, util, mem, pw], first)
+                first = False
+            stop.wait(interval)
+        return "stopped"
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _s(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def sample_smi(tool: str, gpus: list[int], interval: float, w: Writer, stop: threading.Event,
+               child: list) -> str:
+    argv = [tool, f"--query-gpu={FIELDS}", "--format=csv,noheader,nounits", "-lms", str(max(1, int(interval * 1000)))]
+    env = dict(os.environ)
+    env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+    restarts = 0
+    while not stop.is_set():
+        try:
+            # in the sampler's own process group (the prolog started the sampler as a session leader): the
+            # epilog's one killpg ends both, and no nvidia-smi is left behind
+            p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                 env=env, text=True, errors="replace")
+        except OSError as e:
+            w.write({"event": "tool-missing", "error": str(e)})
+            return "tool-missing"
+        child[:] = [p]
+        last_t = None
+        for line in iter(lambda: p.stdout.readline(MAX_LINE), ""):
+            cells = [c.strip() for c in line.split(",")]
+            if len(cells) != 8 or not cells[0].isdigit():
+                continue
+            idx = int(cells[0])
+            if idx not in gpus:
+                continue
+            now = round(time.time(), 3)
+            w.gpu_meta(idx, uuid=cells[1], name=cells[2], power_limit=_num(cells[7]), mem_total=_num(cells[5]))
+            new_tick = last_t is None or now - last_t > interval / 2
+            if new_tick:
+                last_t = now
+            w.sample([last_t, idx, _num(cells[3]), _num(cells[4]), _num(cells[6])], new_tick)
+        rc = p.wait()
+        if stop.is_set():
+            break
+        restarts += 1
+        w.write({"event": "tool-exit", "rc": rc, "restarts": restarts})
+        if restarts > 5:
+            return "tool-failed"
+        stop.wait(interval)
+    return "stopped"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="slurmkit-sampler")
+    ap.add_argument("--job", type=int, required=True)
+    ap.add_argument("--gpus", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--interval", type=float, default=10.0)
+    ap.add_argument("--max-bytes", type=int, default=4 << 20)
+    ap.add_argument("--tool", default="nvidia-smi")
+    ap.add_argument("--backend", choices=["auto", "nvml", "nvidia-smi"], default="auto")
+    ap.add_argument("--watchdog", type=float, default=5.0)
+    ap.add_argument("--start-grace", type=float, default=120.0)
+    ap.add_argument("--proc-root", default="/proc")
+    a = ap.parse_args(argv)
+    gpus = [int(x) for x in a.gpus.split(",") if x.strip().isdigit()]
+    backend = a.backend
+    if backend == "auto":
+        backend = "nvml" if nvml_available() else "nvidia-smi"
+    if backend == "nvml" and a.backend == "nvml" and not nvml_available():
+        backend = "nvidia-smi"            # asked for NVML on a node without it: still sample, and say so below
+    w = Writer(a.out, a.max_bytes, {"v": 1, "job_id": a.job, "gpus": gpus, "interval": a.interval,
+                                    "backend": backend, "start": time.time(), "pid": os.getpid()})
+    if backend != a.backend and a.backend == "nvml":
+        w.write({"event": "nvml-unavailable", "error": "nvidia-ml-py missing or NVML did not initialise"})
+    stop = threading.Event()
+    why = ["stopped"]
+    child: list = []
+
+    def halt(reason: str) -> None:
+        why[0] = reason
+        stop.set()
+        for p in child:
+            try:
+                p.kill()
+            except OSError:
+                pass
+
+    signal.signal(signal.SIGTERM, lambda *_: halt("stopped by the epilog"))
+    signal.signal(signal.SIGINT, lambda *_: halt("interrupted"))
+
+    def watchdog() -> None:
+        start, seen, misses, known = time.monotonic(), False, 0, set()
+        while not stop.wait(a.watchdog):
+            if not os.path.exists(a.out):
+                return halt("output file removed")
+            if job_alive(a.job, a.proc_root, known):
+                seen, misses = True, 0
+            elif seen:
+                misses += 1
+                if misses >= 2:
+                    return halt("job gone")
+            elif time.monotonic() - start > a.start_grace:
+                return halt("job never started")
+
+    threading.Thread(target=watchdog, daemon=True).start()
+    try:
+        if backend == "nvml":
+            sample_nvml(gpus, a.interval, w, stop)
+        else:
+            r = sample_smi(a.tool, gpus, a.interval, w, stop, child)
+            if r != "stopped":
+                why[0] = r
+    except Exception as e:  # noqa: BLE001 - a sampler failure is a record, never a hang
+        why[0] = f"error: {type(e).__name__}: {e}"
+    w.close(why[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""Verdicts per GPU and per job, from samples and the site's thresholds (efficiency.* in the config). Pure.
+
+  hung       utilisation >= hung_util_pct while power < hung_power_ratio x the board's limit, for hung_seconds in
+             a row (a stuck NCCL collective spins at "100 %" at a fraction of the power)
+  idle       utilisation <= idle_util_pct in at least idle_fraction of the samples (memory held or not)
+  underused  mean utilisation under underused_util_pct
+  busy       the rest
+  unknown    fewer than min_samples readable samples, or no utilisation at all (MIG, N/A, a compute-apps list)
+
+A job's verdict is its worst GPU's, in that order (hung, idle, unknown, underused, busy).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model import STATES, Capture, GpuSeries
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    idle_util_pct: float = 5.0
+    idle_fraction: float = 0.9
+    underused_util_pct: float = 30.0
+    hung_util_pct: float = 90.0
+    hung_power_ratio: float = 0.35
+    hung_seconds: float = 300.0
+    min_samples: int = 3
+    held_memory_mib: float = 1024.0
+
+    @classmethod
+    def from_settings(cls, eff) -> "Thresholds":
+        return cls(**{k: getattr(eff, k) for k in cls.__dataclass_fields__ if hasattr(eff, k)})
+
+
+def _valid(xs):
+    return [x for x in xs if x is not None]
+
+
+def interval_of(g: GpuSeries, default: float | None) -> float | None:
+    ts = _valid(g.t)
+    if len(ts) >= 2:
+        diffs = sorted(b - a for a, b in zip(ts, ts[1:]) if b > a)
+        if diffs:
+            return diffs[len(diffs) // 2]
+    return default
+
+
+def _hung_run(g: GpuSeries, th: Thresholds, limit: float | None) -> int:
+    """The longest run of consecutive samples at high utilisation and low power."""
+    if not limit:
+        return 0
+    best = run = 0
+    for u, p in zip(g.util, g.power):
+        if u is not None and p is not None and u >= th.hung_util_pct and p < th.hung_power_ratio * limit:
+            run += 1
+            best = max(best, run)
+        elif u is not None:
+            run = 0
+    return best
+
+
+def gpu_summary(g: GpuSeries, th: Thresholds, *, interval: float | None, power_limit: float | None = None) -> dict:
+    utils = _valid(g.util)
+    mems = _valid(g.mem_used)
+    pows = _valid(g.power)
+    limit = g.power_limit or power_limit
+    dt = interval_of(g, interval)
+    s = {"index": g.index if g.index is not None else g.key, "uuid": g.uuid, "name": g.name,
+         "samples": len(utils),
+         "util_mean": round(sum(utils) / len(utils), 1) if utils else None,
+         "util_max": max(utils) if utils else None,
+         "mem_used_mib_max": max(mems) if mems else None,
+         "mem_total_mib": g.mem_total,
+         "power_mean_w": round(sum(pows) / len(pows), 1) if pows else None,
+         "power_limit_w": limit,
+         "sm_active_mean": round(sum(_valid(g.sm_active)) / len(_valid(g.sm_active)), 1)
+         if _valid(g.sm_active) else None,
+         "idle_minutes": None, "processes": g.processes or None}
+    idle_n = sum(1 for u in utils if u <= th.idle_util_pct)
+    if dt:
+        s["idle_minutes"] = round(idle_n * dt / 60.0, 2)
+    hung_n = _hung_run(g, th, limit)
+    hung_s = hung_n * dt if dt else None
+    if not utils:
+        why = "MIG: the slice reports no utilisation" if g.mig else \
+            "no utilisation in this capture" + (" (a process list)" if g.processes else "")
+        s.update(state="unknown", evidence=why)
+    elif len(utils) < th.min_samples:
+        s.update(state="unknown", evidence=f"{len(utils)} sample(s), fewer than min_samples={th.min_samples}")
+    elif hung_s is not None and hung_s >= th.hung_seconds:
+        s.update(state="hung", evidence=f"{hung_n} samples ({hung_s / 60:.1f} min) at >= {th.hung_util_pct:g} % "
+                                        f"utilisation below {th.hung_power_ratio:g} x {limit:g} W")
+    elif idle_n >= th.idle_fraction * len(utils):
+        held = s["mem_used_mib_max"]
+        s.update(state="idle", evidence=f"{idle_n} of {len(utils)} samples at <= {th.idle_util_pct:g} %"
+                 + (f", {held:g} MiB held" if held and held >= th.held_memory_mib else ""))
+    elif s["util_mean"] < th.underused_util_pct:
+        s.update(state="underused", evidence=f"mean {s['util_mean']:g} % < {th.underused_util_pct:g} %")
+    else:
+        s.update(state="busy", evidence=f"mean {s['util_mean']:g} %")
+    if hung_n and s["state"] != "hung" and hung_s is None:
+        s["evidence"] += f"; {hung_n} samples at high utilisation and low power (interval unknown: not judged hung)"
+    return s
+
+
+def job_verdict(states: list[str]) -> str:
+    if not states:
+        return "unknown"
+    return min(states, key=STATES.index)
+
+
+def _gib(mib: float) -> str:
+    return f"{mib / 1024:.1f} GiB" if mib >= 1024 else f"{mib:g} MiB"
+
+
+def next_steps(gpus: list[dict], verdict: str) -> list[str]:
+    """What to do next, in the words of the job's owner."""
+    out = []
+    n = len(gpus)
+    idle = [g for g in gpus if g["state"] == "idle"]
+    for g in idle:
+        held = g.get("mem_used_mib_max")
+        if n > 1 and len(idle) < n:
+            used = n - len(idle)
+            out.append(f"GPU {g['index']} held {_gib(held or 0)} at {g['util_mean'] or 0:g} %: the job asked for {n} "
+                       f"GPUs and used {used}" + ("" if held and held >= 1024 else " (it did not even hold memory)"))
+        else:
+            out.append(f"GPU {g['index']} sat at {g['util_mean'] or 0:g} % utilisation"
+                       + (f" holding {_gib(held)}" if held else "")
+                       + ": is the job waiting on something (input, a lock, a debugger), or not using the GPU?")
+    for g in gpus:
+        if g["state"] == "hung":
+            out.append(f"GPU {g['index']}: {g['evidence']}: a stuck collective (NCCL) or a spin-wait looks like this; "
+                       "take py-spy dump / NCCL_DEBUG=INFO stacks and cancel the job")
+        elif g["state"] == "underused":
+            out.append(f"GPU {g['index']} averaged {g['util_mean']:g} %: likely data-starved (more DataLoader workers, "
+                       "pinned memory, a larger batch) or CPU-bound")
+    if verdict == "unknown" and not out:
+        out.append("not enough data for a verdict: run longer, lower efficiency.interval, or capture with "
+                   "`nvidia-smi --query-gpu=index,utilization.gpu,memory.used,power.draw,power.limit --format=csv -l 10`")
+    return out
+
+
+def summarize(cap: Capture, th: Thresholds, *, interval: float | None = None,
+              power_limit: float | None = None) -> dict:
+    """The report every efficiency command prints: per-GPU summaries, the job's verdict, findings, next steps."""
+    gpus = [gpu_summary(g, th, interval=interval or cap.interval, power_limit=power_limit)
+            for g in cap.gpus.values()]
+    verdict = job_verdict([g["state"] for g in gpus])
+    findings = [f.as_dict() for f in cap.findings]
+    for g in gpus:
+        if g["state"] != "busy":
+            findings.append({"severity": "warn" if g["state"] in ("idle", "hung", "underused") else "info",
+                             "gpu": g["index"], "line": None, "text": f"GPU {g['index']} {g['state']}: {g['evidence']}"})
+    if cap.snapshot and gpus:
+        findings.append({"severity": "info", "gpu": None, "line": None,
+                         "text": "one sample per GPU: a moment, not the job's history"})
+    return {"format": cap.format, "gpus": gpus, "verdict": verdict, "findings": findings,
+            "next_steps": next_steps(gpus, verdict)}
