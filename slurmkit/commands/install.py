@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import functools
+import time
 from pathlib import Path
 
 import click
@@ -94,7 +95,12 @@ def install(ctx: Ctx, nodelist, partition, dry_run, parallel, as_json, rollback,
     connect = functools.partial(ssh.connect, install=inst, accept_new=accept_new_host_keys, say=say)
     job = Job(inst, wh, prolog, epilog, site_config, connect, dry_run=dry_run, do_verify=do_verify,
               do_rollback=rollback, health=health)
-    results = fanout.fan_out(nodes, lambda n: run_node(n, job), parallel or inst.parallel,
+    width = parallel or inst.parallel
+    waves = -(-len(nodes) // width)
+    if len(nodes) > width:
+        ctx.say(f"{len(nodes)} nodes, {width} at a time: {waves} waves")
+    t0 = time.monotonic()
+    results = fanout.fan_out(nodes, lambda n: run_node(n, job), width,
                              progress=None if not as_json else False,
                              label="rollback" if rollback else "install")
 
@@ -103,16 +109,39 @@ def install(ctx: Ctx, nodelist, partition, dry_run, parallel, as_json, rollback,
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1
     failed = [r for r in results if not r.ok]
+    took = time.monotonic() - t0
+    retry = _retry(ctx, [r.node for r in failed], rollback=rollback, dry_run=dry_run, do_verify=do_verify)
     if as_json:
         from ..output import emit_json
         emit_json({"ok": not failed, "dry_run": dry_run, "rollback": rollback,
                    "bundle": {"id": wh.bundle_id, "slurmkit_version": wh.version} if wh else None,
                    "summary": {"nodes": len(results), "ok": len(results) - len(failed), "failed": len(failed),
-                               "by_status": counts},
+                               "by_status": counts, "failed_nodes": retry["hostlist"], "retry": retry["command"],
+                               "seconds": round(took, 2), "parallel": width, "waves": waves},
                    "nodes": [r.to_dict() for r in results], "slurm_conf": conf})
     else:
         _print_text(results, dry_run, conf)
+        if failed:
+            click.echo(f"slurmkit: retry the failed nodes ({retry['hostlist']}): {retry['command']}", err=True)
+        if len(nodes) > 1:
+            per = took / waves
+            click.echo(f"slurmkit: {len(nodes)} nodes in {took:.1f}s ({waves} waves of {width}, {per:.1f}s a wave: "
+                       f"about {per * 1000 / width / 60:.0f} min per 1000 nodes at this width)", err=True)
     return 1 if failed else 0
+
+
+def _retry(ctx: Ctx, failed: list[str], *, rollback: bool, dry_run: bool, do_verify: bool) -> dict:
+    """The failed nodes as one hostlist, and the command that runs the same install on them only (quoted to paste)."""
+    import shlex
+
+    from ..slurm import fold_hostlist
+    if not failed:
+        return {"hostlist": "", "command": None}
+    hl = fold_hostlist(failed)
+    argv = ["slurmkit", *(["--config", ctx.config_arg] if ctx.config_arg else []), "install", "--nodes", hl,
+            *(["--rollback"] if rollback else []), *(["--dry-run"] if dry_run else []),
+            *(["--verify"] if do_verify else [])]
+    return {"hostlist": hl, "command": " ".join(shlex.quote(a) for a in argv)}
 
 
 def _slurm_conf(settings, lay, ctx) -> dict:

@@ -60,4 +60,7 @@ def test_a_host_that_is_gone_fails_alone(fleet, tmp_path):
     assert r.returncode == 1
     by = {x["node"]: x for x in doc["nodes"]}
     assert by["h3"]["status"] == "failed" and all(by[n]["status"] == "changed" for n in ("h1", "h2", "h4"))
-    assert doc["summary"]["failed"] == 1
+    assert doc["summary"]["failed"] == 1 and doc["summary"]["failed_nodes"] == "h3"
+    assert doc["summary"]["retry"] == f"slurmkit --config {cfg} install --nodes h3"
+    r, _ = install(cfg, "--nodes", "h[1-4]")             # the table run says how to retry, ready to paste
+    assert "retry the failed nodes (h3): slurmkit --config" in r.stderr and "waves" in r.stderr
