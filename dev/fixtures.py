@@ -86,7 +86,7 @@ def check():
 
 # --- grade: what slurmkit decides on every real capture that states a verdict --------------------------------
 
-SMI_CHECKS = ("gpu_count", "ecc", "driver", "pcie", "gpu_procs", "nvlink")
+SMI_CHECKS = ("gpu_count", "ecc", "recovery", "driver", "pcie", "gpu_procs", "nvlink")
 
 
 def _verdict(state: str) -> str | None:

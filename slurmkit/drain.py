@@ -32,7 +32,7 @@ def check_of_reason(reason: str | None, settings) -> str | None:
     if not is_slurmkit_reason(reason, settings):
         return None
     word = reason.strip()[len(settings.drain.prefix):].split(" ", 1)[0]
-    for name in ("gpu_count", "gpu_procs", "driver", "nvlink", "nccl", "pcie", "ecc", "sxid", "xid"):
+    for name in ("gpu_count", "gpu_procs", "driver", "nvlink", "nccl", "pcie", "ecc", "recovery", "dcgm", "sxid", "xid"):
         if word.startswith(name):
             return "xid" if name == "sxid" else name
     return word or None

@@ -411,12 +411,12 @@ class HealthSettings(Section):
     """Which checks each hook runs, and how long they may take."""
     # profile -> the checks it runs, in order (prolog/epilog: the hooks; full: `slurmkit check`)
     profiles: dict[str, list[str]] = field(default_factory=lambda: {
-        "prolog": ["xid", "gpu_count", "ecc", "driver", "pcie", "gpu_procs", "nccl", "dcgm"],
+        "prolog": ["xid", "gpu_count", "ecc", "recovery", "driver", "pcie", "gpu_procs", "nccl", "dcgm"],
         "epilog": ["xid", "ecc", "gpu_procs"],
-        "full": ["xid", "gpu_count", "ecc", "driver", "pcie", "nvlink", "gpu_procs", "nccl"],
+        "full": ["xid", "gpu_count", "ecc", "recovery", "driver", "pcie", "nvlink", "gpu_procs", "nccl"],
         # HealthCheckProgram (slurmkit health): on a node with a job only the checks that cannot disturb it run;
         # nccl and dcgm read their cached verdicts (the heavy runs are sweep jobs)
-        "health": ["xid", "gpu_count", "ecc", "driver", "pcie", "nvlink", "gpu_procs", "nccl", "dcgm"],
+        "health": ["xid", "gpu_count", "ecc", "recovery", "driver", "pcie", "nvlink", "gpu_procs", "nccl", "dcgm"],
     })
     command_timeout: float = num(10.0, 0, 3600, lo_open=True)  # seconds for each nvidia-smi / dmesg call
     budget_seconds: float = num(30.0, 0, DAY, lo_open=True)  # a profile stops starting checks after this long

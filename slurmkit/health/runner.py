@@ -20,7 +20,7 @@ from .context import Context, NoData
 
 PROFILES = ("prolog", "epilog", "full", "health")
 # the command each live check reads first (prefetched together); nccl's heavy run is never prefetched
-_SOURCES = {"xid": "dmesg", "gpu_count": "q", "ecc": "q", "driver": "q", "pcie": "q", "gpu_procs": "q",
+_SOURCES = {"xid": "dmesg", "gpu_count": "q", "ecc": "q", "recovery": "q", "driver": "q", "pcie": "q", "gpu_procs": "q",
             "nvlink": "nvlink_s"}
 
 

@@ -120,7 +120,7 @@ def test_healthy_scenario_is_healthy(tmp_path):
     rep = run_checks(s, "full", node="n1")
     assert rep.healthy, rep.to_dict()
     assert {r.check: r.status for r in rep.results} == {
-        "xid": "ok", "gpu_count": "ok", "ecc": "ok", "driver": "ok", "pcie": "ok", "nvlink": "ok",
+        "xid": "ok", "gpu_count": "ok", "ecc": "ok", "recovery": "ok", "driver": "ok", "pcie": "ok", "nvlink": "ok",
         "gpu_procs": "ok", "nccl": "skip"}
 
 
@@ -257,7 +257,7 @@ def test_prolog_script_runs_without_path_and_logs_every_verdict(tmp_path):
     r = hook(tmp_path, "prolog", "healthy-h100x8")
     assert r.returncode == 0, r.stderr
     recs = [json.loads(x) for x in (tmp_path / "health.jsonl").read_text().splitlines()]
-    assert {x["check"] for x in recs} == {"xid", "gpu_count", "ecc", "driver", "pcie", "gpu_procs", "nccl", "dcgm"}
+    assert {x["check"] for x in recs} == {"xid", "gpu_count", "ecc", "recovery", "driver", "pcie", "gpu_procs", "nccl", "dcgm"}
     assert all(x["context"] == "prolog" and x["job_id"] == 77 and x["node"] == "n7" for x in recs)
     r = hook(tmp_path, "prolog", "xid79")
     assert r.returncode == 1 and "slurmkit:xid79 GPU 0000:5d:00 fell off the bus" in r.stderr
