@@ -7,6 +7,7 @@
 import os
 import pwd
 import re
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -81,6 +82,9 @@ def test_cancelled_job_leaves_exactly_its_three_complete_checkpoints(clean, tmp_
     user = ensure_user(USER)
     settings = config.load(str(cluster.site_config))
     assert settings.sync.enabled, "the dev cluster's site config enables the sync"
+    # a fresh DEST: retention and replacement are per job series, so an earlier run's job of this name keeps its
+    # checkpoints there (on a long-lived cluster), and they are not this job's to replace
+    shutil.rmtree(cluster.dir / "shared" / "ckpt" / USER / "train-sync", ignore_errors=True)
     local = cluster.dir / "local"
     script = cluster.dir / "local" / "sync-job.sh"
     script.write_text(JOB.format(repo=str(REPO), local=str(local)))
@@ -151,6 +155,7 @@ def test_xid79_during_the_job_drains_the_node_and_still_syncs_its_checkpoints(cl
     cluster = clean
     user = ensure_user(USER)
     settings = config.load(str(cluster.site_config))
+    shutil.rmtree(cluster.dir / "shared" / "ckpt" / USER / "train-xid", ignore_errors=True)  # as above
     local = cluster.dir / "local"
     gate = local / f"go-{time.monotonic_ns()}"
     script = local / "xid-job.sh"

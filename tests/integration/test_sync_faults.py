@@ -4,6 +4,7 @@ it, and an epilog whose job record cannot be read (a job id the controller does 
 fails for real) still syncs from the prolog's record, or, with none, logs the command to finish by hand."""
 import json
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -65,6 +66,8 @@ def test_the_prolog_records_the_job_name_and_an_epilog_without_a_job_record_uses
     cluster = clean
     user = sync_user
     settings = config.load(str(cluster.site_config))
+    # a fresh DEST: an earlier run's job of this name keeps its checkpoints (other series are never replaced)
+    shutil.rmtree(cluster.dir / "shared" / "ckpt" / USER / "train-rec", ignore_errors=True)
     local = cluster.dir / "local"
     gate = local / f"go-{time.monotonic_ns()}"
     script = local / "rec-job.sh"
