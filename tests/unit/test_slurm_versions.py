@@ -12,11 +12,12 @@ from slurmkit.slurm.slurm_json import (SlurmFormatError, parse_nodes_json, parse
                                        parse_sinfo_json, parse_squeue_json, read_meta, load)
 
 LOCAL = Path(__file__).resolve().parent.parent / "fixtures" / "local"
-VERSIONS = {"22.05": ("22.05.8", 38), "24.11": ("24.11.5", 42), "26.05": ("26.05.5", 45)}
+VERSIONS = {"22.05": ("22.05.8", 38), "24.11": ("24.11.5", 42), "25.11": ("25.11.7", 44), "26.05": ("26.05.5", 45)}
 STATES = ["idle", "drained", "slurmkit-drain", "gpu-job", "resumed"]
 ADMIN = "admin: PSU swap ticket 4411"
 SK = "slurmkit:xid79 GPU 0000:3b:00 fell off the bus"
 IDLE = ("IDLE", "", None, 0)
+KEEPS_REASON = {"24.11", "25.11"}   # measured: after a resume the idle node keeps its reason there
 
 
 def expected(version: str, state: str) -> dict[str, tuple]:
@@ -29,8 +30,8 @@ def expected(version: str, state: str) -> dict[str, tuple]:
         n["n2"] = ("IDLE+DRAIN", SK, "root", 0)
     if i >= 3:
         n["n1"] = ("MIXED", "", None, 2)
-    if i >= 4:   # a resume: 24.11 keeps the old reason on the idle node, 22.05 and 26.05 clear it
-        n["n2"] = ("IDLE", SK, "root", 0) if version == "24.11" else IDLE
+    if i >= 4:   # a resume: 24.11 and 25.11 keep the old reason on the idle node, 22.05 and 26.05 clear it
+        n["n2"] = ("IDLE", SK, "root", 0) if version in KEEPS_REASON else IDLE
     return n
 
 
@@ -74,7 +75,7 @@ def test_scontrol_text_every_version(version, state):
     assert got(multi) == {k: v[:3] + (0,) for k, v in expected(version, state).items()}
 
 
-@pytest.mark.parametrize("version", ["24.11", "26.05"])
+@pytest.mark.parametrize("version", ["24.11", "25.11", "26.05"])
 @pytest.mark.parametrize("state", STATES)
 def test_scontrol_json_matches_text(version, state):
     doc = text(version, "scontrol-json-d-show-node", state)
@@ -103,7 +104,7 @@ def test_sinfo_json(version, state):
         with pytest.raises(NodeCaptureError):
             parse_node_capture(doc)
         return
-    if version == "24.11" and state == "resumed":
+    if version in KEEPS_REASON and state == "resumed":
         want["n2"] = IDLE   # grouped with n3 (in service): the group's kept reason is dropped, not given to n3
     recs = parse_sinfo_json(doc)
     assert got(recs) == want
@@ -226,14 +227,14 @@ def test_versions_table_is_complete():
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_audit_after_a_resume(version):
-    """24.11 keeps the old reason on the resumed idle node: audit must not call it out of service."""
+    """24.11/25.11 keep the old reason on the resumed idle node: audit must not call it out of service."""
     from datetime import datetime, timezone
 
     from slurmkit.audit import audit, load_causes
     stem = "sinfo-json" if version == "22.05" else "scontrol-json-d-show-node"
     recs = parse_node_capture(text(version, stem, "resumed"))[1]
     n2 = next(r for r in recs if r.name == "n2")
-    assert n2.reason == (SK if version == "24.11" else "")
+    assert n2.reason == (SK if version in KEEPS_REASON else "")
     entries = audit(recs, table=load_causes(), prefix="slurmkit:", now=datetime.now(timezone.utc))
     assert [(e.node.name, e.by) for e in entries] == [("n4", "admin")]
     entries = audit(parse_node_capture(text(version, stem, "gpu-job"))[1], table=load_causes(),
