@@ -1,7 +1,6 @@
-"""Every reader over real captures of Slurm 22.05.8, 24.11.5 and 26.05.5 (tests/fixtures/local/slurm-*/, made by
+"""Every reader over real captures of Slurm 22.05.8, 24.11.5, 25.11.7 and 26.05.5 (tests/fixtures/local/slurm-*/, made by
 dev/capture_slurm.py on the dev clusters), with the records each must give written out."""
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,8 @@ from slurmkit.slurm.records import (NodeCaptureError, parse_node_capture, parse_
                                     parse_scontrol_nodes_oneliner)
 from slurmkit.slurm.slurm_json import (SlurmFormatError, parse_nodes_json, parse_scontrol_nodes_json,
                                        parse_sinfo_json, parse_squeue_json, read_meta, load)
+
+pytestmark = pytest.mark.usefixtures("utc_local_time")
 
 LOCAL = Path(__file__).resolve().parent.parent / "fixtures" / "local"
 VERSIONS = {"22.05": ("22.05.8", 38), "24.11": ("24.11.5", 42), "25.11": ("25.11.7", 44), "26.05": ("26.05.5", 45)}
@@ -43,14 +44,6 @@ def got(recs):
     return {r.name: (r.state_text, r.reason, r.reason_user, r.gpus_used) for r in recs}
 
 
-@pytest.fixture(autouse=True)
-def utc(monkeypatch):
-    """The captures' text times are the controller's local time (UTC on the capture machine)."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def reason_times(version, state):
