@@ -38,7 +38,9 @@ def test_drain_shows_reason_user_and_time_then_resume(clean):
 
     clean.backend.resume("n2")
     rec = clean.wait_node("n2", lambda r: not r.flags)
-    assert rec.state == "IDLE" and rec.reason == ""
+    # measured: 24.11 (and 25.11) keep the old reason on the resumed idle node, 22.05 and 26.05 clear it
+    kept = os.environ.get("SLURMKIT_DEV_SLURM", "22.05") in ("24.11", "25.11")
+    assert rec.state == "IDLE" and rec.reason == (reason if kept else "")
 
 
 def test_nodes_shows_gpus_in_use(clean):
