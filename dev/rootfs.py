@@ -41,7 +41,8 @@ VERSIONS = (HOST_SLURM, *SUITES)
 # what the dev cluster, the test suite (sshd for `install`, a venv) and the demo need inside; bumping this list
 # rebuilds the cached root fs on its next use
 PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge", "python3", "python3-venv", "procps",
-            "ca-certificates", "openssh-server", "openssh-client"]
+            "ca-certificates", "openssh-server", "openssh-client",
+            "e2fsprogs"]        # chattr: the install tests make a directory immutable
 # a file inside the root fs saying which suite it is: dev/cluster.py run inside it does not enter it again
 MARK = "etc/slurmkit-rootfs"
 # the host's pip configuration (index, find-links, CA bundle): pip inside needs it to reach the same packages
@@ -72,20 +73,34 @@ def root_of(suite: str) -> Path:
     return CACHE / suite
 
 
-def stamp_text(suite: str) -> str:
-    return json.dumps({"suite": suite, "mirror": MIRROR, "packages": sorted(PACKAGES)}, indent=1) + "\n"
+def stamp_text(suite: str, packages=PACKAGES) -> str:
+    return json.dumps({"suite": suite, "mirror": MIRROR, "packages": sorted(packages)}, indent=1) + "\n"
+
+
+def _stamp(suite: str) -> dict | None:
+    try:
+        return json.loads((root_of(suite) / ".slurmkit-stamp").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _same_base(suite: str) -> bool:
+    old = _stamp(suite)
+    return bool(old) and old.get("suite") == suite and old.get("mirror") == MIRROR and \
+        (root_of(suite) / "usr" / "bin" / "apt-get").exists()
 
 
 def is_current(suite: str) -> bool:
-    try:
-        return (root_of(suite) / ".slurmkit-stamp").read_text() == stamp_text(suite)
-    except OSError:
-        return False
+    """The cached root fs has this suite, this mirror and (at least) these packages: a checkout whose list is
+    shorter (an older branch) uses a root fs that a newer one topped up, instead of rebuilding it back."""
+    return _same_base(suite) and set(PACKAGES) <= set(_stamp(suite).get("packages", ()))
 
 
 def ensure(version: str) -> Path:
     """The root fs for this Slurm version, built first if missing or stale."""
     suite = suite_of(version)
+    if inside() == suite:                   # already in it (a test or the demo run inside calls dev/cluster.py)
+        return Path("/")
     root = root_of(suite)
     if is_current(suite):
         return root
@@ -93,14 +108,51 @@ def ensure(version: str) -> Path:
     with open(CACHE / f"{suite}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not is_current(suite):        # another process may have built it while we waited
-            build(suite)
+            t0 = time.monotonic()
+            if _same_base(suite):
+                # only packages to add: installed in place (clusters running from it keep running)
+                log(f"{root}: installing the packages its stamp lacks")
+                _provision(root, suite, sorted(set(PACKAGES) | set(_stamp(suite).get("packages", ()))))
+            else:
+                build(suite)
+            log(f"{suite} root fs ready in {root} ({time.monotonic() - t0:.0f}s)")
     return root
 
 
+def _apt_env() -> dict[str, str]:
+    return {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C.UTF-8",
+            "HOME": "/root"}
+
+
+def _provision(root: Path, suite: str, packages: list[str]) -> None:
+    """apt-get install `packages` inside `root` (idempotent), then the files the dev cluster relies on and the
+    stamp, written last."""
+    # no daemon may start from a package's postinst (openssh-server would take port 22 of the host)
+    policy = root / "usr" / "sbin" / "policy-rc.d"
+    policy.write_text("#!/bin/sh\nexit 101\n")
+    policy.chmod(0o755)
+    resolv = root / "etc" / "resolv.conf"
+    if resolv.is_symlink() or not resolv.is_file():
+        resolv.unlink(missing_ok=True)
+        resolv.touch()                              # a mount point: the host's is bound over it
+    with open(CACHE / f"{suite}.log", "a") as out:
+        # the archive this machine reaches may be a snapshot whose sid Release file is past its Valid-Until
+        for argv in (["apt-get", "-o", "Acquire::Check-Valid-Until=false", "update", "-qq"],
+                     ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
+                     ["apt-get", "clean"]):
+            out.flush()
+            subprocess.run(enter_argv(root, argv, binds=_system_binds()), check=True, timeout=1800,
+                           env=_apt_env(), stdout=out, stderr=subprocess.STDOUT)
+    (root / "run" / "sshd").mkdir(parents=True, exist_ok=True)
+    (root / MARK).write_text(suite + "\n")
+    (root / ".slurmkit-stamp").write_text(stamp_text(suite, packages))
+
+
 def build(suite: str) -> None:
+    """A new root fs from debootstrap in <suite>.build (kept and topped up if a run stopped half way), then
+    swapped in for the cached one."""
     root = root_of(suite)
     work = CACHE / f"{suite}.build"
-    t0 = time.monotonic()
     if not (work / "usr" / "bin" / "apt-get").exists():
         shutil.rmtree(work, ignore_errors=True)
         if shutil.which("debootstrap") is None:
@@ -109,33 +161,13 @@ def build(suite: str) -> None:
         with open(CACHE / f"{suite}.log", "w") as out:
             subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", suite,
                             str(work), MIRROR], check=True, stdout=out, stderr=subprocess.STDOUT, timeout=1800)
-    # no daemon may start from a package's postinst (openssh-server would take port 22 of the host)
-    policy = work / "usr" / "sbin" / "policy-rc.d"
-    policy.write_text("#!/bin/sh\nexit 101\n")
-    policy.chmod(0o755)
-    (work / "etc" / "resolv.conf").unlink(missing_ok=True)
-    (work / "etc" / "resolv.conf").touch()      # a mount point: the host's is bound over it
-    # an adopted or older build gets the packages it lacks (idempotent when it has them all)
-    with open(CACHE / f"{suite}.log", "a") as out:
-        out.flush()
-        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C.UTF-8",
-               "HOME": "/root"}
-        # the archive this machine reaches may be a snapshot whose sid Release file is past its Valid-Until
-        for argv in (["apt-get", "-o", "Acquire::Check-Valid-Until=false", "update", "-qq"],
-                     ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES],
-                     ["apt-get", "clean"]):
-            subprocess.run(enter_argv(work, argv, binds=_system_binds()), check=True, timeout=1800, env=env,
-                           stdout=out, stderr=subprocess.STDOUT)
-    (work / "run" / "sshd").mkdir(parents=True, exist_ok=True)
-    (work / MARK).write_text(suite + "\n")
-    (work / ".slurmkit-stamp").write_text(stamp_text(suite))
+    _provision(work, suite, sorted(PACKAGES))
     if root.exists():
         old = CACHE / f"{suite}.old"
         shutil.rmtree(old, ignore_errors=True)
         os.replace(root, old)
         shutil.rmtree(old, ignore_errors=True)
     os.replace(work, root)
-    log(f"{suite} root fs ready in {root} ({time.monotonic() - t0:.0f}s)")
 
 
 # --- entering ------------------------------------------------------------------------------------------------
@@ -225,24 +257,32 @@ def venv_dir(version: str) -> Path:
 
 def ensure_venv(version: str) -> Path:
     """The repo's venv built with that root fs's Python (3.13 on trixie, 3.14 on sid), slurmkit[test] installed
-    editable; rebuilt when pyproject.toml or the root fs changes (the stamp holds both)."""
+    editable; rebuilt when pyproject.toml or the root fs's Python changes (the stamp holds both)."""
     v = venv_dir(version)
     if version == HOST_SLURM:
         return v
     import hashlib
     root = ensure(version)
-    want = hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest() + " " + \
-        hashlib.sha256((root / ".slurmkit-stamp").read_bytes()).hexdigest()
+    py = Path(os.path.realpath(root / "usr" / "bin" / "python3"))   # e.g. <root>/usr/bin/python3.13
+    st = py.stat()
+    want = f"{hashlib.sha256((REPO / 'pyproject.toml').read_bytes()).hexdigest()} {py.name} {st.st_size} " \
+        f"{int(st.st_mtime)}"
     stamp = v / ".slurmkit-installed"
     if (v / "bin" / "python").exists() and stamp.exists() and stamp.read_text().strip() == want:
         return v
     t0 = time.monotonic()
-    log(f"building {v} with {suite_of(version)}'s python3 and installing slurmkit[test]")
+    out = v.with_name(v.name + ".log")
+    log(f"building {v} with {suite_of(version)}'s python3 and installing slurmkit[test] (log: {out})")
     shutil.rmtree(v, ignore_errors=True)
-    for argv in (["python3", "-m", "venv", str(v)],
-                 [str(v / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                  "-e", f"{REPO}[test]"]):
-        subprocess.run(command(version, argv, cwd=str(REPO)), check=True, timeout=1800)
+    with open(out, "w") as f:
+        for argv in (["python3", "-m", "venv", str(v)],
+                     [str(v / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                      "-e", f"{REPO}[test]"]):
+            f.flush()
+            r = subprocess.run(command(version, argv, cwd=str(REPO)), timeout=1800, stdout=f, stderr=subprocess.STDOUT)
+            if r.returncode:
+                raise SystemExit(f"rootfs: {' '.join(argv)} failed (exit {r.returncode}) in the {version} root fs; "
+                                 f"see {out}")
     stamp.write_text(want + "\n")
     log(f"{v} ready ({time.monotonic() - t0:.0f}s)")
     return v

@@ -2,6 +2,8 @@
 import json
 import time
 
+import pytest
+
 from slurmkit import config, drain
 
 ADMIN = "admin: PSU swap ticket 4411"
@@ -52,6 +54,7 @@ def blocker(cluster, node):
     return jid
 
 
+@pytest.mark.compat("prolog drain")
 def test_xid79_node_is_drained_and_the_job_completes_on_a_healthy_node(clean, tmp_path):
     cluster = clean
     cluster.set_scenario("n3", "xid79")          # n3 replays the real Xid 79 capture
@@ -101,6 +104,7 @@ def test_fifty_jobs_on_healthy_nodes_drain_nothing(clean):
     assert [r for r in recs if r["status"] == "fail"] == []
 
 
+@pytest.mark.compat("drain/resume")
 def test_an_admins_drain_reason_is_left_untouched(clean, tmp_path):
     cluster = clean
     s = site(cluster)
@@ -127,6 +131,7 @@ def test_an_admins_drain_reason_is_left_untouched(clean, tmp_path):
     assert n2.drained and n2.reason == ADMIN
 
 
+@pytest.mark.compat("drain/resume")
 def test_slurmkit_resumes_only_its_own_drain(clean):
     cluster = clean
     s = site(cluster)
