@@ -233,3 +233,24 @@ def test_audit_after_a_resume(version):
     entries = audit(parse_node_capture(text(version, stem, "gpu-job"))[1], table=load_causes(),
                     prefix="slurmkit:", now=datetime.now(timezone.utc))
     assert sorted((e.node.name, e.by, e.check) for e in entries) == [("n2", "slurmkit", "xid"), ("n4", "admin", None)]
+
+
+def test_23_02_lists_a_node_once_per_partition_merged():
+    """synthetic, in 23.02's v0.0.39 shape (meta.plugins, meta.Slurm, one group per partition): one record."""
+    def group(part, names, state, reason=None):
+        return {"node": {"state": state}, "nodes": {"nodes": names, "total": len(names)},
+                "cpus": {"allocated": 0, "total": 16 * len(names), "minimum": 16, "maximum": 16},
+                "gres": {"total": "gpu:8", "used": "gpu:0"}, "partition": {"name": part},
+                "reason": {"description": reason or "", "time": 1796118330 if reason else 0, "user": "root"}}
+    doc = {"meta": {"plugins": {"data_parser": "data_parser/v0.0.39"},
+                    "Slurm": {"version": {"major": 23, "minor": 2, "micro": 7}, "release": "23.02.7"}},
+           "sinfo": [group("gpu", ["n1", "n2"], ["IDLE"]), group("debug", ["n1"], ["IDLE"]),
+                     group("gpu", ["n4"], ["IDLE", "DRAIN"], ADMIN), group("debug", ["n4"], ["IDLE", "DRAIN"], ADMIN)],
+           "errors": [], "warnings": []}
+    import json
+    recs = parse_sinfo_json(json.dumps(doc))
+    assert [(r.name, r.state_text, r.partitions, r.reason, r.reason_user, r.cpus) for r in recs] == [
+        ("n1", "IDLE", ["gpu", "debug"], "", None, 16), ("n2", "IDLE", ["gpu"], "", None, 16),
+        ("n4", "IDLE+DRAIN", ["gpu", "debug"], ADMIN, "root", 16)]
+    assert recs[2].reason_time == "2026-12-01T09:45:30"
+    assert read_meta(doc).release == "23.02.7" and read_meta(doc).parser == 39
