@@ -261,8 +261,14 @@ def ensure_venv(version: str) -> Path:
     v = venv_dir(version)
     if version == HOST_SLURM:
         return v
-    import hashlib
     root = ensure(version)
+    with open(v.with_name(v.name + ".lock"), "w") as lock:     # one build at a time (test.sh prepares ahead)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _ensure_venv(version, v, root)
+
+
+def _ensure_venv(version: str, v: Path, root: Path) -> Path:
+    import hashlib
     py = Path(os.path.realpath(root / "usr" / "bin" / "python3"))   # e.g. <root>/usr/bin/python3.13
     st = py.stat()
     want = f"{hashlib.sha256((REPO / 'pyproject.toml').read_bytes()).hexdigest()} {py.name} {st.st_size} " \
