@@ -141,8 +141,11 @@ def _provision(root: Path, suite: str, packages: list[str]) -> None:
                      ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
                      ["apt-get", "clean"]):
             out.flush()
-            subprocess.run(enter_argv(root, argv, binds=_system_binds()), check=True, timeout=1800,
-                           env=_apt_env(), stdout=out, stderr=subprocess.STDOUT)
+            r = subprocess.run(enter_argv(root, argv, binds=_system_binds()), timeout=1800, env=_apt_env(),
+                               stdout=out, stderr=subprocess.STDOUT)
+            if r.returncode:
+                raise SystemExit(f"rootfs: {' '.join(argv)} failed (exit {r.returncode}) in {root}; "
+                                 f"see {CACHE / f'{suite}.log'}")
     (root / "run" / "sshd").mkdir(parents=True, exist_ok=True)
     (root / MARK).write_text(suite + "\n")
     (root / ".slurmkit-stamp").write_text(stamp_text(suite, packages))
@@ -159,8 +162,11 @@ def build(suite: str) -> None:
             raise SystemExit("rootfs: debootstrap is missing (apt-get install debootstrap; dev/bootstrap.sh does)")
         log(f"debootstrap {suite} into {work} (a few minutes, once)")
         with open(CACHE / f"{suite}.log", "w") as out:
-            subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", suite,
-                            str(work), MIRROR], check=True, stdout=out, stderr=subprocess.STDOUT, timeout=1800)
+            r = subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", suite,
+                                str(work), MIRROR], stdout=out, stderr=subprocess.STDOUT, timeout=1800)
+        if r.returncode:
+            raise SystemExit(f"rootfs: debootstrap {suite} from {MIRROR} failed (exit {r.returncode}); "
+                             f"see {CACHE / f'{suite}.log'}")
     _provision(work, suite, sorted(PACKAGES))
     if root.exists():
         old = CACHE / f"{suite}.old"
