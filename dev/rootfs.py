@@ -151,6 +151,19 @@ def _provision(root: Path, suite: str, packages: list[str]) -> None:
     (root / ".slurmkit-stamp").write_text(stamp_text(suite, packages))
 
 
+def _users(root: Path) -> list[int]:
+    """Pids whose root directory is `root` (daemons and commands running in it)."""
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if os.readlink(p / "root") == str(root):
+                    out.append(int(p.name))
+            except OSError:
+                pass
+    return out
+
+
 def build(suite: str) -> None:
     """A new root fs from debootstrap in <suite>.build (kept and topped up if a run stopped half way), then
     swapped in for the cached one."""
@@ -168,6 +181,12 @@ def build(suite: str) -> None:
             raise SystemExit(f"rootfs: debootstrap {suite} from {MIRROR} failed (exit {r.returncode}); "
                              f"see {CACHE / f'{suite}.log'}")
     _provision(work, suite, sorted(PACKAGES))
+    busy = _users(root)
+    if busy:
+        # removing it would detach the bind mounts of those processes' namespaces (measured: a venv build then
+        # wrote into the root fs itself); the new one waits in <suite>.build for the next run
+        raise SystemExit(f"rootfs: {root} is in use by pids {' '.join(map(str, busy[:10]))}: stop them (their "
+                         f"clusters: dev/cluster.py down) and run again; the new root fs is ready in {work}")
     if root.exists():
         old = CACHE / f"{suite}.old"
         shutil.rmtree(old, ignore_errors=True)
