@@ -12,9 +12,9 @@ NAME = "gpu_count"
 def expected_for(settings, node: str) -> int | None:
     per = settings.gpu_count.per_node
     if per:
-        from ...slurm import expand_hostlist   # ClusterShell only when a site uses per-node counts
+        from ...hostlist import contains   # ClusterShell only when a site uses per-node counts
         for expr, n in per.items():
-            if node in expand_hostlist(expr):
+            if contains(expr, node):   # bounded: a pattern, never expanded past the limit
                 return n
     return settings.gpu_count.expected
 

@@ -19,9 +19,9 @@ _BENIGN = ("falling back to simple order",)
 
 def expected_for(s, node: str) -> float | None:
     if s.profiles:
-        from ...slurm import expand_hostlist
+        from ...hostlist import contains
         for expr, v in s.profiles.items():
-            if node in expand_hostlist(expr):
+            if contains(expr, node):   # bounded: a pattern, never expanded past the limit
                 return v
     return s.expected_busbw_gbps
 
