@@ -5,7 +5,7 @@ memory, and ECC mode "Unknown Error". Input: `nvidia-smi -q` text (any layout, d
 from __future__ import annotations
 
 from .. import nvsmi
-from ..base import Result, is_unknown_error, is_yes, to_int
+from ..base import Result, is_na, is_unknown_error, is_yes, to_int
 from ..context import NoData
 
 NAME = "ecc"
@@ -136,14 +136,14 @@ def evaluate(text: str, s, columns: list[str] | None = None) -> Result:
         for g in q["gpus"]:
             f, ev = _gpu_findings_q(g["tree"], s)
             gid = nvsmi.short_bus(g["bus_id"]) or "?"
-            if any(v is not None for v in ev.values()):
+            if any(not is_na(v) or is_unknown_error(v) for v in ev.values()):   # an all-N/A GPU says nothing
                 found_any = True
             per_gpu.append({"gpu": gid, **ev})
             findings += [f"GPU {gid}: {x}" for x in f]
         if not found_any:
             if q["errors"]:
                 return Result(NAME, "fail", f"nvidia-smi: {q['errors'][-1]}", {"errors": q["errors"]}, code="ecc")
-            raise NoData("no ECC fields in this input")
+            raise NoData("no ECC fields in this input (or every ECC field reads N/A)")
     ev = {"gpus": per_gpu}
     if findings:
         ev["findings"] = findings
