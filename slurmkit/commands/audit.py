@@ -33,6 +33,7 @@ def _records(ctx: Ctx, from_file: str | None):
         text = data.decode("utf-8", "replace")
     else:
         text = read_text(from_file, what="node capture")
+    _refuse_huge_hostlists(text, from_file)
     try:
         kind, recs = parse_node_capture(text)
     except NodeCaptureError as e:
@@ -42,6 +43,31 @@ def _records(ctx: Ctx, from_file: str | None):
             raise
         raise UsageError(str(e), path=from_file, line=_line_of(text, str(e))) from None
     return f"{from_file} ({kind})", recs
+
+
+def _refuse_huge_hostlists(text: str, path: str) -> None:
+    """A 70-byte capture saying `n[1-99999999]` would make the parser build 100 million names (gigabytes)
+    before anything could refuse it: read each bracketed hostlist's size off its text first (linear, no names
+    made) and refuse one over the hostlist limit, with its line. Malformed ones are left for the parser to name."""
+    import re
+
+    from ..hostlist import DEFAULT_LIMIT, HostlistError, count
+    total, budget = 0, 10 * DEFAULT_LIMIT      # and all of them together: many small ranges add up
+    for i, line in enumerate(text.splitlines(), 1):
+        if "[" not in line:
+            continue
+        for tok in re.findall(r"[^\s\"',=]*\[[^\]\s]*\][^\s\"',=]*", line):
+            try:
+                n = count(tok)
+            except HostlistError:
+                continue
+            total += n
+            if n > DEFAULT_LIMIT:
+                raise UsageError(f"hostlist {tok[:80]!r} stands for {n} names, over the limit of {DEFAULT_LIMIT}",
+                                 path=path, line=i)
+            if total > budget:
+                raise UsageError(f"the capture's hostlists stand for more than {budget} names in all (the limit)",
+                                 path=path, line=i)
 
 
 def _line_of(text: str, message: str) -> int | None:

@@ -58,7 +58,8 @@ def is_na(v) -> bool:
 
 def to_int(v) -> int | None:
     """'177' -> 177; 'N/A', '[N/A]', '[Not Supported]', '', None -> None; '1 MiB' -> 1; '16x' -> 16.
-    ASCII digits only ('²' is a digit to str.isdigit but not to int) and at most MAX_DIGITS of them."""
+    ASCII digits only ('²' is a digit to str.isdigit but not to int). A number of more than MAX_DIGITS digits
+    (no real counter has one; int() refuses 4,300) reads as 10**18: over every threshold, so it fails closed."""
     if v is None:
         return None
     s = str(v).strip()
@@ -69,7 +70,7 @@ def to_int(v) -> int | None:
         if "0" <= ch <= "9":
             num += ch
             if len(num) > MAX_DIGITS:
-                return None
+                return 10 ** MAX_DIGITS
         elif num:
             break
         elif ch not in "+ ":
