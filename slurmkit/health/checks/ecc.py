@@ -73,7 +73,7 @@ def _gpu_findings_q(tree, s) -> tuple[list[str], dict]:
     for key, msg in (("Channel Repair Pending", "channel repair pending (GPU reset needed)"),
                      ("Unrepairable Memory", "unrepairable memory (RMA)")):
         v = (errs.get_ci(key) if isinstance(errs, nvsmi.Node) else None) or tree.get_ci(key)
-        if v is not None:
+        if isinstance(v, str):            # a value; a section of that name (junk, a paste) is not one
             ev[key.lower().replace(" ", "_")] = v
             if is_yes(v):
                 f.append(msg)
@@ -136,7 +136,8 @@ def evaluate(text: str, s, columns: list[str] | None = None) -> Result:
         for g in q["gpus"]:
             f, ev = _gpu_findings_q(g["tree"], s)
             gid = nvsmi.short_bus(g["bus_id"]) or "?"
-            if any(not is_na(v) or is_unknown_error(v) for v in ev.values()):   # an all-N/A GPU says nothing
+            # an all-N/A GPU says nothing; nor does a section header where a value belongs
+            if any(isinstance(v, (str, int)) and (not is_na(v) or is_unknown_error(v)) for v in ev.values()):
                 found_any = True
             per_gpu.append({"gpu": gid, **ev})
             findings += [f"GPU {gid}: {x}" for x in f]
