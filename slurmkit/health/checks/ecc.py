@@ -137,7 +137,8 @@ def evaluate(text: str, s, columns: list[str] | None = None) -> Result:
             f, ev = _gpu_findings_q(g["tree"], s)
             gid = nvsmi.short_bus(g["bus_id"]) or "?"
             # an all-N/A GPU says nothing; nor does a section header where a value belongs
-            if any(isinstance(v, (str, int)) and (not is_na(v) or is_unknown_error(v)) for v in ev.values()):
+            if any((isinstance(v, list) and v) or (isinstance(v, (str, int)) and (not is_na(v) or is_unknown_error(v)))
+                   for v in ev.values()):
                 found_any = True
             per_gpu.append({"gpu": gid, **ev})
             findings += [f"GPU {gid}: {x}" for x in f]
