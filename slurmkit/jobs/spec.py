@@ -338,9 +338,21 @@ def _mapping_put(node, key, vnode):
 # --- checks beyond types -----------------------------------------------------------------------------------------
 
 def validate(spec: JobSpec, set_keys=frozenset()) -> None:
-    def fail(key: str, msg: str):
-        raise spec.error(key, msg)
+    """The checks beyond types, in phases; each raises the spec's error for the key it is about (file:line, or
+    `--set key` when --set gave the value). `set_keys` is kept for callers; the spec knows its own."""
+    _check_command_and_lines(spec)
+    _check_resources(spec)
+    limit = _check_time(spec)
+    _check_env(spec)
+    _check_preemption(spec, limit)
+    _check_container(spec)
+    _check_sweep(spec)
+    _check_sbatch(spec)
+    _check_template(spec)
 
+
+def _check_command_and_lines(spec: JobSpec) -> None:
+    fail = _failer(spec)
     if spec.command is None or spec.command == "" or spec.command == []:
         fail("command", "a job needs a command (a string of shell text, or a list of arguments)")
     if isinstance(spec.command, list):
@@ -359,6 +371,16 @@ def validate(spec: JobSpec, set_keys=frozenset()) -> None:
                 fail(key, "must be a single line")
     if spec.name is not None and len(spec.name) > 200:
         fail("name", "is longer than 200 characters")
+
+
+def _failer(spec: JobSpec):
+    def fail(key: str, msg: str):
+        raise spec.error(key, msg)
+    return fail
+
+
+def _check_resources(spec: JobSpec) -> None:
+    fail = _failer(spec)
     for key in ("nodes",):
         if getattr(spec, key) < 1:
             fail(key, "must be at least 1")
@@ -370,6 +392,17 @@ def validate(spec: JobSpec, set_keys=frozenset()) -> None:
         fail("cpus_per_gpu", "must be at least 1 (or `auto`)")
     if spec.mem is not None and not MEM_RE.fullmatch(spec.mem):
         fail("mem", f"expected a size like 64G, 512M or 0 (all of the node), got {spec.mem!r}")
+    if spec.launcher == "torchrun" and spec.gpus_per_node == 0 and spec.torchrun.nproc_per_node is None:
+        fail("torchrun.nproc_per_node", "torchrun with gpus_per_node: 0 needs torchrun.nproc_per_node")
+    if spec.torchrun.rdzv_port is not None and not 1024 <= spec.torchrun.rdzv_port <= 65535:
+        fail("torchrun.rdzv_port", "must be between 1024 and 65535")
+    if spec.torchrun.nproc_per_node is not None and spec.torchrun.nproc_per_node < 1:
+        fail("torchrun.nproc_per_node", "must be at least 1")
+
+
+def _check_time(spec: JobSpec) -> int | None:
+    """The time limit in seconds (None: unset or unlimited)."""
+    fail = _failer(spec)
     limit = None
     if spec.time is not None and spec.time.lower() not in UNLIMITED:
         try:
@@ -378,13 +411,20 @@ def validate(spec: JobSpec, set_keys=frozenset()) -> None:
             fail("time", f"expected a Slurm time (MM, HH:MM:SS, D-HH:MM..., or UNLIMITED), got {spec.time!r}")
         if limit == 0:
             fail("time", "must be more than 0")
-    if spec.launcher == "torchrun" and spec.gpus_per_node == 0 and spec.torchrun.nproc_per_node is None:
-        fail("torchrun.nproc_per_node", "torchrun with gpus_per_node: 0 needs torchrun.nproc_per_node")
+    return limit
+
+
+def _check_env(spec: JobSpec) -> None:
+    fail = _failer(spec)
     for k, v in spec.env.items():
         if not NAME_RE.fullmatch(k):
             fail(f"env.{k}", "is not a valid environment variable name (letters, digits, _)")
         if "\0" in v:
             fail(f"env.{k}", "contains a NUL byte")
+
+
+def _check_preemption(spec: JobSpec, limit: int | None) -> None:
+    fail = _failer(spec)
     p = spec.preemption
     if p.signal_lead is not None:
         if p.signal_lead < 1 or p.signal_lead > 65535:
@@ -396,16 +436,20 @@ def validate(spec: JobSpec, set_keys=frozenset()) -> None:
         fail("preemption.max_requeues", "must be 0 or more")
     if p.grace is not None and p.grace < 0:
         fail("preemption.grace", "must be 0 or more")
-    if spec.torchrun.rdzv_port is not None and not 1024 <= spec.torchrun.rdzv_port <= 65535:
-        fail("torchrun.rdzv_port", "must be between 1024 and 65535")
-    if spec.torchrun.nproc_per_node is not None and spec.torchrun.nproc_per_node < 1:
-        fail("torchrun.nproc_per_node", "must be at least 1")
+
+
+def _check_container(spec: JobSpec) -> None:
+    fail = _failer(spec)
     if spec.container is not None:
         if not spec.container.image.strip() or any(c in spec.container.image for c in "\n\r\0"):
             fail("container.image", "must be a non-empty single line")
         for i, m in enumerate(spec.container.mounts):
             if not m or any(c in m for c in ",\n\r\0"):
                 fail(f"container.mounts[{i}]", "must be SRC:DST[:FLAGS] without commas or newlines")
+
+
+def _check_sweep(spec: JobSpec) -> None:
+    fail = _failer(spec)
     for k, vals in spec.sweep.items():
         if not NAME_RE.fullmatch(k):
             fail(f"sweep.{k}", "is not a valid environment variable name (letters, digits, _)")
@@ -426,6 +470,10 @@ def validate(spec: JobSpec, set_keys=frozenset()) -> None:
             fail("sweep_parallel", "must be at least 1")
         if not spec.sweep:
             fail("sweep_parallel", "only makes sense with a sweep")
+
+
+def _check_sbatch(spec: JobSpec) -> None:
+    fail = _failer(spec)
     for i, opt in enumerate(spec.sbatch):
         if any(c in opt for c in "\n\r\0"):
             fail(f"sbatch[{i}]", "must be a single line")
@@ -435,3 +483,12 @@ def validate(spec: JobSpec, set_keys=frozenset()) -> None:
                  f"letters, digits and -, then =value), got {opt!r}")
         if optname in ("--array", "-a") and spec.sweep:
             fail(f"sbatch[{i}]", "--array is made from `sweep`; do not set both")
+
+
+def _check_template(spec: JobSpec) -> None:
+    """A template is a name from the search path or a relative path below the spec's directory (the renderer
+    also checks where links lead)."""
+    t = spec.template
+    if t is not None and "/" in t and (t.startswith("/") or t.startswith("~") or ".." in t.split("/")):
+        raise spec.error("template", f"{t!r}: a template is a name from the template search path or a path "
+                         "below the spec's directory (no absolute path, no ..)")
