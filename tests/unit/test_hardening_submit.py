@@ -236,3 +236,15 @@ def test_cpus_per_node_comes_from_the_values_not_the_quoted_text():
     st = config.loads("submit: {}\n", "site.yaml")
     spec = specmod.loads("command: x\ngpus_per_node: 2\ncpus_per_gpu: 6\n", "job.yaml")
     assert render.plan(spec, st, spec_name="job.yaml").cpus_per_node == 12
+
+
+def test_t5_profile_with_a_huge_cpu_id_is_refused_before_the_planner_makes_its_mask(tmp_path):
+    """Synthetic profile: CPU id 10**12 would make a 125 GB --cpu-bind mask."""
+    import json
+    gpu = {"index": 0, "cpus": [10 ** 12], "numa": [0], "links": {}}
+    (tmp_path / "prof.json").write_text(json.dumps({"gpus": [gpu], "nics": [], "interconnect": "pcie"}))
+    site = tmp_path / "site.yaml"
+    site.write_text("submit:\n  profiles:\n    gpu: prof.json\n")
+    code, out, err = _render(tmp_path, "command: x\npartition: gpu\ngpus_per_node: 1\nlauncher: srun\n",
+                             site=str(site))
+    assert code == 2 and "cpus and numa must be lists of non-negative integers (0 to 1048575)" in err
