@@ -17,6 +17,9 @@ _MAX_DIGITS = 18                 # a node index longer than this is not a node i
 _RANGE = re.compile(r"([0-9]{1,%d})(?:-([0-9]{1,%d}))?(?:/([0-9]{1,%d}))?" % ((_MAX_DIGITS,) * 3), re.ASCII)
 
 
+_OUTSIDE_COMMA = re.compile(r",(?![^\[\]]*\])")     # a comma not followed by a `]` before any `[`
+
+
 class HostlistError(UsageError):
     """A hostlist we will not expand: malformed, or over the limit. `.expr` is the expression."""
 
@@ -27,19 +30,7 @@ class HostlistError(UsageError):
 
 def _top_level(expr: str) -> list[str]:
     """Split at commas outside brackets: 'a[1,2],b' -> ['a[1,2]', 'b']."""
-    parts, depth, cur = [], 0, []
-    for ch in expr:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    return parts
+    return _OUTSIDE_COMMA.split(expr)
 
 
 def count(expr: str) -> int:

@@ -1,6 +1,5 @@
 """Issue 17, health checks, topology, audit captures, hostlists: unreadable input is an error (exit 2 for a
 captured file) or a warn, never ok; every input has a size bound. Inputs marked synthetic are made here."""
-import contextlib
 import io
 import json
 import os
@@ -11,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from slurmkit import cli, config
+from slurmkit import config
 from slurmkit.errors import UsageError
-from slurmkit.health import nccl as nccl_parse, nvlink as nvlink_parse, nvsmi
+from slurmkit.health import nccl as nccl_parse, nvsmi
 from slurmkit.health.base import to_int
 from slurmkit.health.checks import nccl as nccl_check
 from slurmkit.health.context import NoData
@@ -21,6 +20,8 @@ from slurmkit.topology import parse_topo
 from slurmkit.topology.cpus import parse_cpu_layout
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from clirun import run_cli  # noqa: E402
 FIX = REPO / "tests" / "fixtures"
 H100_Q = FIX / "ecc" / "princeton-pli-h100-80gb-hbm3-nvidia-smi-a-healthy.txt"
 TOPO = sorted((FIX / "topo").glob("*.txt"))[0]
@@ -28,14 +29,7 @@ NCCL_OK = FIX / "nccl" / "gcp-a3mega-h100-2node-16gpu-all_reduce_perf-healthy.tx
 S = config.loads("{}\n", "site.yaml")
 
 
-def _cli(argv):
-    err, out = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-        try:
-            rc = cli.main(argv)
-        except SystemExit as e:
-            return e.code, out.getvalue(), err.getvalue()
-    return rc or 0, out.getvalue(), err.getvalue()
+_cli = run_cli
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,5 @@
 """Issue 17, job specs and the renderer: each reproduction of the issue gives a clear error or a safe script.
 Inputs are synthetic (made in the test), as the issue's reproductions were."""
-import contextlib
-import io
 import os
 import subprocess
 import sys
@@ -10,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from slurmkit import cli, config
+from slurmkit import config
 from slurmkit.jobs import render, spec as specmod
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden" / "submit"
 SITE = str(GOLDEN / "site.yaml")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from clirun import run_cli  # noqa: E402
 from sbatch_parser import sbatch_arguments  # noqa: E402
 
 
@@ -25,14 +24,7 @@ def _no_cache(monkeypatch):
     monkeypatch.setenv("SLURMKIT_NO_CACHE", "1")
 
 
-def _cli(argv):
-    err, out = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-        try:
-            cli.main(argv)
-        except SystemExit as e:
-            return e.code, out.getvalue(), err.getvalue()
-    return 0, out.getvalue(), err.getvalue()
+_cli = run_cli
 
 
 def _render(tmp_path, text, name="job.yaml", *sets, site=SITE):
