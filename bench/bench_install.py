@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
-"""Benchmark `slurmkit install`: 1 node vs 16 nodes, real sshd daemons on loopback, in the same run.
+"""Benchmark `slurmkit install`: 1 node vs N nodes (16), real sshd daemons, in the same run.
 
-    .venv/bin/python bench/bench_install.py [--port 7480] [--rounds 2]
+    .venv/bin/python bench/bench_install.py [--port 7480] [--rounds 2]                 # sshds on loopback
+    .venv/bin/python bench/bench_install.py --netns --nodes 32 --delay-ms 10           # 32 separate hosts
+
+With --netns each node is its own host: a network namespace joined by a veth pair, its sshd on port 22, and a
+round trip of 2 x --delay-ms (dev/netfleet.py: tc netem where the kernel has it, else a user-space delay line).
 
 Each round installs to fresh node roots (wheels uploaded, venv built, hooks and config committed) to 1 node and
 then to 16 nodes, and reruns both (nothing changes: connect, stat, hash); then the 16 again one at a time
@@ -24,6 +28,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "dev"))
+from netfleet import NetFleet, available  # noqa: E402
 from sshfleet import Fleet  # noqa: E402
 
 
@@ -54,18 +59,32 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--port", type=int, default=7480, help="first sshd port (16 ports from here)")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--nodes", type=int, default=16)
+    ap.add_argument("--netns", action="store_true", help="one network namespace per node (root, iproute2)")
+    ap.add_argument("--delay-ms", type=float, default=10.0, help="with --netns: one-way delay per hop")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="slurmkit-bench-install-"))
-    nodes = [f"b{i:02d}" for i in range(1, 17)]
-    fleet = Fleet(tmp / "fleet", nodes, a.port)
+    N = a.nodes
+    nodes = [f"b{i:02d}" for i in range(1, N + 1)]
+    many_list = f"b[01-{N:02d}]"
+    if a.netns:
+        why = available()
+        if why:
+            raise SystemExit(f"--netns: {why}")
+        fleet = NetFleet(tmp / "fleet", nodes, block=48, delay_ms=a.delay_ms)
+    else:
+        fleet = Fleet(tmp / "fleet", nodes, a.port)
     fleet.start()
+    where = (f"{N} network-namespace hosts, {2 * a.delay_ms:g} ms round trips ({fleet.delay_kind})" if a.netns
+             else f"{N} sshds on loopback")
+    print(f"fleet: {where}")
     try:
         cfg = tmp / "site.yaml"
-        cfg.write_text("slurm:\n  timeout: 10\n" + fleet.install_config(parallel=16))
+        cfg.write_text("slurm:\n  timeout: 10\n" + fleet.install_config(parallel=min(N, 64)))
         run(cfg, "b01", {})                              # warm-up: builds (or finds) the cached wheelhouse
-        fresh = {1: [], 16: []}
-        rerun = {1: [], 16: []}
-        cpu = {k: {"client": [], "nodes": []} for k in ("fresh1", "fresh16", "rerun1", "rerun16")}
+        fresh: dict[int, list[float]] = {1: [], N: []}
+        rerun: dict[int, list[float]] = {1: [], N: []}
+        cpu = {k: {"client": [], "nodes": []} for k in ("fresh1", f"fresh{N}", "rerun1", f"rerun{N}")}
 
         def timed(kind, n, nodes):
             c = {}
@@ -77,33 +96,34 @@ def main() -> None:
 
         seq = []
         for _ in range(a.rounds):
-            for n, nodes in ((1, "b01"), (16, "b[01-16]")):
+            for n, nodes in ((1, "b01"), (N, many_list)):
                 shutil.rmtree(fleet.root, ignore_errors=True)
                 fleet.root.mkdir()
                 timed("fresh", n, nodes)
                 timed("rerun", n, nodes)
             shutil.rmtree(fleet.root, ignore_errors=True)     # the same 16 one at a time: what fan-out buys
             fleet.root.mkdir()
-            seq.append(run(cfg, "b[01-16]", {}, "--parallel", "1"))
+            seq.append(run(cfg, many_list, {}, "--parallel", "1"))
     finally:
         fleet.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     med = {k: {n: statistics.median(v) for n, v in d.items()} for k, d in (("fresh", fresh), ("rerun", rerun))}
     cmed = {k: {w: statistics.median(v) for w, v in d.items()} for k, d in cpu.items()}
     print(f"cpus: {os.cpu_count()}, load: {os.getloadavg()[0]:.2f}, rounds: {a.rounds} (median)")
-    print(f"{'wall time':44}{'1 node':>10}{'16 nodes':>10}{'16/1':>8}")
+    print(f"{'wall time':44}{'1 node':>10}{f'{N} nodes':>10}{f'{N}/1':>8}")
     for k, label in (("fresh", "install (fresh nodes)"), ("rerun", "rerun (nothing to do)")):
-        one, many = med[k][1], med[k][16]
+        one, many = med[k][1], med[k][N]
         print(f"{label:44}{one:9.2f}s{many:9.2f}s{many / one:7.2f}x")
-    print(f"{'install, 16 nodes, --parallel 1':44}{'':10}{statistics.median(seq):9.2f}s"
+    print(f"{f'install, {N} nodes, --parallel 1':44}{'':10}{statistics.median(seq):9.2f}s"
           f"{statistics.median(seq) / med['fresh'][1]:7.2f}x  (one node at a time)")
-    print(f"{'CPU seconds':44}{'1 node':>10}{'16 nodes':>10}{'16/1':>8}")
+    print(f"{'CPU seconds':44}{'1 node':>10}{f'{N} nodes':>10}{f'{N}/1':>8}")
     for k, label in (("fresh", "install"), ("rerun", "rerun")):
-        for w, wl in (("client", "slurmkit (admin side)"), ("nodes", "sshd + node side (16 'nodes')")):
-            one, many = cmed[f"{k}1"][w], cmed[f"{k}16"][w]
+        for w, wl in (("client", "slurmkit (admin side)"), ("nodes", f"sshd + node side ({N} 'nodes')")):
+            one, many = cmed[f"{k}1"][w], cmed[f"{k}{N}"][w]
             print(f"{label + ': ' + wl:44}{one:9.2f}s{many:9.2f}s{many / max(one, 0.01):7.2f}x")
-    ratio = med["fresh"][16] / med["fresh"][1]
-    print(f"ratio 16/1 (fresh install): {ratio:.2f}x (target <= 3x): {'met' if ratio <= 3 else 'NOT met'}")
+    for k in ("fresh", "rerun"):
+        ratio = med[k][N] / med[k][1]
+        print(f"ratio {N}/1 ({k}): {ratio:.2f}x (target <= 3x): {'met' if ratio <= 3 else 'NOT met'}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A real local Slurm cluster for tests, the demo and benchmarks.
 
-    python3 dev/cluster.py up     [--dir D] [--port P] [--nodes 4] [--gpus 8] ...
+    python3 dev/cluster.py up     [--dir D] [--port P] [--slurm 22.05|24.11|26.05] [--nodes 4] [--gpus 8] ...
     python3 dev/cluster.py down   [--dir D]
     python3 dev/cluster.py status [--dir D]
     python3 dev/cluster.py env    [--dir D]      # prints `export SLURM_CONF=...` lines
@@ -9,7 +9,15 @@
 Everything lives in one directory (default /tmp/slurmkit-dev, or $SLURMKIT_DEV_DIR): slurm.conf, gres.conf,
 munge key and socket, state, spool, logs, pid files, fake GPU device nodes, a slurmkit site config. Several
 clusters can run side by side with different --dir and --port. `down` stops only the processes that `up`
-started, by the pids it recorded. Standard library only: it runs before the venv exists.
+started, by the pids it recorded (and the pid files: `scontrol reconfigure` restarts daemons under new pids).
+Standard library only: it runs before the venv exists.
+
+--slurm 22.05 (the default, or $SLURMKIT_DEV_SLURM) runs the host's Debian 12 packages. 24.11 and 26.05 run the
+daemons and every Slurm client inside a cached Debian root fs (dev/rootfs.py: trixie, sid) whose private mount
+namespace shows the cluster directory, the repository and /tmp at the same paths; the hooks and the site config
+then use the repo's venv built with that root fs's Python (.venv-24.11, .venv-26.05). The version is recorded in
+the directory (cluster.json), so `down`, `status` and `scenario` need only --dir, and env.sh exports
+SLURMKIT_DEV_SLURM for tests to know what they run on.
 
 Facts this relies on are in ../shared/DESIGN.md ("Slurm on these machines").
 """
@@ -27,9 +35,13 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import rootfs  # noqa: E402  (dev/rootfs.py, standard library only)
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = Path(os.environ.get("SLURMKIT_DEV_DIR", "/tmp/slurmkit-dev"))
 DEFAULT_PORT = int(os.environ.get("SLURMKIT_DEV_PORT", "6817"))
+DEFAULT_SLURM = os.environ.get("SLURMKIT_DEV_SLURM", rootfs.HOST_SLURM)
 DEB_PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
 
 
@@ -51,6 +63,24 @@ def ensure_packages() -> None:
 
 def sbin(name: str) -> str:
     return shutil.which(name) or f"/usr/sbin/{name}"
+
+
+def slurm_version(d: Path) -> str:
+    """The Slurm version the cluster in `d` was started with (22.05 when it was started before versions)."""
+    try:
+        return json.loads((d / "cluster.json").read_text())["slurm"]
+    except (OSError, ValueError, KeyError):
+        return DEFAULT_SLURM
+
+
+def cmd(version: str, argv: list[str], d: Path | None = None) -> list[str]:
+    """argv run where that version's Slurm is: on the host for 22.05, else inside its root fs (which shows the
+    cluster directory `d` at the same path, wherever it is)."""
+    return rootfs.command(version, argv, binds=[str(d)] if d else [])
+
+
+def venv_bin(version: str, name: str) -> str:
+    return str(rootfs.venv_dir(version) / "bin" / name)
 
 
 def pid_alive(pid: int) -> bool:
@@ -141,9 +171,17 @@ PrologEpilogTimeout=60
 Prolog={hooks}/prolog
 Epilog={hooks}/epilog
 PrologFlags=Alloc
-NodeName={"n[1-%d]" % a.nodes if a.nodes > 1 else "n1"} NodeHostname={host} NodeAddr=127.0.0.1 Port={ports} CPUs={cpus} Boards=1 SocketsPerBoard={a.sockets} CoresPerSocket={a.cores_per_socket} ThreadsPerCore={a.threads_per_core} RealMemory={a.mem_mb} {gres} State=UNKNOWN
+{health_lines(a, hooks)}NodeName={"n[1-%d]" % a.nodes if a.nodes > 1 else "n1"} NodeHostname={host} NodeAddr=127.0.0.1 Port={ports} CPUs={cpus} Boards=1 SocketsPerBoard={a.sockets} CoresPerSocket={a.cores_per_socket} ThreadsPerCore={a.threads_per_core} RealMemory={a.mem_mb} {gres} State=UNKNOWN
 PartitionName=gpu Nodes={",".join(nodes)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 """
+
+
+def health_lines(a, hooks: Path) -> str:
+    """HealthCheckProgram (slurmkit's health/health through the wrapper) every --health-interval seconds."""
+    n = getattr(a, "health_interval", 0)
+    if not n:
+        return ""
+    return f"HealthCheckProgram={hooks}/health\nHealthCheckInterval={n}\nHealthCheckNodeState=ANY\n"
 
 
 def render_gres_conf(a, d: Path) -> str:
@@ -159,6 +197,10 @@ def render_hook(d: Path, which: str, mode: str, path: str | None = None) -> str:
     hooks = d / "hooks"
     if mode == "true":
         return "#!/bin/sh\nexit 0\n"
+    version = slurm_version(d)
+    # the repo's prolog picks <repo>/.venv; a root fs cluster's hooks run on that root fs's venv instead
+    pyline = "" if version == rootfs.HOST_SLURM or path else \
+        f"SLURMKIT_PYTHON={venv_bin(version, 'python')}\nexport SLURMKIT_PYTHON\n"
     if path:
         # another copy of the script (one `slurmkit install` put on the nodes); {node} is the slurmd's node name
         quoted = "'" + path.replace("'", "'\\''") + "'"
@@ -169,21 +211,24 @@ def render_hook(d: Path, which: str, mode: str, path: str | None = None) -> str:
     # The repo's own prolog/epilog, with the dev cluster's site config and fake GPU tools. Slurm gives hooks no
     # PATH and no environment of ours, so this wrapper is where the dev cluster says which config to use.
     return (f"#!/bin/sh\n# generated by dev/cluster.py\nSLURMKIT_CONFIG={d}/slurmkit.yaml\n"
-            f"SLURMKIT_FAKEGPU_DIR={d}/fakegpu\nexport SLURMKIT_CONFIG SLURMKIT_FAKEGPU_DIR\n"
+            f"SLURMKIT_FAKEGPU_DIR={d}/fakegpu\nexport SLURMKIT_CONFIG SLURMKIT_FAKEGPU_DIR\n{pyline}"
             # a test may put a plain hook for one node beside this wrapper (e.g. a prolog that fails)
             f"[ -x \"{hooks}/{which}.$SLURMD_NODENAME\" ] && exec \"{hooks}/{which}.$SLURMD_NODENAME\" \"$@\"\n"
             f"exec {REPO}/{which}/{which} \"$@\"\n")
 
 
-def _slurmkit() -> str:
-    """The repo's slurmkit console script (not `python -m slurmkit.cli`: click's context lookup needs the
-    package's own cli module)."""
+def _slurmkit(version: str) -> str:
+    """The repo's slurmkit console script for that version's venv (not `python -m slurmkit.cli`: click's context
+    lookup needs the package's own cli module)."""
+    if version != rootfs.HOST_SLURM:
+        return venv_bin(version, "slurmkit")
     venv = REPO / ".venv" / "bin" / "slurmkit"
     return str(venv) if venv.exists() else str(Path(sys.executable).parent / "slurmkit")
 
 
 def render_site_config(a, d: Path) -> str:
     fake = REPO / "dev" / "fakegpu" / "bin"
+    version = a.slurm
     return f"""# slurmkit site config for the dev cluster (generated by dev/cluster.py)
 slurm:
   timeout: 10
@@ -191,9 +236,10 @@ tools:
   nvidia_smi: {fake}/nvidia-smi
   dmesg: {fake}/dmesg
   all_reduce_perf: {fake}/all_reduce_perf
+  dcgmi: {fake}/dcgmi
 paths:
   state_dir: {d}/slurmkit/state
-  health_log: {d}/slurmkit/health.jsonl
+  health_log: {d}/slurmkit/health/
 sync:
   enabled: true
   source: {d}/local/$SLURM_JOB_USER/$SLURM_JOB_ID/ckpt
@@ -201,14 +247,14 @@ sync:
   keep: 3
   budget: 20
 submit:
-  slurmkit_bin: {REPO}/.venv/bin/slurmkit
+  slurmkit_bin: {venv_bin(version, "slurmkit")}
   profiles:
     gpu: {REPO}/dev/topology/dev-2s8c-8gpu-synthetic.json   # synthetic: matches --sockets 2 --cores-per-socket 8
 audit:
   price_per_gpu_hour: 2.5
   # the check runs "on the node": here the repo's slurmkit, with the node's fake GPU tools
   recheck_command: {json.dumps(["env", "SLURMKIT_FAKE_NODE={node}", f"SLURMKIT_CONFIG={d}/slurmkit.yaml",
-                                f"SLURMKIT_FAKEGPU_DIR={d}/fakegpu", _slurmkit(), "check", "--json",
+                                f"SLURMKIT_FAKEGPU_DIR={d}/fakegpu", _slurmkit(version), "check", "--json",
                                 "--node", "{node}", "--only", "{check}"])}
   recheck_timeout: 60
 # health checks (issue 3): what the healthy-h100x8 scenario shows is what a healthy node must show
@@ -230,7 +276,7 @@ def write_hooks(a, d: Path) -> None:
     """The wrappers slurm.conf's Prolog=/Epilog= name. slurmd reads them at every job: rewriting them (the `hooks`
     subcommand) changes what the next job runs, without a restart."""
     (d / "hooks").mkdir(parents=True, exist_ok=True)
-    for which in ("prolog", "epilog"):
+    for which in ("prolog", "epilog", "health"):
         h = d / "hooks" / which
         tmp = h.with_name(f".{which}.tmp")
         tmp.write_text(render_hook(d, which, a.hooks, getattr(a, which, None)))
@@ -275,7 +321,7 @@ def set_scenario(d: Path, node: str, scenario: str) -> None:
 
 def env_lines(d: Path) -> str:
     return f"export SLURM_CONF={d}/slurm.conf\nexport SLURMKIT_CONFIG={d}/slurmkit.yaml\n" \
-           f"export SLURMKIT_FAKEGPU_DIR={d}/fakegpu\n"
+           f"export SLURMKIT_FAKEGPU_DIR={d}/fakegpu\nexport SLURMKIT_DEV_SLURM={slurm_version(d)}\n"
 
 
 def client_env(d: Path) -> dict[str, str]:
@@ -284,8 +330,8 @@ def client_env(d: Path) -> dict[str, str]:
 
 def sinfo_states(d: Path) -> dict[str, str]:
     try:
-        r = subprocess.run(["sinfo", "-h", "-N", "-o", "%N|%T"], capture_output=True, text=True, timeout=15,
-                           env=client_env(d))
+        r = subprocess.run(cmd(slurm_version(d), ["sinfo", "-h", "-N", "-o", "%N|%T"], d), capture_output=True,
+                           text=True, timeout=15, env=client_env(d))
     except subprocess.TimeoutExpired:
         return {}
     out = {}
@@ -301,7 +347,13 @@ def up(a) -> None:
     if read_pids(d) and any(pid_alive(p) for p in read_pids(d).values()):
         log(f"a cluster is already running from {d}; run `down` first")
         raise SystemExit(1)
-    ensure_packages()
+    version = a.slurm
+    if version == rootfs.HOST_SLURM:
+        ensure_packages()
+    else:
+        rootfs.ensure(version)
+        if a.hooks != "true":
+            rootfs.ensure_venv(version)          # the hooks and the site config run slurmkit from it
     for sub in ("munge", "state", "spool", "run", "log", "hooks", "slurmkit/state"):
         (d / sub).mkdir(parents=True, exist_ok=True)
     # fresh state each time, slurmkit's too (health log, Xid marks, checkpoints): job ids restart at 1, and a
@@ -312,7 +364,14 @@ def up(a) -> None:
         (d / sub).mkdir(parents=True, exist_ok=True)
     for node in node_names(a.nodes):
         (d / "spool" / node).mkdir()
+    (d / "cluster.json").write_text(json.dumps({"slurm": version}) + "\n")
     (d / "slurm.conf").write_text(render_slurm_conf(a, d))
+    cgroup = d / "cgroup.conf"
+    if version == rootfs.HOST_SLURM:
+        cgroup.unlink(missing_ok=True)
+    else:
+        # slurmd 24.11+ stops with "No filesystem mounted on /sys/fs/cgroup" in a root fs without this
+        cgroup.write_text("# generated by dev/cluster.py\nCgroupPlugin=disabled\n")
     (d / "gres.conf").write_text(render_gres_conf(a, d))
     (d / "slurmkit.yaml").write_text(render_site_config(a, d))
     for sub in ("local", "shared/ckpt"):  # node-local checkpoints and the "shared filesystem" (issue 5)
@@ -332,9 +391,10 @@ def up(a) -> None:
     (d / "munge").chmod(0o700)
     munge_pid = d / "run" / "munged.pid"
     munge_pid.unlink(missing_ok=True)
-    subprocess.run([sbin("munged"), "--force", f"--key-file={key}", f"--socket={d}/munge/munge.socket",
-                    f"--pid-file={munge_pid}", f"--log-file={d}/log/munged.log",
-                    f"--seed-file={d}/munge/munged.seed"], check=True, timeout=30)
+    subprocess.run(cmd(version, [daemon(version, "munged"), "--force", f"--key-file={key}",
+                                 f"--socket={d}/munge/munge.socket", f"--pid-file={munge_pid}",
+                                 f"--log-file={d}/log/munged.log", f"--seed-file={d}/munge/munged.seed"], d),
+                   check=True, timeout=30)
     pids["munged"] = wait_pidfile(munge_pid, 10)
     write_pids(d, pids)
 
@@ -342,17 +402,23 @@ def up(a) -> None:
     ctld_pid = d / "run" / "slurmctld.pid"
     ctld_pid.unlink(missing_ok=True)
     # slurmctld daemonizes and exits 0 even when it dies right after: trust only its pid file and a live pid
-    subprocess.run([sbin("slurmctld"), "-c", "-f", str(d / "slurm.conf")], check=True, timeout=30, env=env)
+    subprocess.run(cmd(version, [daemon(version, "slurmctld"), "-c", "-f", str(d / "slurm.conf")], d), check=True,
+                   timeout=30, env=env)
     pids["slurmctld"] = wait_pidfile(ctld_pid, 15)
     write_pids(d, pids)
     for node in node_names(a.nodes):
         pf = d / "run" / f"slurmd-{node}.pid"
         pf.unlink(missing_ok=True)
-        subprocess.run([sbin("slurmd"), "-f", str(d / "slurm.conf"), "-N", node], check=True, timeout=30, env=env)
+        subprocess.run(cmd(version, [daemon(version, "slurmd"), "-f", str(d / "slurm.conf"), "-N", node], d),
+                       check=True, timeout=30, env=env)
         pids[f"slurmd-{node}"] = wait_pidfile(pf, 15)
         write_pids(d, pids)
     wait_idle(d, node_names(a.nodes), a.timeout)
-    log(f"cluster up: {a.nodes} nodes, {a.gpus} GPUs each; source {d}/env.sh")
+    log(f"cluster up: Slurm {version}, {a.nodes} nodes, {a.gpus} GPUs each; source {d}/env.sh")
+
+
+def daemon(version: str, name: str) -> str:
+    return sbin(name) if version == rootfs.HOST_SLURM else f"/usr/sbin/{name}"
 
 
 def wait_idle(d: Path, nodes: list[str], timeout: float) -> None:
@@ -377,9 +443,18 @@ def down(a) -> None:
         log(f"no cluster recorded in {d}")
         return
     env = client_env(d)
+    # `scontrol reconfigure` (24.11+) restarts the daemons under new pids: the pid files know the current ones
+    for name in pids:
+        f = d / "run" / f"{name}.pid"
+        try:
+            cur = int(f.read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if cur != pids[name] and pid_alive(cur) and _is_daemon(cur, name):
+            pids[name] = cur
     if pid_alive(pids.get("slurmctld", -1)):
         # scontrol shutdown leaves job steps alive: cancel the jobs first
-        subprocess.run(["scancel", "--full", "--quiet", "-p", "gpu"], env=env, timeout=15,
+        subprocess.run(cmd(slurm_version(d), ["scancel", "--full", "--quiet", "-p", "gpu"], d), env=env, timeout=15,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
     order = [k for k in pids if k.startswith("slurmd-")] + ["slurmctld", "munged"]
@@ -397,6 +472,14 @@ def down(a) -> None:
             os.kill(pid, signal.SIGKILL)
     write_pids(d, {})
     log("cluster down")
+
+
+def _is_daemon(pid: int, name: str) -> bool:
+    """A pid from a pid file is ours only if it still runs that daemon (pid files outlive their process)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() == name.split("-")[0]
+    except OSError:
+        return False
 
 
 def status(a) -> None:
@@ -424,6 +507,8 @@ def main(argv=None) -> None:
     sub = p.add_subparsers(dest="cmd", required=True)
     u = sub.add_parser("up")
     u.add_argument("--port", type=int, default=DEFAULT_PORT, help="slurmctld port; slurmd ports follow it")
+    u.add_argument("--slurm", choices=list(rootfs.VERSIONS), default=DEFAULT_SLURM,
+                   help="Slurm version: 22.05 from the host's packages, 24.11/26.05 from a cached Debian root fs")
     u.add_argument("--name", default="skdev")
     u.add_argument("--nodes", type=int, default=4)
     u.add_argument("--gpus", type=int, default=8)
@@ -435,6 +520,8 @@ def main(argv=None) -> None:
     u.add_argument("--hooks", choices=["slurmkit", "true"], default="slurmkit",
                    help="Prolog/Epilog: the repo's scripts, or /bin/true-like stubs (for benchmarks)")
     add_hook_paths(u)
+    u.add_argument("--health-interval", type=int, default=0, metavar="SECONDS",
+                   help="run slurmkit's health program as Slurm's HealthCheckProgram this often (0: not at all)")
     u.add_argument("--default-scenario", default="healthy-h100x8")
     u.add_argument("--scenario", action="append", default=[], metavar="NODE=SCENARIO")
     u.add_argument("--timeout", type=float, default=60)

@@ -429,12 +429,19 @@ def partial_judgement(result: dict) -> str | None:
     return None
 
 
-def recheck_argv(template: list[str], node: str, check: str) -> list[str]:
-    """Fill {node} and {check} into the configured argv; each stays one argument (no shell, no splitting)."""
+def recheck_argv(template: list[str], node: str, check: str, values: dict[str, str] | None = None) -> list[str]:
+    """Fill {node}, {check} and `values` ({slurmkit}, {config}, ...) into the configured argv, anywhere inside an
+    argument; each stays one argument (no shell, no splitting)."""
     if not template:
         raise UsageError("audit.recheck_command is empty: set it to an argv that runs "
                          "`slurmkit check --json --only {check}` on {node}")
-    return [a.replace("{node}", node).replace("{check}", check) for a in template]
+    subs = {"node": node, "check": check, **(values or {})}
+
+    def fill(arg: str) -> str:
+        for k, v in subs.items():
+            arg = arg.replace("{" + k + "}", v)
+        return arg
+    return [fill(a) for a in template]
 
 
 def recheck_verdict(stdout: str, returncode: int, check: str) -> tuple[bool, str]:

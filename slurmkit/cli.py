@@ -49,6 +49,7 @@ COMMANDS = {
     "install": "slurmkit.commands.install:install",
     "run": "slurmkit.commands.run:run",
     "check": "slurmkit.commands.check:check",
+    "health": "slurmkit.commands.health:health",
 }
 
 

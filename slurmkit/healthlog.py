@@ -1,23 +1,38 @@
 """The JSON-lines health log: every verdict a check reached, with its evidence, so `audit` can show it.
 
-One record a line, appended with a single write (O_APPEND), so concurrent prologs on a shared log never interleave
-within a record:
+One record a line:
 
     {"time": "2026-11-30T09:16:01Z", "node": "n3", "context": "prolog", "job_id": 42, "check": "xid",
      "status": "fail", "reason": "slurmkit:xid79 GPU 0000:3b:00 fell off the bus", "evidence": {...},
      "action": "drained"}
 
-`context` is prolog | epilog | check | sync; `status` ok | warn | fail | skip; `action` is what slurmkit did
-(drained, requeued, none, skipped-admin-drain, ...). Extra keys are allowed; readers ignore what they don't know.
-Light: the prolog imports this.
+`context` is prolog | epilog | check | sync | health; `status` ok | warn | fail | skip; `action` is what slurmkit
+did (drained, requeued, none, skipped-admin-drain, ...). Extra keys are allowed; readers ignore what they don't know.
+
+Two layouts, chosen by `paths.health_log`:
+- a directory (the default, `/var/log/slurmkit/health/`): one file per node, `<node>.jsonl`, appended only by that
+  node, so no two writers ever share a file (on NFS, O_APPEND is not atomic across clients: two nodes appending to
+  one file at once can overwrite each other's records). Each file is rotated by size (`<node>.jsonl.1` ... `.N`).
+  Readers open only the nodes they need and read from the end backwards, stopping at `since`.
+- a single file (a path ending in `.jsonl`, `.json` or `.log`, or an existing file): the first layout, still read
+  and written for sites that have one. Safe only when every writer is on one host (see docs).
+Light: the prolog imports this (standard library only; the pipeline sinks import what they need when enabled).
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 from datetime import datetime, timezone
-from typing import Iterator
+from typing import Iterable, Iterator
+
+SINGLE_FILE_SUFFIXES = (".jsonl", ".json", ".log")
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+DEFAULT_GENERATIONS = 5
+SINCE_SLACK_SECONDS = 600        # a node clock that stepped back: keep reading this far past `since`
+_BLOCK = 64 * 1024
+_SAFE_NODE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,254}")
 
 
 def now_iso() -> str:
@@ -33,37 +48,277 @@ def record(*, check: str, status: str, reason: str = "", evidence: dict | None =
     return rec
 
 
-def append(path: str, records: list[dict] | dict) -> None:
-    """Append records; create the directory and file (0644) when missing."""
-    if isinstance(records, dict):
-        records = [records]
-    if not records:
-        return
-    data = "".join(json.dumps(r, sort_keys=False, default=str) + "\n" for r in records).encode()
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+# -- layout ---------------------------------------------------------------------------------------------------------
+def per_node(path: str) -> bool:
+    """True when `path` names a per-node log directory, False for the single-file layout."""
+    if os.path.isdir(path) or path.endswith(os.sep):
+        return True
+    if os.path.exists(path):
+        return False
+    return not path.lower().endswith(SINGLE_FILE_SUFFIXES)
+
+
+def node_file(directory: str, node: str) -> str:
+    """`<dir>/<node>.jsonl`; a node name that could escape the directory is refused (it comes from Slurm or the
+    hostname, but a record's `node` is data)."""
+    if not _SAFE_NODE.fullmatch(node) or node in (".", ".."):
+        raise ValueError(f"node name {node!r} cannot name a health-log file")
+    return os.path.join(directory, f"{node}.jsonl")
+
+
+def newest_first(directory: str, node: str) -> Iterator[str]:
+    """The node's files, newest first: `<node>.jsonl`, `.1`, `.2`, ... (rotation keeps them numbered without a gap),
+    found by probing each name, never by listing a directory that holds every node of the cluster."""
+    base = node_file(directory, node)
+    if os.path.exists(base):
+        yield base
+    i = 1
+    while os.path.exists(f"{base}.{i}"):
+        yield f"{base}.{i}"
+        i += 1
+
+
+def generations(directory: str, node: str) -> list[str]:
+    """The node's files, oldest first."""
+    return list(reversed(list(newest_first(directory, node))))
+
+
+def log_nodes(directory: str) -> list[str]:
+    """Every node with a file in a per-node log directory."""
     try:
-        os.write(fd, data)
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    out = set()
+    for name in names:
+        stem, sep, rest = name.partition(".jsonl")
+        if sep and (rest == "" or (rest[1:].isdigit() and rest.startswith("."))) and _SAFE_NODE.fullmatch(stem):
+            out.add(stem)
+    return sorted(out)
+
+
+# -- writing --------------------------------------------------------------------------------------------------------
+def _encode(records: list[dict]) -> bytes:
+    return "".join(json.dumps(r, sort_keys=False, default=str) + "\n" for r in records).encode()
+
+
+def _append_fd(path: str, data: bytes, mode: int = 0o644) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        view = memoryview(data)
+        while view:                      # one write in practice; a short write is finished, not dropped
+            n = os.write(fd, view)
+            view = view[n:]
     finally:
         os.close(fd)
 
 
-def read(path: str, *, node: str | None = None, since: str | None = None) -> Iterator[dict]:
-    """Records in file order; skips lines that are not JSON objects (a torn last line after a crash)."""
+def _ends_with_newline(path: str) -> bool:
+    """False after a torn last line (a writer died mid-record): the next record then starts on a line of its own
+    instead of being glued to the torn one and lost with it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True
+    try:
+        size = os.fstat(fd).st_size
+        return size == 0 or os.pread(fd, 1, size - 1) == b"\n"
+    finally:
+        os.close(fd)
+
+
+def _rotate(base: str, keep: int) -> None:
+    """`base` -> `base.1` -> ... -> `base.keep`; the oldest beyond `keep` is removed."""
+    if keep < 1:
+        os.unlink(base)
+        return
+    for i in range(keep - 1, 0, -1):
+        src = f"{base}.{i}"
+        if os.path.exists(src):
+            os.replace(src, f"{base}.{i + 1}")
+    os.replace(base, f"{base}.1")
+
+
+def append_node(directory: str, node: str, records: list[dict], *, max_bytes: int = DEFAULT_MAX_BYTES,
+                keep: int = DEFAULT_GENERATIONS) -> str:
+    """Append to the node's own file, rotating first when it would grow past `max_bytes`. Rotation and append
+    run under an flock on `<dir>/.<node>.lock`, so a prolog and an epilog of the same node never race."""
+    import fcntl
+    base = node_file(directory, node)
+    data = _encode(records)
+    os.makedirs(directory, mode=0o755, exist_ok=True)
+    lock = os.open(os.path.join(directory, f".{node}.lock"),
+                   os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            size = os.lstat(base).st_size
+        except FileNotFoundError:
+            size = 0
+        if size and size + len(data) > max_bytes:
+            _rotate(base, keep)
+            size = 0
+        _append_fd(base, data if not size or _ends_with_newline(base) else b"\n" + data)
+    finally:
+        os.close(lock)
+    return base
+
+
+def append(path: str, records: list[dict] | dict, *, max_bytes: int = DEFAULT_MAX_BYTES,
+           keep: int = DEFAULT_GENERATIONS) -> None:
+    """Append records to the log at `path` in its layout (directories are made when missing, files are 0644)."""
+    if isinstance(records, dict):
+        records = [records]
+    if not records:
+        return
+    if not per_node(path):
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        data = _encode(records)
+        _append_fd(path, data if _ends_with_newline(path) else b"\n" + data)
+        return
+    by_node: dict[str, list[dict]] = {}
+    for r in records:
+        by_node.setdefault(str(r.get("node") or socket.gethostname()), []).append(r)
+    for node, recs in by_node.items():
+        append_node(path, node, recs, max_bytes=max_bytes, keep=keep)
+
+
+def write(settings, records: list[dict] | dict) -> None:
+    """Append records to the configured health log and feed the site's pipelines (syslog/journald, the
+    Prometheus textfile) when the config turns them on. A sink that fails never loses the log record: the log is
+    written first."""
+    if isinstance(records, dict):
+        records = [records]
+    if not records:
+        return
+    h = getattr(settings, "health", None)
+    append(settings.paths.health_log, records,
+           max_bytes=int(getattr(h, "log_max_bytes", DEFAULT_MAX_BYTES) or DEFAULT_MAX_BYTES),
+           keep=int(getattr(h, "log_generations", DEFAULT_GENERATIONS)))
+    if h is not None and getattr(h, "syslog", False):
+        from . import logsinks
+        logsinks.to_syslog(records)
+    textfile_dir = getattr(h, "textfile_dir", None) if h is not None else None
+    if textfile_dir:
+        from . import logsinks
+        logsinks.to_textfile(textfile_dir, records, state_dir=settings.paths.state_dir)
+
+
+# -- reading --------------------------------------------------------------------------------------------------------
+def _parse(line: str | bytes) -> dict | None:
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def _lines_backwards(path: str) -> Iterator[bytes]:
+    """The complete lines of a file, last first, read in blocks from the end (a torn last line is yielded too:
+    the JSON parse drops it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        pos = os.fstat(fd).st_size
+        rest = b""
+        while pos > 0:
+            n = min(_BLOCK, pos)
+            pos -= n
+            os.lseek(fd, pos, os.SEEK_SET)
+            buf = os.read(fd, n) + rest
+            parts = buf.split(b"\n")
+            rest = parts[0]
+            for line in reversed(parts[1:]):
+                if line:
+                    yield line
+        if rest:
+            yield rest
+    finally:
+        os.close(fd)
+
+
+def _iso_minus(since: str, seconds: int) -> str:
+    try:
+        t = datetime.strptime(since, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return since
+    return datetime.fromtimestamp(t.timestamp() - seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def read_node(directory: str, node: str, *, since: str | None = None) -> list[dict]:
+    """One node's records in file order, from its rotated generations; with `since`, read from the newest
+    record backwards and stop once records are older than `since` (less a slack for clock steps): the cost is
+    what is shown, not the log's age."""
+    stop = _iso_minus(since, SINCE_SLACK_SECONDS) if since is not None else None
+    recs: list[dict] = []                      # newest first while reading
+    for path in newest_first(directory, node):
+        for line in _lines_backwards(path):
+            rec = _parse(line)
+            if rec is None:
+                continue
+            if stop is not None:
+                t = str(rec.get("time", ""))
+                if t and t < stop:
+                    recs.reverse()
+                    return [r for r in recs if str(r.get("time", "")) >= since]
+            recs.append(rec)
+    recs.reverse()
+    return recs if since is None else [r for r in recs if str(r.get("time", "")) >= since]
+
+
+def read(path: str, *, node: str | None = None, nodes: Iterable[str] | None = None,
+         since: str | None = None) -> Iterator[dict]:
+    """Records of one node, of `nodes`, or of all; per node in file order. Lines that are not JSON objects (a torn
+    last line after a crash) are skipped. In the per-node layout only the named nodes' files are opened."""
+    want = None
+    if node is not None:
+        want = {node}
+    elif nodes is not None:
+        want = set(nodes)
+    if per_node(path):
+        names = sorted(want) if want is not None else log_nodes(path)
+        for n in names:
+            try:
+                recs = read_node(path, n, since=since)
+            except ValueError:          # a name that cannot be a file has no records
+                continue
+            for rec in recs:
+                if rec.get("node", n) == n:
+                    yield rec
+        return
     try:
         f = open(path, encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return
     with f:
         for line in f:
-            try:
-                rec = json.loads(line)
-            except ValueError:
+            rec = _parse(line)
+            if rec is None:
                 continue
-            if not isinstance(rec, dict):
-                continue
-            if node is not None and rec.get("node") != node:
+            if want is not None and rec.get("node") not in want:
                 continue
             if since is not None and str(rec.get("time", "")) < since:
                 continue
             yield rec
+
+
+def read_bounded(path: str, bounds: dict[str, str | None]) -> dict[str, list[dict]]:
+    """Records of each node in `bounds`, each from its own lower time bound (None: all of it), in file order.
+    The per-node layout opens only those nodes' files and reads each from its end back to its bound; the single
+    file is read once."""
+    out: dict[str, list[dict]] = {n: [] for n in bounds}
+    if per_node(path):
+        for n, since in bounds.items():
+            try:
+                out[n] = [r for r in read_node(path, n, since=since) if r.get("node", n) == n]
+            except ValueError:
+                pass
+        return out
+    for rec in read(path, nodes=bounds):
+        n = rec.get("node")
+        since = bounds.get(n) if isinstance(n, str) else None
+        if since is None or str(rec.get("time", "")) >= since:
+            out[n].append(rec)
+    return out

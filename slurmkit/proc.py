@@ -34,6 +34,12 @@ class Result:
         return self.returncode == 0
 
 
+def tool(value: str | list[str], *args: str) -> list[str]:
+    """The argv for a configured tool (config `tools.*`): a path is one argument (never split), a list is an
+    argv prefix (a wrapper such as `env VAR=x /path`); the tool's own arguments follow."""
+    return [value, *args] if isinstance(value, str) else [*value, *args]
+
+
 def _env(env: dict[str, str] | None) -> dict[str, str]:
     base = dict(os.environ if env is None else env)
     if not base.get("PATH"):

@@ -32,7 +32,7 @@ def _records(ctx: Ctx, from_file: str | None):
             raise UsageError(f"standard input is over the limit of {DEFAULT_LIMIT >> 20} MiB", path="-")
         text = data.decode("utf-8", "replace")
     else:
-        text = read_text(from_file, what="node capture")
+        text = read_text(from_file, what="captured node output")
     _refuse_huge_hostlists(text, from_file)
     try:
         kind, recs = parse_node_capture(text)
@@ -87,12 +87,25 @@ def _line_of(text: str, message: str) -> int | None:
     return None
 
 
-def _health(ctx: Ctx, since: datetime | None) -> dict[str, list[dict]]:
+def _health(ctx: Ctx, since: datetime | None, recs=(), window: timedelta = timedelta(0)) -> dict[str, list[dict]]:
+    """The health-log records of the out-of-service nodes only, each read back no further than what the audit can
+    show for it: its drain time less the evidence window (or --since, whichever is later)."""
     from .. import healthlog
-    from ..audit import index_health_log
-    s = since.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if since else None
+    from ..audit import out_of_service, slurm_time
+
+    def iso(t: datetime) -> str:
+        return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    bounds: dict[str, str | None] = {}
+    for r in recs:
+        if not out_of_service(r):
+            continue
+        when = slurm_time(r.reason_time)
+        lower = when - window if when is not None else None
+        if since is not None and (lower is None or since > lower):
+            lower = since
+        bounds[r.name] = iso(lower) if lower is not None else None
     try:
-        return index_health_log(healthlog.read(ctx.settings.paths.health_log, since=s))
+        return healthlog.read_bounded(ctx.settings.paths.health_log, bounds)
     except OSError as e:
         ctx.say(f"cannot read the health log {ctx.settings.paths.health_log}: {e}")
         return {}
@@ -133,7 +146,8 @@ def _run_audit(ctx: Ctx, from_file, since_text, partition, now_text, limit_nodes
     if limit_nodes is not None:
         recs = [r for r in recs if r.name in limit_nodes]
     table = A.load_causes(s.audit.causes_file)
-    health = _health(ctx, since)
+    window = timedelta(minutes=s.audit.evidence_window_minutes)
+    health = _health(ctx, since, recs, window)
     parts = [p for p in (partition or "").split(",") if p] or None
     kw = dict(table=table, prefix=s.drain.prefix, now=now, since=since, partitions=parts,
               evidence_per_node=s.audit.evidence_per_node,
@@ -224,6 +238,20 @@ def _print_human(entries, summary, source) -> None:
                f"{s['gpu_hours_per_day']:,} GPU-hours per day{money}")
 
 
+def _installed(s, node: str) -> dict[str, str]:
+    """What `slurmkit install` put on `node` and how it reached it, for audit.recheck_command's placeholders."""
+    import os
+
+    from ..install.layout import layout
+    lay = layout(s.install, node)
+
+    def existing(p: str) -> str:     # ssh -F with a missing file fails; no file = no config, as install reads it
+        p = os.path.expanduser(p)
+        return p if os.path.exists(p) else "/dev/null"
+    return {"slurmkit": lay.slurmkit, "config": lay.config, "ssh_config": existing(s.install.ssh_config),
+            "known_hosts": os.path.expanduser(s.install.known_hosts)}
+
+
 @audit.command("resume")
 @click.argument("nodelist")
 @click.option("--recheck", is_flag=True, help="Run the check that drained each node on it now "
@@ -259,7 +287,7 @@ def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
             if not d.check:
                 d = A.ResumeDecision(name, "refuse", "cannot tell which check drained it", check=None)
             else:
-                argv = A.recheck_argv(s.audit.recheck_command, name, d.check)
+                argv = A.recheck_argv(s.audit.recheck_command, name, d.check, _installed(s, name))
                 ctx.say("recheck: " + " ".join(argv))
                 try:
                     res = proc.run(argv, timeout=s.audit.recheck_timeout, check=False)
@@ -291,7 +319,7 @@ def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
         d.action = "resumed"
         e = by_name.get(d.node)
         try:
-            healthlog.append(s.paths.health_log, healthlog.record(
+            healthlog.write(s, healthlog.record(
                 check=d.check or "audit", status="ok" if d.overrides is None else "skip", context="audit",
                 node=d.node, reason=e.node.reason if e else "", action="resumed",
                 evidence={"why": d.why, "overrides": d.overrides}))

@@ -14,13 +14,21 @@ from ..errors import CommandError, SlurmkitError, UsageError
 @click.option("--from-slurm", "partition", metavar="PARTITION", help="Also every node of this Slurm partition.")
 @click.option("--dry-run", is_flag=True, help="Print per node what would change; change nothing.")
 @click.option("--parallel", type=click.IntRange(min=1), help="Nodes at a time (default: install.parallel, 16).")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON report (see README for the format).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON report (format: docs/install.md).")
 @click.option("--rollback", is_flag=True, help="Put back what each node had before the last install.")
 @click.option("--verify", "do_verify", is_flag=True, help="Then run `slurmkit check --json` on each node.")
 @click.option("--accept-new-host-keys", is_flag=True,
               help="Accept (and record) host keys known_hosts does not have. A CHANGED key is always refused.")
+@click.option("--build-wheelhouse", "build_dir", metavar="DIR", type=click.Path(file_okay=False),
+              help="Only write the wheels the nodes get (slurmkit, its node packages, installer) into DIR, for "
+                   "install.wheelhouse at sites whose admin host has no package index later; then exit.")
+@click.option("--slurm-conf", "conf_only", is_flag=True,
+              help="Only print the slurm.conf lines to paste (merged with the cluster's own values); no SSH.")
+@click.option("--hook-wrapper", type=click.Choice(["prolog", "epilog"]),
+              help="Only print the wrapper script slurm.conf must name when install.root contains {node}.")
 @pass_ctx
-def install(ctx: Ctx, nodelist, partition, dry_run, parallel, as_json, rollback, do_verify, accept_new_host_keys):
+def install(ctx: Ctx, nodelist, partition, dry_run, parallel, as_json, rollback, do_verify, accept_new_host_keys,
+            build_dir, conf_only, hook_wrapper):
     """Put the prolog, epilog, site config and slurmkit (a venv) on nodes over SSH: staged, hash-checked,
     renamed into place, previous version kept for --rollback. Exit 1 if any node failed."""
     from ..install import bundle, fanout, ssh
@@ -30,6 +38,29 @@ def install(ctx: Ctx, nodelist, partition, dry_run, parallel, as_json, rollback,
 
     settings = ctx.settings
     inst = settings.install
+    if build_dir:
+        wh = bundle.wheelhouse(inst, say=ctx.say, build=True)
+        for w in bundle.export_wheelhouse(wh, Path(build_dir)):
+            click.echo(str(w))
+        click.echo(f"slurmkit: wheelhouse for slurmkit {wh.version} in {build_dir}: set install.wheelhouse to it",
+                   err=True)
+        return 0
+    if hook_wrapper:
+        from ..install.slurmconf import wrapper_script
+        lay = layout(inst, "{node}")
+        click.echo(wrapper_script(hook_wrapper, lay.prolog if hook_wrapper == "prolog" else lay.epilog), nl=False)
+        return 0
+    if conf_only:
+        conf = _slurm_conf(settings, layout(inst, "{node}"), ctx)
+        if conf["wrapper_needed"]:
+            raise UsageError("install.root contains {node}, and one slurm.conf names one Prolog=/Epilog= for every "
+                             "node: save `slurmkit install --hook-wrapper prolog` (and epilog) at one path on every "
+                             "node and set install.slurm_prolog / install.slurm_epilog to those paths")
+        if conf["error"]:
+            raise SlurmkitError(conf["error"] + "; without it the lines cannot be merged with the cluster's own values")
+        for line in conf["lines"]:
+            click.echo(line)
+        return 0
     nodes: list[str] = []
     if nodelist:
         nodes += expand_hostlist(nodelist)
@@ -85,15 +116,22 @@ def install(ctx: Ctx, nodelist, partition, dry_run, parallel, as_json, rollback,
 
 
 def _slurm_conf(settings, lay, ctx) -> dict:
+    """The slurm.conf advice: lines to paste (merged with the cluster's values), what is missing, and where."""
     from ..install import slurmconf
-    lines = slurmconf.required_lines(lay.prolog, lay.epilog, settings.install.prolog_epilog_timeout)
+    inst = settings.install
+    per_node = "{node}" in inst.root
+    prolog, epilog = inst.slurm_prolog or lay.prolog, inst.slurm_epilog or lay.epilog
+    lines = slurmconf.required_lines(prolog, epilog, inst.prolog_epilog_timeout)
     out = {"lines": [ln.text for ln in lines], "missing": [], "error": None, "node": lay.node,
-           "per_node": "{node}" in settings.install.root}
+           "per_node": per_node, "wrapper_needed": per_node and not (inst.slurm_prolog and inst.slurm_epilog),
+           "configless": None}
     try:
         have = slurmconf.cluster_config(settings)
     except (CommandError, SlurmkitError) as e:
         out["error"] = f"cannot read the cluster's config (scontrol show config): {e}"
         return out
+    out["lines"] = [ln.text for ln in slurmconf.merged(lines, have)]
+    out["configless"] = slurmconf.configless(have)
     out["missing"] = [{"line": ln.text, "have": h, "why": ln.why} for ln, h in slurmconf.missing(lines, have)]
     return out
 
@@ -108,24 +146,33 @@ def _print_text(results, dry_run, conf) -> None:
                     click.echo(f"  {c.action:12} {c.path}" + (f"  ({c.detail})" if c.detail else ""))
     rows = []
     for r in results:
-        detail = r.error or r.note or ""
+        detail = r.error or r.note or ""     # a failed verify's error names the failing checks and why
         if r.verify is not None and r.verify["ok"]:
             detail = (detail + "; " if detail else "") + "check ok"
         rows.append([r.node, r.status, str(len(r.changes)), r.version or "-", f"{r.seconds:.1f}s", detail])
     click.echo(table(rows, ["NODE", "STATUS", "CHANGES", "VERSION", "TIME", "DETAIL"]))
     if conf is not None:
-        where = f" (paths as on {conf['node']}: install.root depends on the node)" if conf.get("per_node") else ""
-        click.echo(f"\nslurm.conf needs (on the controller and every node){where}:")
-        for line in conf["lines"]:
-            click.echo(f"  {line}")
-        if conf["error"]:
-            click.echo(f"slurmkit: warning: {conf['error']}", err=True)
-        for m in conf["missing"]:
-            click.echo(f"slurmkit: warning: slurm.conf lacks {m['line']} (cluster has {m['have']}): {m['why']}",
-                       err=True)
+        _print_conf(conf)
     failed = [r for r in results if not r.ok]
     if failed:
         click.echo(f"slurmkit: {len(failed)} of {len(results)} nodes failed", err=True)
+
+
+def _print_conf(conf: dict) -> None:
+    where = "on the controller only (configless: the nodes fetch it from there)" if conf["configless"] else \
+        "on the controller and every node"
+    click.echo(f"\nslurm.conf needs ({where}), merged with the cluster's values; then `scontrol reconfigure`:")
+    for line in conf["lines"]:
+        click.echo(f"  {line}")
+    if conf["wrapper_needed"]:
+        click.echo(f"install.root depends on the node (hook paths above as on {conf['node']}), and slurm.conf names "
+                   "one path for all: save `slurmkit install --hook-wrapper prolog` (and epilog) at one path on "
+                   "every node, and set install.slurm_prolog / install.slurm_epilog to it")
+    if conf["error"]:
+        click.echo(f"slurmkit: warning: {conf['error']}", err=True)
+    for m in conf["missing"]:
+        click.echo(f"slurmkit: warning: slurm.conf lacks {m['line']} (cluster has {m['have']}): {m['why']}",
+                   err=True)
 
 
 __all__ = ["install"]

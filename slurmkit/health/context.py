@@ -29,13 +29,15 @@ class Context:
         return not self.captures
 
     def tool_argv(self, source: str) -> list[str]:
+        from ..proc import tool
         t = self.settings.tools
         return {
-            "q": [t.nvidia_smi, "-q"],
-            "dmesg": [t.dmesg],
-            "nvlink_s": [t.nvidia_smi, "nvlink", "-s"],
-            "nvlink_e": [t.nvidia_smi, "nvlink", "-e"],
-            "allreduce": [t.all_reduce_perf, *self.settings.nccl.args],
+            "q": tool(t.nvidia_smi, "-q"),
+            "dmesg": tool(t.dmesg),
+            "nvlink_s": tool(t.nvidia_smi, "nvlink", "-s"),
+            "nvlink_e": tool(t.nvidia_smi, "nvlink", "-e"),
+            "allreduce": tool(t.all_reduce_perf, *self.settings.nccl.args),
+            "dcgm_diag": tool(t.dcgmi, "diag", "-r", str(self.settings.dcgm.level)),
         }[source]
 
     def text(self, check: str, source: str, *, fresh: bool = False, timeout: float | None = None) -> str:
@@ -53,8 +55,10 @@ class Context:
         try:
             # nvidia-smi's failures are findings (its error text is parsed); a kernel log we could not read is
             # not an empty one (dmesg_restrict for a non-root `slurmkit check`): that raises
+            # the tools see the node judged (`check --node`), as slurmd's hooks do: SLURMD_NODENAME
             res = proc.run(self.tool_argv(source), check=(source == "dmesg"),
-                           timeout=timeout or self.settings.health.command_timeout)
+                           timeout=timeout or self.settings.health.command_timeout,
+                           env={**os.environ, "SLURMD_NODENAME": self.node} if self.node else None)
             out = res.stdout if res.returncode == 0 else (res.stdout + "\n" + res.stderr)
         except CommandError as e:
             self._cache[source] = e

@@ -18,7 +18,7 @@ from .base import Report, Result
 from .checks import ORDER
 from .context import Context, NoData
 
-PROFILES = ("prolog", "epilog", "full")
+PROFILES = ("prolog", "epilog", "full", "health")
 # the command each live check reads first (prefetched together); nccl's heavy run is never prefetched
 _SOURCES = {"xid": "dmesg", "gpu_count": "q", "ecc": "q", "driver": "q", "pcie": "q", "gpu_procs": "q",
             "nvlink": "nvlink_s"}
@@ -52,7 +52,9 @@ def _unrunnable(name: str, why: str, settings, evidence=None) -> Result:
 
 
 def run_checks(settings, profile: str, *, only=None, captures=None, job_gpus=None, node=None,
-               expected_gpus: int | None = None, job_id=None) -> Report:
+               expected_gpus: int | None = None, job_id=None, subset=None, budget: float | None = None) -> Report:
+    """The profile's checks (or `only` those, run explicitly: heavy ones then run instead of reading their cache;
+    or the profile's checks that are also in `subset`), within `budget` seconds (default health.budget_seconds)."""
     if profile not in PROFILES:
         raise UsageError(f"unknown profile {profile!r} (expected one of {', '.join(PROFILES)})")
     captures = dict(captures or {})
@@ -66,6 +68,8 @@ def run_checks(settings, profile: str, *, only=None, captures=None, job_gpus=Non
     else:
         wanted = settings.health.profiles.get(profile, ORDER)
         names = [n for n in ORDER if n in wanted]
+    if subset is not None:
+        names = [n for n in names if n in subset]
     ctx = Context(settings, profile, node=node or node_name(), job_gpus=job_gpus, captures=captures,
                   explicit=only or (), job_id=job_id)
     ctx.expected_gpus = expected_gpus
@@ -73,7 +77,7 @@ def run_checks(settings, profile: str, *, only=None, captures=None, job_gpus=Non
     if not captures:
         ctx.prefetch([_SOURCES[n] for n in names if n in _SOURCES])
     report = Report(node=ctx.node, profile=profile)
-    budget = settings.health.budget_seconds
+    budget = settings.health.budget_seconds if budget is None else budget
     for name in names:
         t0 = time.monotonic()
         if t0 - start > budget:

@@ -21,14 +21,20 @@ def job_gpus(environ) -> list[int]:
     return []
 
 
-def run_hook(profile: str, settings, environ, *, pre_records=()) -> tuple[object, str]:
-    """Run `profile` ("prolog" | "epilog"); returns (report, action). Appends every verdict to the health log."""
+_UNSET = object()
+
+
+def run_hook(profile: str, settings, environ, *, pre_records=(), checks=None, job_gpus=_UNSET,
+             budget: float | None = None) -> tuple[object, str]:
+    """Run `profile` ("prolog" | "epilog" | "health"), or only `checks` of it; returns (report, action). Appends
+    every verdict to the health log. `job_gpus` None = all the node's GPUs (a health run: no job)."""
     from .. import healthlog
     from ..health.runner import node_name, run_checks
 
     node = environ.get("SLURMD_NODENAME") or node_name()
     jid = job_id(environ)
-    report = run_checks(settings, profile, job_gpus=job_gpus(environ), node=node, job_id=jid)
+    gpus = globals()["job_gpus"](environ) if job_gpus is _UNSET else job_gpus
+    report = run_checks(settings, profile, job_gpus=gpus, node=node, job_id=jid, subset=checks, budget=budget)
     action = "none"
     failed = report.failures[0] if report.failures else None
     if failed is not None:
@@ -48,7 +54,7 @@ def run_hook(profile: str, settings, environ, *, pre_records=()) -> tuple[object
                                      action=action if r is failed else "none", seconds=r.seconds,
                                      profile_seconds=round(report.seconds, 3)))
     try:
-        healthlog.append(settings.paths.health_log, recs)
+        healthlog.write(settings, recs)
     except OSError as e:
         print(f"slurmkit {profile}: cannot write the health log {settings.paths.health_log}: {e}", file=sys.stderr)
     if failed is not None:

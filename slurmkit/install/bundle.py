@@ -109,7 +109,14 @@ def source_tree() -> Path | None:
     return None
 
 
+def installed_hooks_dir() -> Path:
+    """Where a wheel install keeps the prolog/epilog scripts (pyproject's data-files): <prefix>/share/slurmkit/hooks."""
+    return Path(sys.prefix) / "share" / "slurmkit" / "hooks"
+
+
 def hook_sources(install) -> tuple[Path, Path]:
+    """The prolog and epilog to install: install.{prolog,epilog}_src, else the checkout's prolog/prolog and
+    epilog/epilog, else the copies a wheel install carries (<prefix>/share/slurmkit/hooks)."""
     src = source_tree()
     out = []
     for which, given in (("prolog", install.prolog_src), ("epilog", install.epilog_src)):
@@ -118,7 +125,10 @@ def hook_sources(install) -> tuple[Path, Path]:
         elif src is not None:
             p = src / which / which
         else:
-            raise UsageError(f"install.{which}_src: not set and no slurmkit source tree to take {which}/{which} from")
+            p = installed_hooks_dir() / which
+            if not p.is_file():
+                raise UsageError(f"install.{which}_src: not set, no slurmkit source tree, and this install has no "
+                                 f"{p} (reinstall slurmkit from its wheel, or set install.{which}_src)")
         if not p.is_file():
             raise UsageError(f"install.{which}_src: no such file {p}")
         out.append(p)
@@ -149,38 +159,68 @@ def _pinned(names: list[str]) -> list[str]:
     return out
 
 
-def wheelhouse(install, *, cache_dir: Path | None = None, say=lambda m: None, timeout: float = 600) -> Wheelhouse:
-    if install.wheelhouse:
+def wheelhouse(install, *, cache_dir: Path | None = None, say=lambda m: None, timeout: float = 600,
+               build: bool = False) -> Wheelhouse:
+    """install.wheelhouse when set (unless `build`); else build one (cached by what goes in): slurmkit's own wheel
+    (`pip wheel` of the checkout, or the installed distribution repacked: see repack.py) and `pip wheel` of
+    install.node_packages at the versions installed here, plus pypa/installer."""
+    if install.wheelhouse and not build:
         return _read_wheelhouse(Path(install.wheelhouse).expanduser(), "install.wheelhouse")
     src = source_tree()
-    if src is None:
-        raise UsageError("install.wheelhouse: not set, and slurmkit does not run from a source tree to build "
-                         "its wheel from; point it at a directory with slurmkit-*.whl, installer-*.whl and the "
-                         "wheels of install.node_packages")
     pins = _pinned(list(install.node_packages))
-    key = _tree_hash(src, [sys.version.split()[0], *pins])
     cache = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "slurmkit" / "wheelhouse"
-    target = cache / key
-    if (target / ".complete").exists():
-        return _read_wheelhouse(target, str(target))
-    say(f"building the wheelhouse in {target} (slurmkit from {src}, {' '.join(pins)})")
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=cache))
+    try:
+        if src is not None:
+            key = _tree_hash(src, [sys.version.split()[0], *pins])
+        else:
+            from .repack import repack
+            own = repack(tmp)
+            key = hashlib.sha256(own.read_bytes() + "\n".join([sys.version.split()[0], *pins]).encode()
+                                 ).hexdigest()[:16]
+        target = cache / key
+        if (target / ".complete").exists():
+            return _read_wheelhouse(target, str(target))
+        say(f"building the wheelhouse in {target} (slurmkit from {src or 'this install'}, {' '.join(pins)})")
+        _pip_wheels(tmp, src, pins, timeout)
+        (tmp / ".complete").write_text("\n".join(pins) + "\n")
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return _read_wheelhouse(target, str(target))
+
+
+def _pip_wheels(into: Path, src: Path | None, pins: list[str], timeout: float) -> None:
     from .. import proc
     from ..errors import CommandError
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=cache))
     env = dict(os.environ, SOURCE_DATE_EPOCH=SOURCE_DATE_EPOCH, PIP_DISABLE_PIP_VERSION_CHECK="1")
-    pip = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp)]
+    pip = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(into)]
     try:
-        proc.run([*pip, str(src)], timeout=timeout, env=env)
+        if src is not None:
+            proc.run([*pip, str(src)], timeout=timeout, env=env)
         proc.run([*pip, *pins], timeout=timeout, env=env)
     except CommandError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
         errs = [ln.strip() for ln in e.stderr.splitlines() if "error" in ln.lower() and "WARNING" not in ln]
         raise SlurmkitError(f"building the wheelhouse failed: {errs[0] if errs else e}") from None
-    (tmp / ".complete").write_text("\n".join(pins) + "\n")
-    shutil.rmtree(target, ignore_errors=True)
-    os.replace(tmp, target)
-    return _read_wheelhouse(target, str(target))
+
+
+def export_wheelhouse(wh: Wheelhouse, dest: Path) -> list[Path]:
+    """Copy the wheelhouse's wheels into dest (created; other files there are left alone, a stale slurmkit or
+    installer wheel is refused so the directory stays a valid install.wheelhouse)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    names = {w.name for w in wh.wheels}
+    stale = [p.name for p in dest.glob("*.whl") if p.name not in names
+             and p.name.split("-")[0] in ("slurmkit", "installer")]
+    if stale:
+        raise UsageError(f"--build-wheelhouse: {dest} already holds {', '.join(sorted(stale))}; use an empty "
+                         "directory")
+    out = []
+    for w in wh.wheels:
+        shutil.copyfile(w, dest / w.name)
+        out.append(dest / w.name)
+    return out
 
 
 def _read_wheelhouse(d: Path, label: str) -> Wheelhouse:

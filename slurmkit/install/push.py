@@ -252,8 +252,8 @@ def rollback(t: Transport, lay: Layout, rb: RollbackPlan, remote: dict[str, Remo
 
 
 def verify(t: Transport, lay: Layout, timeout: float) -> dict:
-    """Run the node's own `slurmkit check --json` (the installed venv, the installed config)."""
-    argv = ["env", f"SLURMKIT_CONFIG={lay.config}", lay.slurmkit, "check", "--json"]
+    """Run the node's own `slurmkit check --json --node NODE` (the installed venv, the installed config)."""
+    argv = ["env", f"SLURMKIT_CONFIG={lay.config}", lay.slurmkit, "check", "--json", "--node", lay.node]
     r = t.run(argv, timeout=timeout)
     report = None
     try:
@@ -263,7 +263,23 @@ def verify(t: Transport, lay: Layout, timeout: float) -> dict:
         pass
     err = r.stderr.strip().splitlines()
     return {"ok": r.returncode == 0, "argv": argv[2:], "returncode": r.returncode, "report": report,
-            "error": err[-1] if err and r.returncode != 0 else None}
+            "error": err[-1] if err and r.returncode != 0 else None, "why": verify_reason(r.returncode, report,
+                                                                                         err)}
+
+
+def verify_reason(returncode: int, report, stderr_lines: list[str]) -> str | None:
+    """What an admin needs from a failed verify, in one line: the failing checks and their reasons, else the
+    last line the command printed on stderr, else its exit code."""
+    if returncode == 0:
+        return None
+    bad = []
+    if isinstance(report, dict):
+        bad = [r for r in report.get("results") or [] if isinstance(r, dict) and r.get("status") == "fail"]
+    if bad:
+        return "; ".join(f"{r.get('check')}: {r.get('reason') or 'fail'}" for r in bad)
+    if stderr_lines:
+        return stderr_lines[-1]
+    return f"slurmkit check exited {returncode}"
 
 
 # -- the whole job for one node ---------------------------------------------------------------------------------
@@ -297,8 +313,7 @@ def run_node(node: str, job: Job) -> NodeResult:
         if job.do_verify and not job.dry_run and res.status != "failed":
             res.verify = verify(t, lay, job.install.verify_timeout)
             if not res.verify["ok"]:
-                res.error = f"verify: slurmkit check exited {res.verify['returncode']}" + (
-                    f": {res.verify['error']}" if res.verify["error"] else "")
+                res.error = f"verify (exit {res.verify['returncode']}): {res.verify['why']}"
     except HostKeyRefused as e:
         res.status, res.error = "refused", str(e)
     except NodeError as e:

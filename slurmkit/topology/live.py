@@ -7,7 +7,7 @@ from ..errors import CommandError, SlurmkitError
 
 def capture_topo(settings) -> tuple[str, str]:
     """Run `nvidia-smi topo -m` with the site's tool path and timeout; return (stdout, a label for messages)."""
-    argv = [settings.tools.nvidia_smi, "topo", "-m"]
+    argv = proc.tool(settings.tools.nvidia_smi, "topo", "-m")
     try:
         res = proc.run(argv, timeout=settings.topology.timeout)
     except CommandError as e:
@@ -42,7 +42,7 @@ def fill_numa_from_pci(topo, settings, say=lambda m: None) -> None:
     from .cpus import pci_numa_node
     if all(g.numa for g in topo.gpus):
         return
-    argv = [settings.tools.nvidia_smi, "--query-gpu=index,pci.bus_id", "--format=csv,noheader"]
+    argv = proc.tool(settings.tools.nvidia_smi, "--query-gpu=index,pci.bus_id", "--format=csv,noheader")
     try:
         res = proc.run(argv, timeout=settings.topology.timeout)
     except CommandError as e:

@@ -2,7 +2,9 @@
 import json
 import time
 
-from slurmkit import config, drain
+import pytest
+
+from slurmkit import config, drain, healthlog
 
 ADMIN = "admin: PSU swap ticket 4411"
 
@@ -12,27 +14,25 @@ def site(cluster):
 
 
 def log_mark(cluster):
-    """How many records the health log holds now (an earlier cluster in the same dir reused job ids)."""
-    try:
-        with open(site(cluster).paths.health_log) as f:
-            return sum(1 for _ in f)
-    except FileNotFoundError:
-        return 0
+    """How many records each node's health log holds now (an earlier cluster in the same dir reused job ids)."""
+    counts: dict = {}
+    for rec in healthlog.read(site(cluster).paths.health_log):
+        counts[rec.get("node")] = counts.get(rec.get("node"), 0) + 1
+    return counts
 
 
-def health_log(cluster, since=0, **match):
-    path = site(cluster).paths.health_log
+def health_log(cluster, since=None, **match):
+    """Records written after the mark `since` (from log_mark) that match every key=value given."""
+    since = since or {}
+    seen: dict = {}
     out = []
-    try:
-        with open(path) as f:
-            for i, line in enumerate(f):
-                if i < since:
-                    continue
-                rec = json.loads(line)
-                if all(rec.get(k) == v for k, v in match.items()):
-                    out.append(rec)
-    except FileNotFoundError:
-        pass
+    for rec in healthlog.read(site(cluster).paths.health_log):
+        n = rec.get("node")
+        seen[n] = seen.get(n, 0) + 1
+        if seen[n] <= since.get(n, 0):
+            continue
+        if all(rec.get(k) == v for k, v in match.items()):
+            out.append(rec)
     return out
 
 
@@ -52,6 +52,7 @@ def blocker(cluster, node):
     return jid
 
 
+@pytest.mark.compat("prolog drain")
 def test_xid79_node_is_drained_and_the_job_completes_on_a_healthy_node(clean, tmp_path):
     cluster = clean
     cluster.set_scenario("n3", "xid79")          # n3 replays the real Xid 79 capture
@@ -60,7 +61,7 @@ def test_xid79_node_is_drained_and_the_job_completes_on_a_healthy_node(clean, tm
     mark = log_mark(cluster)
     jid = cluster.sbatch("#!/bin/sh\necho ran-on $SLURMD_NODENAME\n", "--gres=gpu:1", "-o", str(out))
     n3 = cluster.wait_node("n3", lambda r: r.drained, timeout=60)
-    assert n3.reason == "slurmkit:xid79 GPU 0000:5d:00 fell off the bus"
+    assert n3.reason == "slurmkit:xid79 GPU 0000:5d:00 fell off the bus; reboot the node"
     # Slurm requeued the job (nohold_on_prolog_fail); free a healthy node for it
     cluster.run("scancel", str(blockers["n1"]))
     deadline = time.monotonic() + 60
@@ -101,6 +102,7 @@ def test_fifty_jobs_on_healthy_nodes_drain_nothing(clean):
     assert [r for r in recs if r["status"] == "fail"] == []
 
 
+@pytest.mark.compat("drain/resume")
 def test_an_admins_drain_reason_is_left_untouched(clean, tmp_path):
     cluster = clean
     s = site(cluster)
@@ -127,6 +129,7 @@ def test_an_admins_drain_reason_is_left_untouched(clean, tmp_path):
     assert n2.drained and n2.reason == ADMIN
 
 
+@pytest.mark.compat("drain/resume")
 def test_slurmkit_resumes_only_its_own_drain(clean):
     cluster = clean
     s = site(cluster)

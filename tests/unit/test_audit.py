@@ -218,6 +218,25 @@ def test_recheck_argv_is_a_list_with_placeholders_filled():
         A.recheck_argv([], "n3", "xid")
 
 
+def test_the_default_recheck_runs_what_install_put_on_the_node(tmp_path):
+    from slurmkit import config
+    from slurmkit.commands.audit import _installed
+    ssh_cfg = tmp_path / "ssh_config"
+    ssh_cfg.write_text("Host *\n")
+    s = config.loads(f"install:\n  root: /srv/{{node}}\n  ssh_config: {ssh_cfg}\n  known_hosts: /kh\n")
+    argv = A.recheck_argv(s.audit.recheck_command, "n3", "xid", _installed(s, "n3"))
+    assert argv == ["ssh", "-F", str(ssh_cfg), "-o", "UserKnownHostsFile=/kh", "-o", "BatchMode=yes",
+                    "-o", "ConnectTimeout=10", "n3", "/srv/n3/opt/slurmkit/venv/bin/slurmkit",
+                    "--config", "/srv/n3/etc/slurmkit/config.yaml", "check", "--json", "--node", "n3",
+                    "--only", "xid"]
+    # the defaults: /opt/slurmkit/venv, no ssh config file -> -F /dev/null (ssh refuses a missing -F file)
+    d = config.loads(f"install:\n  ssh_config: {tmp_path / 'none'}\n")
+    argv = A.recheck_argv(d.audit.recheck_command, "n1", "ecc", _installed(d, "n1"))
+    assert argv[1:3] == ["-F", "/dev/null"] and "/opt/slurmkit/venv/bin/slurmkit" in argv
+    # placeholders inside longer arguments
+    assert A.recheck_argv(["--x={node}.{check}"], "n1", "ecc") == ["--x=n1.ecc"]
+
+
 def test_recheck_verdict():
     ok = json.dumps({"node": "n3", "healthy": True, "results": [{"check": "xid", "status": "ok", "reason": ""}]})
     bad = json.dumps({"node": "n3", "healthy": False, "results": [

@@ -61,7 +61,7 @@ def test_unknown_section_lists_the_valid_ones():
     ("slurm:\n  timeout: soon\n", 2, "slurm.timeout: expected a number, got a string ('soon')"),
     ("slurm:\n  backend: pyslrum\n", 2, "did you mean 'pyslurm'?"),
     ("slurm: 5\n", 1, "slurm: expected a mapping, got an integer"),
-    ("tools:\n  nvidia_smi: [a, b]\n", 2, "tools.nvidia_smi: expected a string, got a list"),
+    ("tools:\n  nvidia_smi: {a: b}\n", 2, "tools.nvidia_smi: expected a string or a list, got a mapping"),
 ])
 def test_wrong_types_name_the_key_and_line(text, line, expected):
     with pytest.raises(UsageError) as e:
@@ -86,3 +86,11 @@ def test_missing_requested_config_is_an_error(tmp_path, monkeypatch):
     monkeypatch.setenv("SLURMKIT_CONFIG", str(tmp_path / "nope.yaml"))
     with pytest.raises(UsageError, match="nope.yaml: config file not found"):
         config.load()
+
+
+def test_a_tool_is_a_path_or_an_argv_prefix_its_arguments_follow():
+    from slurmkit.proc import tool
+    s = config.loads("tools:\n  nvidia_smi: /opt/a b/nvidia-smi\n"
+                     "  dmesg: [env, SLURMKIT_FAKEGPU_SCENARIO=/s, /opt/fake/dmesg]\n")
+    assert tool(s.tools.nvidia_smi, "-q") == ["/opt/a b/nvidia-smi", "-q"]      # a path is never split
+    assert tool(s.tools.dmesg) == ["env", "SLURMKIT_FAKEGPU_SCENARIO=/s", "/opt/fake/dmesg"]

@@ -257,11 +257,11 @@ def test_prolog_script_runs_without_path_and_logs_every_verdict(tmp_path):
     r = hook(tmp_path, "prolog", "healthy-h100x8")
     assert r.returncode == 0, r.stderr
     recs = [json.loads(x) for x in (tmp_path / "health.jsonl").read_text().splitlines()]
-    assert {x["check"] for x in recs} == {"xid", "gpu_count", "ecc", "driver", "pcie", "gpu_procs", "nccl"}
+    assert {x["check"] for x in recs} == {"xid", "gpu_count", "ecc", "driver", "pcie", "gpu_procs", "nccl", "dcgm"}
     assert all(x["context"] == "prolog" and x["job_id"] == 77 and x["node"] == "n7" for x in recs)
     r = hook(tmp_path, "prolog", "xid79")
     assert r.returncode == 1 and "slurmkit:xid79 GPU 0000:5d:00 fell off the bus" in r.stderr
-    bad = [json.loads(x) for x in (tmp_path / "health.jsonl").read_text().splitlines()][-7:]
+    bad = [json.loads(x) for x in (tmp_path / "health.jsonl").read_text().splitlines()][len(recs):]
     x = next(x for x in bad if x["status"] == "fail")
     assert x["check"] == "xid" and "Xid (PCI:0000:5d:00): 79" in x["evidence"]["line"]
     assert x["action"] == "not-drained (health.drain is false)"

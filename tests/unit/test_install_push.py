@@ -129,3 +129,14 @@ def test_a_node_keeps_the_live_and_the_previous_venv_only(fake_node, tmp_path):
     assert sorted(p.name for p in venvs.glob("venv-*")) == sorted([os.readlink(lay.venv),
                                                                    os.readlink(lay.venv + PREV)])
     assert first not in [p.name for p in venvs.glob("venv-*")]
+
+
+def test_a_failed_verify_says_which_check_failed_and_why():
+    from slurmkit.install.push import verify_reason
+    report = {"results": [{"check": "xid", "status": "ok"},
+                          {"check": "ecc", "status": "fail", "reason": "GPU 0: 2 volatile uncorrectable errors"}]}
+    assert verify_reason(1, report, []) == "ecc: GPU 0: 2 volatile uncorrectable errors"
+    assert verify_reason(2, None, ["x", "slurmkit: error: config file not found"]) == \
+        "slurmkit: error: config file not found"
+    assert verify_reason(127, None, []) == "slurmkit check exited 127"
+    assert verify_reason(0, report, []) is None

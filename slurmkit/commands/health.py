@@ -1,0 +1,121 @@
+"""`slurmkit health`: the between-jobs health run (what Slurm's HealthCheckProgram runs), heavy-check sweeps as
+Slurm jobs (`--sweep`), and the heavy run inside such a job (`--run-heavy`)."""
+from __future__ import annotations
+
+import os
+
+import click
+
+from ..cli import Ctx, pass_ctx
+from ..errors import UsageError
+
+
+def _checks(value: str) -> tuple[str, ...]:
+    from ..health.sweep import HEAVY
+    names = tuple(x.strip() for x in value.split(",") if x.strip())
+    bad = [n for n in names if n not in HEAVY]
+    if not names or bad:
+        raise UsageError(f"--checks: expected some of {', '.join(HEAVY)}, got {value!r}")
+    return names
+
+
+def _sweep(ctx: Ctx, target: str, checks, dry_run: bool, as_json: bool) -> int:
+    from ..health import sweep as S
+    from ..output import emit_json
+    from ..slurm import expand_hostlist
+    s = ctx.settings
+    recs = ctx.backend().nodes()
+    partitions = {p for r in recs for p in r.partitions}
+    if target in partitions:
+        wanted, part = None, target
+    else:
+        try:
+            wanted, part = set(expand_hostlist(target)), None
+        except Exception as e:  # noqa: BLE001 - ClusterShell's parse errors, said as ours
+            raise UsageError(f"--sweep {target!r}: not a partition ({', '.join(sorted(partitions))}) "
+                             f"nor a hostlist: {e}") from None
+        unknown = sorted(wanted - {r.name for r in recs})
+        if unknown:
+            raise UsageError(f"--sweep: no such node: {', '.join(unknown)}")
+    take, left = S.targets(recs, wanted, part)
+    out_dir = os.path.join(s.paths.state_dir, "sweep")
+    jobs = []
+    for r in take:
+        text = S.script(r.name, r.gpus_total or 0, checks=checks, slurmkit_bin=s.submit.slurmkit_bin,
+                        config=ctx.config_arg, time_limit=s.health.sweep_time_limit,
+                        partition=s.health.sweep_partition or part, qos=s.health.sweep_qos,
+                        nice=s.health.sweep_nice, output=os.path.join(out_dir, "%x-%j.out"))
+        jid = None
+        if not dry_run:
+            os.makedirs(out_dir, exist_ok=True)
+            jid = ctx.backend().submit(text)
+        jobs.append({"node": r.name, "job_id": jid, "script": text if dry_run else None})
+    if as_json:
+        emit_json({"dry_run": dry_run, "checks": list(checks), "jobs": jobs,
+                   "not_swept": [{"node": n, "why": w} for n, w in left]})
+    else:
+        for j in jobs:
+            click.echo(f"{j['node']}: " + (f"would submit:\n{j['script']}" if dry_run else f"job {j['job_id']}"))
+        for n, w in left:
+            click.echo(f"{n}: {w}")
+    if not take:
+        raise UsageError(f"--sweep {target}: no node to sweep" + (f" ({len(left)} left out)" if left else ""))
+    return 0
+
+
+def _run_heavy(ctx: Ctx, checks, node: str | None) -> int:
+    """Inside a sweep job: run the heavy checks now (they cache their verdicts for the prolog), log them, drain on
+    a failure; a node slurmkit drained for one of these checks is resumed once they all pass."""
+    from .. import drain, healthlog
+    from ..health.runner import node_name, run_checks
+    s = ctx.settings
+    node = node or os.environ.get("SLURMD_NODENAME") or node_name()
+    jid = os.environ.get("SLURM_JOB_ID")
+    report = run_checks(s, "full", only=list(checks), node=node, job_gpus=None)
+    failed = report.failures[0] if report.failures else None
+    action = "none"
+    if failed is not None:
+        action = drain.drain_node(s, node, drain.reason_for_result(s, failed))
+    else:
+        try:
+            (rec,) = ctx.backend().nodes(node)
+        except (ValueError, Exception):  # noqa: BLE001 - the verdict stands; a resume can wait for audit
+            rec = None
+        if rec is not None and rec.drained and drain.check_of_reason(rec.reason, s) in checks:
+            action = drain.resume_node(s, node)
+    healthlog.write(s, [healthlog.record(check=r.check, status=r.status, reason=r.reason, evidence=r.evidence,
+                                         context="sweep", node=node, job_id=int(jid) if jid and jid.isdigit()
+                                         else None, action=action if r is failed or (failed is None and
+                                                                                      action != "none") else "none")
+                        for r in report.results])
+    for r in report.results:
+        click.echo(f"{node}: {r.check} {r.status}: {r.reason}")
+    if action != "none":
+        click.echo(f"{node}: {action}")
+    return 0 if report.healthy else 1
+
+
+@click.command()
+@click.option("--sweep", "target", metavar="PARTITION|NODELIST",
+              help="Submit one exclusive, low-priority job per node that runs the heavy checks when it is free.")
+@click.option("--checks", default="nccl,dcgm", show_default=True, help="Heavy checks for --sweep/--run-heavy.")
+@click.option("--run-heavy", is_flag=True, help="Run the heavy checks on this node now (what a sweep job runs).")
+@click.option("--node", metavar="NAME", help="This node's Slurm name (default: SLURMD_NODENAME, the hostname).")
+@click.option("--dry-run", is_flag=True, help="With --sweep: print the job scripts, submit nothing.")
+@click.option("--json", "as_json", is_flag=True, help="With --sweep: print JSON.")
+@pass_ctx
+def health(ctx: Ctx, target, checks, run_heavy, node, dry_run, as_json):
+    """Between jobs. With no option: one health run on this node, as Slurm's HealthCheckProgram does it (drains
+    by itself). --sweep: heavy checks as Slurm jobs. Exit 0 ok, 1 unhealthy or failed, 2 bad input."""
+    names = _checks(checks)
+    if target and run_heavy:
+        raise UsageError("--sweep and --run-heavy: choose one")
+    if target:
+        return _sweep(ctx, target, names, dry_run, as_json)
+    if run_heavy:
+        return _run_heavy(ctx, names, node)
+    from ..hooks.health import main
+    env = dict(os.environ)
+    if node:
+        env["SLURMD_NODENAME"] = node
+    return main(env)

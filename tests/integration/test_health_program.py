@@ -1,0 +1,160 @@
+"""slurmkit's HealthCheckProgram on a real Slurm cluster of its own (2 nodes, HealthCheckInterval=3, started and
+stopped here by pid): a node whose fake GPU turns bad while idle is drained between jobs; an admin's drain is
+never touched; a busy node runs only the checks that cannot disturb its job; runs never overlap."""
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+VERSION = os.environ.get("SLURMKIT_DEV_SLURM", "22.05")
+pytestmark = pytest.mark.skipif(VERSION != "22.05", reason="its own cluster is started from the host: 22.05 only")
+
+from slurmkit import healthlog  # noqa: E402
+from slurmkit.slurm.cli_backend import CliBackend  # noqa: E402
+
+
+class HealthCluster:
+    def __init__(self, d: Path, port: int):
+        self.dir, self.port = d, port
+        self.env = dict(os.environ, SLURM_CONF=str(d / "slurm.conf"), SLURMKIT_CONFIG=str(d / "slurmkit.yaml"))
+
+    def dev(self, *args, timeout=120):
+        return subprocess.run([sys.executable, str(REPO / "dev" / "cluster.py"), "--dir", str(self.dir), *args],
+                              capture_output=True, text=True, timeout=timeout, env=self.env)
+
+    def run(self, *argv, check=True):
+        return subprocess.run(list(argv), capture_output=True, text=True, timeout=60, env=self.env, check=check)
+
+    def node(self, name):
+        old = os.environ.get("SLURM_CONF")
+        os.environ["SLURM_CONF"] = self.env["SLURM_CONF"]
+        try:
+            (rec,) = CliBackend(timeout=15).nodes(name)
+            return rec
+        finally:
+            if old is None:
+                os.environ.pop("SLURM_CONF")
+            else:
+                os.environ["SLURM_CONF"] = old
+
+    def wait(self, pred, timeout=45.0, what="condition"):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            v = pred()
+            if v:
+                return v
+            time.sleep(0.5)
+        raise AssertionError(f"{what} not reached in {timeout}s")
+
+    def records(self, node, **match):
+        return [r for r in healthlog.read(str(self.dir / "slurmkit" / "health"), node=node)
+                if all(r.get(k) == v for k, v in match.items())]
+
+    def health(self, node, *, extra_env=None, timeout=60):
+        """The health program as slurmd runs it: no PATH, no SLURM_CONF, only SLURMD_NODENAME (and the dev
+        wrapper's config variables)."""
+        env = {"SLURMD_NODENAME": node, **(extra_env or {})}
+        return subprocess.run([str(self.dir / "hooks" / "health")], capture_output=True, text=True, timeout=timeout,
+                              env={**env, "SLURM_CONF": self.env["SLURM_CONF"]})
+
+
+@pytest.fixture(scope="module")
+def hc(tmp_path_factory):
+    port = int(os.environ.get("SLURMKIT_TEST_PORT", "6917")) + 70
+    d = Path(os.environ.get("SLURMKIT_TEST_DIR", "/tmp/slurmkit-test") + "-health")
+    c = HealthCluster(d, port)
+    c.dev("down")
+    r = c.dev("up", "--nodes", "2", "--port", str(port), "--health-interval", "3")
+    assert r.returncode == 0, r.stderr[-2000:]
+    try:
+        yield c
+    finally:
+        c.run("scancel", "--full", "-p", "gpu", check=False)
+        c.dev("down")
+
+
+@pytest.fixture
+def fresh(hc):
+    for n in ("n1", "n2"):
+        hc.dev("scenario", n, "healthy-h100x8")
+    hc.run("scancel", "--full", "-p", "gpu", check=False)
+    for n in ("n1", "n2"):
+        hc.run("scontrol", "update", f"NodeName={n}", "State=RESUME", check=False)
+    hc.wait(lambda: all(hc.node(n).state == "IDLE" and not hc.node(n).flags for n in ("n1", "n2")),
+            what="both nodes idle")
+    return hc
+
+
+def test_an_idle_node_whose_gpu_falls_off_the_bus_is_drained_between_jobs(fresh):
+    c = fresh
+    before = len(c.records("n2"))
+    c.dev("scenario", "n2", "xid79")
+    rec = c.wait(lambda: (lambda r: r if r.drained else None)(c.node("n2")), what="n2 drained")
+    assert rec.reason.startswith("slurmkit:xid79 GPU 0000:5d:00 fell off the bus")
+    fails = [r for r in c.records("n2")[before:] if r["status"] == "fail"]
+    assert fails and fails[0]["context"] == "health" and fails[0]["job_id"] is None
+    assert fails[0]["action"] == "drained"
+    assert not c.node("n1").drained                       # the healthy node keeps running jobs
+
+
+def test_an_admins_drain_is_never_touched(fresh):
+    c = fresh
+    admin = "admin: PSU swap ticket 4411"
+    c.run("scontrol", "update", "NodeName=n1", "State=DRAIN", f"Reason={admin}")
+    c.dev("scenario", "n1", "xid79")
+    n = len(c.records("n1"))
+    c.wait(lambda: len(c.records("n1", check="xid", status="fail")) and len(c.records("n1")) > n,
+           what="a health run on n1")
+    time.sleep(4)
+    assert c.node("n1").reason == admin
+    assert c.records("n1", check="xid", status="fail")[-1]["action"] == "skipped-admin-drain"
+
+
+def test_a_busy_node_runs_only_the_checks_that_cannot_disturb_its_job(fresh):
+    c = fresh
+    jid = c.run("sbatch", "--parsable", "-w", "n2", "--gres=gpu:8", "--output=/dev/null", "--wrap",
+                "sleep 120").stdout.strip()
+    c.wait(lambda: c.node("n2").state in ("ALLOCATED", "MIXED"), what="n2 busy")
+    c.dev("scenario", "n2", "procs-left")               # its job's processes are on the GPUs: no finding
+    time.sleep(4)                                        # a run that began while n2 was idle has ended
+    n = len(c.records("n2", context="health"))
+    c.wait(lambda: len(c.records("n2", context="health")) >= n + 6, what="a health run on busy n2")
+    time.sleep(4)
+    runs = c.records("n2", context="health")[n:]
+    assert {r["check"] for r in runs} <= {"xid", "gpu_count", "ecc", "driver", "pcie", "nvlink"}, \
+        (c.node("n2"), [(r["time"], r["check"]) for r in runs])
+    assert not c.node("n2").drained
+    c.run("scancel", jid)
+
+
+def test_runs_never_overlap_and_an_unregistered_node_runs_nothing(fresh, tmp_path):
+    c = fresh
+    lock = c.dir / "slurmkit" / "state" / "health-n1.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        t = time.monotonic()
+        r = c.health("n1")
+        assert r.returncode == 0 and "still in progress" in r.stderr and time.monotonic() - t < 20
+    finally:
+        os.close(fd)
+    r = c.health("n9")
+    assert r.returncode == 0 and "not registered" in r.stderr
+    assert c.records("n9") == []
+
+
+def test_the_program_finds_slurm_conf_from_slurmd_when_slurm_gives_none(fresh):
+    """slurmd passes no SLURM_CONF: the program reads it from its parent, slurmd's `-f`."""
+    c = fresh
+    logs = (c.dir / "log" / "slurmd-n1.log").read_text(errors="replace")
+    assert "health_check failed" not in logs.split("\n")[-1]
+    n = len(c.records("n1", context="health"))
+    c.wait(lambda: len(c.records("n1", context="health")) > n, what="slurmd's own health runs on n1")
+    assert all(r["status"] in ("ok", "skip") for r in c.records("n1", context="health")[n:])
