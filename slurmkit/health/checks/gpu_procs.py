@@ -20,7 +20,7 @@ def evaluate(text: str, job_gpus, s) -> Result:
     if not any(g["tree"].get_ci("Processes") is not None or g["tree"].get_ci("FB Memory Usage") is not None
                for g in q["gpus"]):
         raise NoData("no Processes / FB Memory Usage section in this input (expected `nvidia-smi -q` output)")
-    findings, per = [], []
+    findings, per, blind = [], [], []
     for n, g in enumerate(q["gpus"]):
         t = g["tree"]
         # Slurm numbers GPUs by device minor (/dev/nvidiaN), which need not follow nvidia-smi's PCI order
@@ -31,7 +31,11 @@ def evaluate(text: str, job_gpus, s) -> Result:
         gid = f"{i} ({nvsmi.short_bus(g['bus_id']) or '?'})"
         procs = nvsmi.processes(t)
         used = to_int(t.get_ci("FB Memory Usage", "Used"))
+        block = t.get_ci("Processes")
         per.append({"gpu": i, "bus_id": g["bus_id"], "processes": procs, "used_mib": used})
+        if not procs and used is None and not (isinstance(block, str) and block.strip().lower() == "none"):
+            blind.append(gid)          # no process list and no memory figure: nothing to judge by
+            continue
         if procs:
             findings.append(f"GPU {gid}: " + ", ".join(f"pid {p['pid']} ({p['name'] or '?'})" for p in procs))
         elif used is not None and used > s.max_memory_mib:
@@ -40,6 +44,11 @@ def evaluate(text: str, job_gpus, s) -> Result:
     if findings:
         ev["findings"] = findings
         return Result(NAME, "fail", "left on the GPU: " + "; ".join(findings), ev, code="gpu_procs")
+    if blind and len(blind) == len(per):
+        raise NoData("no readable process list or memory use in this input (N/A)")
+    if blind:
+        ev["unreadable"] = blind
+        return Result(NAME, "warn", f"processes and memory use unreadable (N/A) on GPU {', '.join(blind)}", ev)
     return Result(NAME, "ok", f"{len(per)} GPUs free", ev)
 
 
