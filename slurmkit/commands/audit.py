@@ -190,7 +190,7 @@ def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
     passes again (a later ok in the health log, or --recheck now). Anything else needs --force, which says whose
     reason it overrides. Exit 0 when every node was resumed (or would be), 1 otherwise."""
     from .. import audit as A
-    from .. import healthlog, proc
+    from .. import drain, healthlog, proc
     from ..slurm import expand_hostlist, fold_hostlist
     s = ctx.settings
     names = expand_hostlist(nodelist)
@@ -201,13 +201,13 @@ def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
     for name in names:
         e = by_name.get(name)
         if e is None and name not in known:
-            decisions.append(A.ResumeDecision(name, "skip", "no such node"))
+            decisions.append(drain.ResumeDecision(name, "skip", "no such node"))
             continue
         passed = bool(e) and A.passed_since(health.get(name, []), e.check, A.slurm_time(e.node.reason_time))
-        d = A.plan_resume(e, name, force=force, recheck=recheck, passed_since_drain=passed)
+        d = drain.plan_resume(e, name, force=force, recheck=recheck, passed_since_drain=passed)
         if d.action == "recheck":
             if not d.check:
-                d = A.ResumeDecision(name, "refuse", "cannot tell which check drained it", check=None)
+                d = drain.ResumeDecision(name, "refuse", "cannot tell which check drained it", check=None)
             else:
                 argv = A.recheck_argv(s.audit.recheck_command, name, d.check)
                 ctx.say("recheck: " + " ".join(argv))
@@ -219,11 +219,11 @@ def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
                 except CommandError as err:
                     ok, why = False, f"recheck failed to run: {err}"
                 if ok:
-                    d = A.ResumeDecision(name, "resume", why, check=d.check)
+                    d = drain.ResumeDecision(name, "resume", why, check=d.check)
                 elif force:
-                    d = A.ResumeDecision(name, "resume", f"--force: {why}", check=d.check)
+                    d = drain.ResumeDecision(name, "resume", f"--force: {why}", check=d.check)
                 else:
-                    d = A.ResumeDecision(name, "refuse", why, check=d.check)
+                    d = drain.ResumeDecision(name, "refuse", why, check=d.check)
         decisions.append(d)
     failed = False
     for d in decisions:
@@ -233,10 +233,11 @@ def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
         if dry_run:
             d.action = "would-resume"
             continue
-        try:
-            ctx.backend().resume(d.node)
-        except Exception as err:   # noqa: BLE001 - one node's failure must not stop the others
-            d.action, d.why, failed = "failed", f"scontrol resume failed: {err}", True
+        # the etiquette's resume: re-reads the node, so a reason changed since the plan is not overridden unasked
+        got = drain.resume_node(s, d.node, backend=ctx.backend(), force=d.overrides is not None or force)
+        if got != "resumed":
+            d.action, d.why, failed = "failed", f"{got} ({d.why})" if not got.startswith("resume-failed") else \
+                f"scontrol resume failed: {got[len('resume-failed: '):]}", True
             continue
         d.action = "resumed"
         e = by_name.get(d.node)
