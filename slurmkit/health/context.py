@@ -24,7 +24,7 @@ class Context:
         self._cache: dict[str, object] = {}
         self.expected_gpus: int | None = None
         self.exits: dict[str, tuple[list[str], int, str]] = {}   # source -> (argv, exit code, stderr) when non-zero
-        self.used: dict[str, set[str]] = {}                       # check -> the sources it read
+        self.used: dict[str, dict[str, None]] = {}                # check -> the sources it read, in order
 
     @property
     def live(self) -> bool:
@@ -46,7 +46,7 @@ class Context:
         CommandError."""
         if check in self.captures:
             return self.captures[check]
-        self.used.setdefault(check, set()).add(source)
+        self.used.setdefault(check, {})[source] = None
         if not fresh and source in self._cache:
             v = self._cache[source]
             if isinstance(v, BaseException):
@@ -73,7 +73,7 @@ class Context:
 
     def failed_tool(self, check: str) -> tuple[list[str], int, str] | None:
         """(argv, exit code, stderr) of a command `check` read that exited non-zero, or None."""
-        for src in sorted(self.used.get(check, ())):
+        for src in self.used.get(check, {}):
             if src in self.exits:
                 return self.exits[src]
         return None
