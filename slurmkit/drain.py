@@ -84,19 +84,17 @@ def acted(action: str) -> bool:
     return action in ACTED
 
 
-def _record(backend, node: str):
-    recs = backend.nodes(node)
-    for r in recs:
-        if r.name == node:
-            return r
-    return None
-
-
-def _backend(settings, backend):
+def _lookup(settings, backend, node: str, verb: str):
+    """(the node's record or None, an action string when the controller could not be asked)."""
     if backend is None:
         from .slurm import get_backend
         backend = get_backend(settings)
-    return backend
+    try:
+        recs = backend.nodes(node)
+    except SlurmkitError as e:
+        return backend, None, f"{verb}-failed: {e}"
+    rec = next((r for r in recs if r.name == node), None)
+    return backend, rec, None if rec is not None else "skipped-unknown-node"
 
 
 # --- one drain at a time per node ------------------------------------------------------------------------------
@@ -139,14 +137,10 @@ def drain_node(settings, node: str, reason: str, *, backend=None, dry_run: bool 
     drain caused) is replaced by `reason`; used only for a pending drain slurmkit recorded itself."""
     if not is_slurmkit_reason(reason, settings):
         raise ValueError(f"drain reason must start with {settings.drain.prefix!r}: {reason!r}")
-    backend = _backend(settings, backend)
     with _NodeLock(settings, node):
-        try:
-            rec = _record(backend, node)
-        except SlurmkitError as e:
-            return f"drain-failed: {e}"
-        if rec is None:
-            return "skipped-unknown-node"
+        backend, rec, why = _lookup(settings, backend, node, "drain")
+        if why:
+            return why
         if rec.state == "DOWN" or "NOT_RESPONDING" in rec.flags:
             return "skipped-down"
         if _HANDS_OFF_FLAGS & set(rec.flags):
@@ -244,13 +238,9 @@ def drain_for_hook(settings, node: str, reason: str, *, check: str | None, conte
 
 def resume_node(settings, node: str, *, backend=None, dry_run: bool = False, force: bool = False) -> str:
     """Resume `node` only when slurmkit drained it (its reason carries the prefix); `force` resumes any drain."""
-    backend = _backend(settings, backend)
-    try:
-        rec = _record(backend, node)
-    except SlurmkitError as e:
-        return f"resume-failed: {e}"
-    if rec is None:
-        return "skipped-unknown-node"
+    backend, rec, why = _lookup(settings, backend, node, "resume")
+    if why:
+        return why
     if not (rec.drained or "FAIL" in rec.flags or (force and rec.state == "DOWN")):
         return "skipped-not-drained"
     if not force and not is_slurmkit_reason(rec.reason, settings):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from test_health import health_log, log_mark, site
+from test_health import health_log, log_mark, site, wait_log
 
 REPO = Path(__file__).resolve().parents[2]
 REASON79 = "slurmkit:xid79 GPU 0000:5d:00 fell off the bus"
@@ -208,12 +208,7 @@ def test_an_epilog_without_job_gpus_checks_every_gpu_for_leftovers(clean):
     mark = log_mark(c)
     jid = c.sbatch("#!/bin/sh\ntrue\n", "-w", "n1", "-o", "/dev/null")   # no --gres: Slurm sets no SLURM_JOB_GPUS
     c.wait_job(jid, ("COMPLETED",), timeout=90)
-    deadline = time.monotonic() + 60
-    recs = []
-    while time.monotonic() < deadline and not recs:
-        recs = health_log(c, since=mark, node="n1", context="epilog", job_id=jid, check="gpu_procs")
-        time.sleep(0.3)
-    (r,) = recs
+    (r,) = wait_log(c, mark, node="n1", context="epilog", job_id=jid, check="gpu_procs")
     assert r["status"] == "warn" and "left on the GPU" in r["reason"] and "pid" in r["reason"], r
     assert "GPUs are unknown" in r["reason"] and r["evidence"]["job_gpus"] is None
     assert not c.node("n1").drained                # whose process it is cannot be told: a warning, no drain

@@ -36,6 +36,16 @@ def health_log(cluster, since=0, **match):
     return out
 
 
+def wait_log(cluster, since, timeout=60.0, **match):
+    """The health-log records matching `match` once there are some (a hook writes them after the job ended)."""
+    deadline = time.monotonic() + timeout
+    recs = []
+    while time.monotonic() < deadline and not recs:
+        recs = health_log(cluster, since=since, **match)
+        time.sleep(0.3)
+    return recs
+
+
 def wait_started(path, timeout=60.0):
     """The job's script is running (RUNNING alone can still be its prolog: PrologFlags=Alloc)."""
     deadline = time.monotonic() + timeout
@@ -117,11 +127,7 @@ def test_an_admins_drain_reason_is_left_untouched(clean, tmp_path):
     cluster.run("scontrol", "update", "NodeName=n2", "State=DRAIN", f"Reason={ADMIN}")
     cluster.set_scenario("n2", "xid79")
     cluster.wait_job(jid, ("COMPLETED",), timeout=60)
-    deadline = time.monotonic() + 30
-    recs = []
-    while time.monotonic() < deadline and not recs:
-        recs = health_log(cluster, since=mark, node="n2", context="epilog", job_id=jid, status="fail")
-        time.sleep(0.3)
+    recs = wait_log(cluster, mark, node="n2", context="epilog", job_id=jid, status="fail")
     assert recs and recs[0]["check"] == "xid" and recs[0]["action"] == "skipped-admin-drain"
     n2 = cluster.node("n2")
     assert n2.drained and n2.reason == ADMIN

@@ -151,7 +151,8 @@ def acted(profile, r):
     return r
 
 
-def test_an_unacted_fault_stays_new_until_the_hook_commits_its_mark(tmp_path):
+def dmesg_from(tmp_path):
+    """Settings whose dmesg prints the file it returns (write the kernel log there)."""
     log = tmp_path / "dmesg.txt"
     tool = tmp_path / "dmesg"
     tool.write_text(f"#!/bin/sh\ncat {log}\n")
@@ -159,6 +160,11 @@ def test_an_unacted_fault_stays_new_until_the_hook_commits_its_mark(tmp_path):
     s = config.Settings()
     s.tools.dmesg = str(tool)
     s.paths.state_dir = str(tmp_path / "state")
+    return s, log
+
+
+def test_an_unacted_fault_stays_new_until_the_hook_commits_its_mark(tmp_path):
+    s, log = dmesg_from(tmp_path)
     log.write_text((FIX / "h100-hgx-xid79-fallen-off-bus-dmesg-multiline.txt").read_text())
     first = run_checks(s, "epilog", only=["xid"], node="n9").results[0]
     assert first.status == "fail" and first.commit is not None
@@ -171,13 +177,7 @@ def test_an_unacted_fault_stays_new_until_the_hook_commits_its_mark(tmp_path):
 
 
 def test_only_events_since_the_last_hook_count(tmp_path, monkeypatch):
-    log = tmp_path / "dmesg.txt"
-    tool = tmp_path / "dmesg"
-    tool.write_text(f"#!/bin/sh\ncat {log}\n")
-    tool.chmod(0o755)
-    s = config.Settings()
-    s.tools.dmesg = str(tool)
-    s.paths.state_dir = str(tmp_path / "state")
+    s, log = dmesg_from(tmp_path)
     real = (FIX / "h100-hgx-xid79-fallen-off-bus-dmesg-multiline.txt").read_text()
     log.write_text(real)
 
