@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from test_health import health_log, log_mark, site, wait_log
+from test_health import health_log, log_mark, site
 
 REPO = Path(__file__).resolve().parents[2]
 REASON79 = "slurmkit:xid79 GPU 0000:5d:00 fell off the bus"
@@ -200,19 +200,7 @@ def test_a_message_on_stderr_only_is_in_the_finding(clean):
     assert r["evidence"]["exit_code"] == 15 and "Unable to determine" in r["evidence"]["stderr"]
 
 
-# --- 20.6: an epilog that does not know the job's GPUs ----------------------------------------------------------
-
-def test_an_epilog_without_job_gpus_checks_every_gpu_for_leftovers(clean):
-    c = clean
-    c.set_scenario("n1", "procs-left")             # a process is left on a GPU
-    mark = log_mark(c)
-    jid = c.sbatch("#!/bin/sh\ntrue\n", "-w", "n1", "-o", "/dev/null")   # no --gres: Slurm sets no SLURM_JOB_GPUS
-    c.wait_job(jid, ("COMPLETED",), timeout=90)
-    (r,) = wait_log(c, mark, node="n1", context="epilog", job_id=jid, check="gpu_procs")
-    assert r["status"] == "warn" and "left on the GPU" in r["reason"] and "pid" in r["reason"], r
-    assert "GPUs are unknown" in r["reason"] and r["evidence"]["job_gpus"] is None
-    assert not c.node("n1").drained                # whose process it is cannot be told: a warning, no drain
-
+# --- 20.6: an epilog that does not know the job's GPUs: test_health.test_a_cpu_job_is_not_refused_... ---------
 
 # --- 20.9: Slurm's own drains are Slurm's -------------------------------------------------------------------------
 
