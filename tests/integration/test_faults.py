@@ -152,6 +152,26 @@ def test_a_hook_drain_that_fails_is_retried_within_the_hook(ctld):
     assert not pending_file(c, "n2").exists()
 
 
+def test_a_pending_drain_replaces_the_epilog_error_slurm_wrote_meanwhile(ctld):
+    """The hook that could not drain exited 1, so Slurm drained the node with its bare "Epilog error"; the next
+    hook on the node (a job still running there ends) writes the reason slurmkit could not write then."""
+    c = ctld
+    c.set_scenario("n2", "xid79")
+    stop_slurmctld(c)
+    assert hook(c, "epilog", "n2", 7201, SLURM_JOB_GPUS="0").returncode == 1
+    start_slurmctld(c)
+    # what slurmctld writes when it hears of the failed epilog (set by the test: synthetic, Slurm's exact text)
+    c.run("scontrol", "update", "NodeName=n2", "State=DRAIN", "Reason=Epilog error")
+    r = hook(c, "epilog", "n2", 7202, SLURM_JOB_GPUS="1")
+    assert r.returncode == 0, r.stderr
+    assert c.node("n2").reason == REASON79 and not pending_file(c, "n2").exists()
+    # an admin's reason is never replaced, pending or not
+    c.run("scontrol", "update", "NodeName=n2", "State=DRAIN", "Reason=admin: PSU swap")
+    pending_file(c, "n2").write_text(json.dumps({"reason": REASON79, "check": "xid"}))
+    hook(c, "epilog", "n2", 7203, SLURM_JOB_GPUS="1")
+    assert c.node("n2").reason == "admin: PSU swap"
+
+
 # --- 20.9: two prologs on one node ------------------------------------------------------------------------------
 
 def test_two_concurrent_prologs_on_one_node_drain_it_once(clean):
