@@ -236,8 +236,9 @@ def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
         # the etiquette's resume: re-reads the node, so a reason changed since the plan is not overridden unasked
         got = drain.resume_node(s, d.node, backend=ctx.backend(), force=d.overrides is not None or force)
         if got != "resumed":
-            d.action, d.why, failed = "failed", f"{got} ({d.why})" if not got.startswith("resume-failed") else \
-                f"scontrol resume failed: {got[len('resume-failed: '):]}", True
+            why = got.replace("resume-failed: ", "scontrol resume failed: ", 1) if got.startswith("resume-failed") \
+                else f"{got} ({d.why})"
+            d.action, d.why, failed = "failed", why, True
             continue
         d.action = "resumed"
         e = by_name.get(d.node)
