@@ -212,13 +212,16 @@ def clear_pending(settings, node: str) -> None:
 
 def drain_for_hook(settings, node: str, reason: str, *, check: str | None, context: str, job_id=None,
                    backend=None, replace_hook_error: bool = False) -> str:
-    """A hook's drain: retried (RETRY_DELAYS) while the controller does not answer; a node the controller does not
-    list is a drain that failed (the hook runs on a node Slurm knows: an empty answer is a controller that did
-    not answer). When it still fails, a pending record keeps the reason for the next hook; the caller exits
-    non-zero so Slurm drains the node ("Prolog error"/"Epilog error") meanwhile."""
+    """A hook's drain: retried (RETRY_DELAYS, within health.budget_seconds) while the controller does not answer;
+    a node the controller does not list is a drain that failed (the hook runs on a node Slurm knows: an empty
+    answer is a controller that did not answer). When it still fails, a pending record keeps the reason for the
+    next hook; the caller exits non-zero so Slurm drains the node ("Prolog error"/"Epilog error") meanwhile."""
     action = "drain-failed"
+    deadline = time.monotonic() + settings.health.budget_seconds   # a hook never retries past its checks' budget
     for delay in (0.0, *RETRY_DELAYS):
         if delay:
+            if time.monotonic() + delay > deadline:
+                break
             time.sleep(delay)
         action = drain_node(settings, node, reason, backend=backend, replace_hook_error=replace_hook_error)
         if action == "skipped-unknown-node":

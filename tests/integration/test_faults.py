@@ -5,7 +5,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,7 +12,6 @@ import pytest
 
 from test_health import health_log, log_mark, site
 
-REPO = Path(__file__).resolve().parents[2]
 REASON79 = "slurmkit:xid79 GPU 0000:5d:00 fell off the bus"
 
 

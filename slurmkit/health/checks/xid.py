@@ -1,7 +1,8 @@
 """xid: NVIDIA Xid and NVSwitch SXid events from the kernel log, graded by the Xid catalog
 (slurmkit/data/xid_catalog.json). Live, only events new since the last prolog/epilog on this node count (a small
 state file under paths.state_dir), so an old Xid does not drain a node forever. The mark moves only when a hook
-calls the result's `commit` after acting on the verdict; `slurmkit check` reads without moving it. A captured file is graded whole."""
+calls the result's `commit` after acting on the verdict; `slurmkit check` reads without moving it. A captured
+file is graded whole."""
 from __future__ import annotations
 
 import json
