@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what slurmkit's demo, tests and benchmarks need on a fresh Debian 12 machine (as root), idempotently:
-# Slurm + munge + sshd from Debian packages, and a virtual environment at .venv with slurmkit and its test extras.
+# Slurm + munge + sshd + debootstrap from Debian packages, and a virtual environment at .venv with slurmkit and its test extras.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,6 +8,8 @@ need_apt=()
 for b in /usr/sbin/slurmctld /usr/sbin/slurmd /usr/bin/sinfo /usr/sbin/munged /usr/sbin/sshd; do
     [ -x "$b" ] || need_apt=(slurmctld slurmd slurm-client munge openssh-server openssh-client)
 done
+# debootstrap makes the Slurm 24.11/26.05 root filesystems (dev/rootfs.py) on first use
+[ -x /usr/sbin/debootstrap ] || need_apt+=(debootstrap)
 py=$(command -v python3 || true)
 if [ -z "$py" ] || ! "$py" -c 'import sys, venv, ensurepip; assert sys.version_info >= (3, 10)' 2>/dev/null; then
     need_apt+=(python3 python3-venv python3-pip)

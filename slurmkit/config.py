@@ -1,11 +1,16 @@
-"""Site config: YAML in, typed settings out.
+"""Site config: YAML in, typed settings out (the loader; the schema is slurmkit/settings.py).
 
 The file is /etc/slurmkit/config.yaml unless `--config` or $SLURMKIT_CONFIG names another. A missing default file
-means "all defaults"; a missing file that was asked for, a YAML syntax error, an unknown key or a wrong type is a
-UsageError (exit 2) naming the file, the line and the key, with the closest valid key where there is one.
+means "all defaults"; a missing file that was asked for, a YAML syntax error, an unknown key, a wrong type or a
+number outside its valid range is a UsageError (exit 2) naming the file, the line and the key, with the closest
+valid key where there is one.
 
-Each section is a dataclass below; its fields, with their types and defaults, are the schema. To add a setting,
-add a field: the loader, the checks and the error messages follow from the type annotation.
+Input bounds: the file must be a regular file of at most CONFIG_LIMIT bytes (a FIFO, a device or a 50 MB file is
+refused, via slurmkit/bounded.py; /dev/null reads as an empty config); mapping keys must be plain scalars (an alias-bomb key is refused); at most
+MAX_NODES YAML nodes are visited (aliases count each time they are expanded) and MAX_DEPTH levels of nesting;
+integers are at most MAX_INT_DIGITS digits. Each limit is named in its error.
+
+The names of slurmkit/settings.py are re-exported here (`config.Settings`, `config.SyncSettings`, ...).
 """
 from __future__ import annotations
 
@@ -15,285 +20,17 @@ import os
 import sys
 import types
 import typing
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from . import bounded
 from .errors import UsageError
+from .settings import *  # noqa: F403 - the schema's names, re-exported: `from slurmkit import config` works
+from .settings import DEFAULT_PATH, RangeError, Settings, TRIGGER_FORBIDDEN, _check_signal  # noqa: F401
 
-DEFAULT_PATH = "/etc/slurmkit/config.yaml"
-
-
-@dataclass
-class SlurmSettings:
-    backend: Literal["auto", "cli", "pyslurm"] = "auto"
-    timeout: float = 10.0            # seconds for every call to a Slurm command
-    bin_dir: str | None = None       # where sbatch/scontrol/sinfo live when they are not on PATH
-
-
-@dataclass
-class ToolsSettings:
-    """Paths of the node tools the checks run (absolute paths recommended: prolog/epilog get no PATH)."""
-    nvidia_smi: str = "nvidia-smi"
-    dmesg: str = "dmesg"
-    all_reduce_perf: str = "all_reduce_perf"
-
-
-@dataclass
-class PathsSettings:
-    state_dir: str = "/var/lib/slurmkit"
-    health_log: str = "/var/log/slurmkit/health.jsonl"
-
-
-@dataclass
-class DrainSettings:
-    prefix: str = "slurmkit:"        # every reason slurmkit writes starts with this; the only reasons it may undo
-
-
-def _check_signal(name: str, what: str, allow_none: bool = False) -> None:
-    import signal as _signal
-    n = name.strip().upper()
-    if allow_none and n in ("NONE", ""):
-        return
-    if not n.startswith("SIG"):
-        n = "SIG" + n
-    if n not in _signal.Signals.__members__:
-        raise ValueError(f"{what}: unknown signal {name!r} (e.g. USR2, TERM, INT{', none' if allow_none else ''})")
-
-
-TRIGGER_FORBIDDEN = ("TERM", "INT", "KILL", "STOP", "CONT", "CHLD", "HUP", "QUIT")
-
-
-@dataclass
-class RunSettings:
-    """`slurmkit run`, the job wrapper. Submit with `--signal=B:USR2@LEAD` where LEAD > grace + 30 s."""
-    signal: str = "USR2"              # what Slurm sends before the time limit / at preemption: checkpoint + requeue
-    checkpoint_signal: str = "TERM"   # what the child gets when asked to checkpoint; "none": only the flag file
-    grace: float = 60.0               # seconds the child gets to checkpoint and exit before the requeue
-    max_requeues: int = 10            # requeue only while SLURM_RESTART_COUNT is below this
-    requeue_on: list[Literal["timeout", "preemption", "spot"]] = field(
-        default_factory=lambda: ["timeout", "preemption", "spot"])
-    timeout_window: float = 600.0     # signal with less than this left (or past 80% of the limit): a timeout
-    master_port: int | None = None    # MASTER_PORT for multi-node jobs; null: 20000 + job id % 20000
-    imds_endpoint: str | None = None  # e.g. http://169.254.169.254 to watch for AWS spot interruption notices
-    imds_poll_interval: float = 5.0   # seconds between polls of spot/instance-action
-    imds_timeout: float = 2.0         # seconds for each IMDS request
-    spot_margin: float = 15.0         # after a spot notice, requeue this long before the announced time
-
-    def __post_init__(self):
-        _check_signal(self.signal, "signal")
-        if self.signal.strip().upper().removeprefix("SIG") in TRIGGER_FORBIDDEN:
-            raise ValueError(f"signal: {self.signal} cannot be the trigger (scancel and the time limit send TERM, "
-                             "and a cancelled job must never requeue); use USR2")
-        _check_signal(self.checkpoint_signal, "checkpoint_signal", allow_none=True)
-        if self.grace < 0 or self.max_requeues < 0 or self.imds_poll_interval <= 0 or self.timeout_window < 0:
-            raise ValueError("grace, max_requeues and timeout_window must be >= 0, imds_poll_interval > 0")
-
-
-@dataclass
-class TopologySettings:
-    """`slurmkit topo` on a node: how long nvidia-smi/lscpu may take, where the CPU layout and GPU devices are."""
-    timeout: float = 20.0            # seconds for `nvidia-smi topo -m` (it hangs on a GPU that fell off the bus)
-    lscpu: str = "lscpu"             # fallback when sysfs has no CPU topology
-    sysfs_root: str = "/"            # read <root>/sys/devices/system/{cpu,node}
-    dev_dir: str = "/dev"            # File=<dev_dir>/nvidiaN in generated gres.conf lines
-
-
-@dataclass
-class SyncSettings:
-    """The epilog's checkpoint sync (slurmkit/checkpoint/sync.py). Patterns may use only the variables in
-    slurmkit.checkpoint.sync.VARIABLES ($SLURM_JOB_USER, $SLURM_JOB_ID, $SLURM_JOB_NAME, ...)."""
-    enabled: bool = False
-    source: str = ""                 # e.g. /local/$SLURM_JOB_USER/$SLURM_JOB_ID/ckpt
-    dest: str = ""                   # e.g. /shared/ckpt/$SLURM_JOB_USER/$SLURM_JOB_NAME or s3://bucket/prefix
-    keep: int = 3                    # complete checkpoints kept at the destination
-    marker: str | None = None        # for other writers: a file whose presence marks a checkpoint complete
-    algo: str = "sha256"             # hash for manifests built at sync time (sha256: SHA-NI, fastest measured)
-    budget: float = 60.0             # seconds the epilog may spend; keep well below Slurm's EpilogMsgTime/timeout
-    background: bool = True          # finish what the budget left over in a detached background sync
-    job_file: str = ".slurmkit-sync.yaml"  # a job's narrowing file in its source dir (read as the job's user)
-    workers: int = 2                 # files copied and hashed in parallel
-    s3_endpoint: str | None = None   # S3-compatible endpoint URL (None: AWS)
-    s3_region: str = "us-east-1"
-    s3_part_size: int = 64 << 20     # multipart upload part size in bytes
-
-    def __post_init__(self):
-        if self.keep < 1:
-            raise ValueError("keep must be at least 1")
-        if self.budget <= 0:
-            raise ValueError("budget must be positive")
-        if self.workers < 1:
-            raise ValueError("workers must be at least 1")
-        if self.s3_part_size < 5 << 20:
-            raise ValueError("s3_part_size must be at least 5 MiB (the S3 minimum)")
-
-
-@dataclass
-class SubmitSettings:
-    """`slurmkit submit` / `render`: where templates and node topology profiles live, and the site's defaults."""
-    template_dirs: list[str] = field(default_factory=list)  # searched before the built-in templates/sbatch/
-    # partition -> `slurmkit topo --json` document of its nodes (path; relative paths are next to this config)
-    profiles: dict[str, str] = field(default_factory=dict)
-    default_partition: str | None = None
-    containers: bool = False         # the site runs pyxis/enroot: `container.image` becomes --container-image
-    slurmkit_bin: str = "slurmkit"   # how jobs call `slurmkit run` on the compute nodes (absolute path is safest)
-    signal_lead: int = 120           # seconds before the time limit Slurm sends USR2 (preemption/timeout notice)
-    max_requeues: int = 3            # requeues `slurmkit run` may do before it lets the job end
-    check_cluster: bool = True       # submit asks Slurm whether the partition and the GPUs per node exist
-
-
-@dataclass
-class InstallSettings:
-    """`slurmkit install`: where things go on a node, how to reach it. Every target path may contain `{node}`."""
-    root: str = ""                                  # prefix for every target path (tests: /tmp/x/{node})
-    hooks_dir: str = "/etc/slurm/slurmkit"          # prolog and epilog go here
-    config_path: str = "/etc/slurmkit/config.yaml"  # the site config on the node
-    venv_dir: str = "/opt/slurmkit/venv"            # a symlink to venv-<bundle>, a venv with slurmkit
-    wheel_dir: str = "/opt/slurmkit/wheels"         # the wheels the venv is built from
-    stamp_path: str = "/etc/slurmkit/installed.json"  # what is installed (the version stamp)
-    python: str = "python3"                         # the node's Python that creates the venv
-    prolog_src: str | None = None                   # local script to install (default: the repo's prolog/prolog)
-    epilog_src: str | None = None                   # (default: the repo's epilog/epilog)
-    site_config_src: str | None = None              # local config to push (default: the one slurmkit loaded)
-    wheelhouse: str | None = None                   # prebuilt wheels (slurmkit + node_packages); default: build
-    node_packages: list[str] = field(default_factory=lambda: ["click", "PyYAML", "Jinja2", "MarkupSafe",
-                                                              "ClusterShell"])
-    parallel: int = 16                              # nodes at a time
-    connect_timeout: float = 10.0                   # seconds: TCP connect, SSH handshake, authentication
-    command_timeout: float = 120.0                  # seconds: each remote command and each file transfer
-    ssh_config: str = "~/.ssh/config"
-    known_hosts: str = "~/.ssh/known_hosts"
-    user: str | None = None                         # default: SSH config, else the local user
-    port: int | None = None                         # default: SSH config, else 22
-    identity_file: str | None = None                # in addition to the SSH config's, the agent's and ~/.ssh/id_*
-    prolog_epilog_timeout: int = 300                # the PrologEpilogTimeout= the printed slurm.conf lines ask for
-    verify_timeout: float = 120.0                   # seconds for `slurmkit check --json` on a node
-
-    def __post_init__(self):
-        for name in ("root", "hooks_dir", "config_path", "venv_dir", "wheel_dir", "stamp_path"):
-            v = getattr(self, name)
-            if "\n" in v or "\0" in v:
-                raise ValueError(f"{name}: a path cannot contain a newline")
-            if name != "root" and not v.startswith("/"):
-                raise ValueError(f"{name}: expected an absolute path, got {v!r}")
-        if self.parallel < 1:
-            raise ValueError("parallel: expected at least 1")
-
-
-@dataclass
-class AuditSettings:
-    """`slurmkit audit`: what a drained GPU costs, how to re-run a check on a node, where node logs live."""
-    price_per_gpu_hour: float = 0.0  # currency units per GPU-hour for the money figures; 0 = show GPU-hours only
-    # argv that runs ONE check on a node and prints `slurmkit check --json` output; {node} and {check} are
-    # filled in, each as one argument (never a shell string)
-    recheck_command: list[str] = field(default_factory=lambda: [
-        "ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "{node}",
-        "slurmkit", "check", "--json", "--node", "{node}", "--only", "{check}"])
-    recheck_timeout: float = 120.0
-    # argv that prints a node's own health log (JSON lines) when the shared log has no record for a drain;
-    # {node} and {path} (paths.health_log) are filled in; empty = only read the shared log
-    node_log_command: list[str] = field(default_factory=list)
-    node_log_timeout: float = 20.0
-    evidence_per_node: int = 3        # newest matching health-log records shown per node
-    evidence_window_minutes: int = 30 # a Slurm "Prolog error" matches slurmkit records this close to it
-    causes_file: str | None = None    # a site's own cause table (default: slurmkit/data/audit_causes.yaml)
-
-
-@dataclass
-class GpuCountSettings:
-    expected: int | None = None      # GPUs every node must show; None: the node's gres count when known
-    per_node: dict[str, int] = field(default_factory=dict)   # hostlist -> expected count (wins over `expected`)
-
-
-@dataclass
-class EccSettings:
-    volatile_uncorrectable_max: int = 0     # more volatile uncorrectable (DBE/DRAM/SRAM) errors than this: fail
-    aggregate_sram_uncorrectable_max: int = 4   # lifetime SRAM uncorrectable above this: fail (RMA territory)
-    fail_on_remap_pending: bool = True       # row remapping pending = needs a GPU reset
-    fail_on_retired_pending: bool = True     # pending page blacklist (pre-A100) = needs a GPU reset
-    require_ecc_enabled: bool = False        # ECC mode Disabled is a failure (Unknown Error always is)
-
-
-@dataclass
-class XidSettings:
-    fatal_extra: list[int] = field(default_factory=list)     # codes to treat as fatal beyond the catalog
-    ignore: list[int] = field(default_factory=list)          # codes never to act on
-    unknown_status: Literal["ok", "warn", "fail"] = "warn"   # a code the catalog does not know
-    log_file: str | None = None      # read this kernel log file (kern.log, messages) from where the last hook
-                                     # stopped, instead of running `dmesg` (which reads the whole ring buffer)
-
-
-@dataclass
-class DriverSettings:
-    driver_versions: list[str] = field(default_factory=list)   # allowed driver versions ("550.54.15"); empty: any
-    cuda_versions: list[str] = field(default_factory=list)     # allowed CUDA versions ("12.4"); empty: any
-
-
-@dataclass
-class PcieSettings:
-    min_width: int | None = None     # accept links at least this wide (else: current width must equal its max)
-    min_gen: int | None = None       # the link's max generation must reach this (current gen drops when idle)
-    status: Literal["warn", "fail"] = "fail"
-
-
-@dataclass
-class NvlinkSettings:
-    status: Literal["warn", "fail"] = "fail"
-    error_threshold: int = 1000      # an NVLink error counter above this is a finding (counters only grow)
-
-
-@dataclass
-class GpuProcsSettings:
-    grace_seconds: float = 5.0       # epilog: wait this long for the job's processes to leave the GPUs
-    max_memory_mib: int = 1024       # memory still used on a job GPU with no process: above this is a leftover
-
-
-@dataclass
-class NcclSettings:
-    expected_busbw_gbps: float | None = None        # expected "Avg bus bandwidth" for this node's profile
-    profiles: dict[str, float] = field(default_factory=dict)   # hostlist -> expected avg busbw (wins)
-    min_ratio: float = 0.8           # fail below min_ratio * expected
-    ttl_seconds: int = 86400         # the prolog trusts a cached result this long
-    args: list[str] = field(default_factory=lambda: ["-b", "8", "-e", "1G", "-f", "2", "-g", "8"])
-    timeout: float = 300.0
-
-
-@dataclass
-class HealthSettings:
-    profiles: dict[str, list[str]] = field(default_factory=lambda: {
-        "prolog": ["xid", "gpu_count", "ecc", "driver", "pcie", "gpu_procs", "nccl"],
-        "epilog": ["xid", "ecc", "gpu_procs"],
-        "full": ["xid", "gpu_count", "ecc", "driver", "pcie", "nvlink", "gpu_procs", "nccl"],
-    })
-    command_timeout: float = 10.0    # seconds for each nvidia-smi / dmesg call
-    budget_seconds: float = 30.0     # a profile stops starting checks after this long (the rest: fail-closed)
-    fail_closed: bool = True         # a check that cannot run (timeout, missing tool) fails (else: warn)
-    drain: bool = True               # prolog/epilog drain the node on a failure
-
-
-@dataclass
-class Settings:
-    slurm: SlurmSettings = field(default_factory=SlurmSettings)
-    tools: ToolsSettings = field(default_factory=ToolsSettings)
-    paths: PathsSettings = field(default_factory=PathsSettings)
-    drain: DrainSettings = field(default_factory=DrainSettings)
-    submit: SubmitSettings = field(default_factory=SubmitSettings)
-    topology: TopologySettings = field(default_factory=TopologySettings)
-    sync: SyncSettings = field(default_factory=SyncSettings)
-    install: InstallSettings = field(default_factory=InstallSettings)
-    run: RunSettings = field(default_factory=RunSettings)
-    audit: AuditSettings = field(default_factory=AuditSettings)
-    health: HealthSettings = field(default_factory=HealthSettings)
-    gpu_count: GpuCountSettings = field(default_factory=GpuCountSettings)
-    ecc: EccSettings = field(default_factory=EccSettings)
-    xid: XidSettings = field(default_factory=XidSettings)
-    driver: DriverSettings = field(default_factory=DriverSettings)
-    pcie: PcieSettings = field(default_factory=PcieSettings)
-    nvlink: NvlinkSettings = field(default_factory=NvlinkSettings)
-    gpu_procs: GpuProcsSettings = field(default_factory=GpuProcsSettings)
-    nccl: NcclSettings = field(default_factory=NcclSettings)
-    # where the settings came from, and the line of each key ("slurm.timeout" -> 3), for messages
-    source: str | None = field(default=None, metadata={"internal": True})
-    lines: dict[str, int] = field(default_factory=dict, metadata={"internal": True})
+CONFIG_LIMIT = 1 << 20     # bytes: a site config is a few KiB; 1 MiB is generous and parses in well under 1 s
+MAX_NODES = 100_000        # YAML nodes visited per document, aliases counted at each use
+MAX_DEPTH = 64             # levels of nesting
+MAX_INT_DIGITS = 30        # digits of an integer setting (every integer setting's range fits in far fewer)
 
 
 def config_path(explicit: str | None = None) -> tuple[str, bool]:
@@ -308,15 +45,17 @@ def config_path(explicit: str | None = None) -> tuple[str, bool]:
 
 def load(explicit: str | None = None) -> Settings:
     path, required = config_path(explicit)
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         if required:
-            raise UsageError("config file not found", path=path) from None
+            raise UsageError("config file not found", path=path)
         return Settings()
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"cannot read config: {e}", path=path) from None
+    if os.path.realpath(path) == os.devnull:  # the usual spelling of "no site config": all defaults
+        return loads("", path)
+    data = bounded.read_bytes(path, limit=CONFIG_LIMIT, what="config file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"cannot read config: not UTF-8 ({e})", path=path) from None
     return loads(text, path)
 
 
@@ -331,13 +70,15 @@ def parse_yaml(text: str, schema: type, path: str, *, top: str = "") -> Any:
     import yaml  # not at module level: most commands never read YAML
 
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)  # pure Python: deep nesting is a RecursionError, not a crash
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else None
         raise UsageError(f"YAML syntax error: {e.problem or e.context}", path=path, line=line) from None
     except yaml.YAMLError as e:
         raise UsageError(f"YAML error: {e}", path=path) from None
+    except RecursionError:
+        raise UsageError(f"nested too deeply (the limit is {MAX_DEPTH} levels)", path=path) from None
     lines: dict[str, int] = {}
     if node is None or (isinstance(node, yaml.ScalarNode) and node.tag.endswith(":null")):
         obj = schema()
@@ -347,6 +88,20 @@ def parse_yaml(text: str, schema: type, path: str, *, top: str = "") -> Any:
         obj.source = path
         obj.lines = lines
     return obj
+
+
+class _Budget:
+    """Nodes left to visit in one document: an alias is expanded at each use, so a few hundred bytes of
+    anchors can stand for billions of nodes; past MAX_NODES the document is refused."""
+
+    def __init__(self) -> None:
+        self.left = MAX_NODES
+
+    def take(self, node, path: str) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise UsageError(f"too many YAML nodes (the limit is {MAX_NODES}, aliases counted at each use)",
+                             path=path, line=_line(node))
 
 
 def _line(node) -> int:
@@ -392,15 +147,33 @@ def _hints(cls) -> dict[str, Any]:
     return typing.get_type_hints(cls, vars(mod) if mod else None)
 
 
-def _convert(node, tp, key: str, path: str, lines: dict[str, int]):
+def _key_text(knode, path: str) -> str:
+    """A mapping key as text: only a plain scalar (a list or mapping as a key, or an alias bomb, is refused)."""
+    import yaml
+    if not isinstance(knode, yaml.ScalarNode):
+        raise UsageError(f"a key must be a plain string, got {_kind(knode)}", path=path, line=_line(knode))
+    return str(knode.value)
+
+
+def _convert(node, tp, key: str, path: str, lines: dict[str, int], *, budget: _Budget | None = None,
+             depth: int = 0):
     import yaml
 
+    budget = budget or _Budget()
+    budget.take(node, path)
+    if depth > MAX_DEPTH:
+        raise UsageError(f"{key or 'the top level'}: nested too deeply (the limit is {MAX_DEPTH} levels)",
+                         path=path, line=_line(node))
+    kw = {"budget": budget, "depth": depth + 1}
     if key:
         lines.setdefault(key, _line(node))
     label = key or "the top level"
     origin = typing.get_origin(tp)
     if tp is Any:
-        return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
+        try:
+            return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
+        except RecursionError:
+            raise UsageError(f"{label}: nested too deeply", path=path, line=_line(node)) from None
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)
         if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":null") and type(None) in args:
@@ -410,7 +183,7 @@ def _convert(node, tp, key: str, path: str, lines: dict[str, int]):
             if a is type(None):
                 continue
             try:
-                return _convert(node, a, key, path, lines)
+                return _convert(node, a, key, path, lines, budget=budget, depth=depth)
             except UsageError as e:
                 errors.append(e)
         raise UsageError(f"{label}: expected {_typename(tp)}, got {_kind(node)}", path=path, line=_line(node))
@@ -421,7 +194,7 @@ def _convert(node, tp, key: str, path: str, lines: dict[str, int]):
         names = [f.name for f in dataclasses.fields(tp) if not f.metadata.get("internal")]
         kwargs = {}
         for knode, vnode in node.value:
-            k = str(knode.value)
+            k = _key_text(knode, path)
             sub = f"{key}.{k}" if key else k
             if k not in names:
                 hint = difflib.get_close_matches(k, names, n=1)
@@ -431,24 +204,31 @@ def _convert(node, tp, key: str, path: str, lines: dict[str, int]):
             if k in kwargs:
                 raise UsageError(f"duplicate key '{sub}'", path=path, line=_line(knode))
             lines[sub] = _line(knode)
-            kwargs[k] = _convert(vnode, hints[k], sub, path, lines)
+            kwargs[k] = _convert(vnode, hints[k], sub, path, lines, **kw)
         try:
             return tp(**kwargs)
+        except RangeError as e:  # a number outside its valid range: the key's own line
+            sub = f"{key}.{e.key}" if key else e.key
+            line = lines.get(sub) or lines.get(sub.split("[")[0]) or _line(node)
+            raise UsageError(f"{sub}: {e.detail}", path=path, line=line) from None
         except (TypeError, ValueError) as e:  # a __post_init__ check
             raise UsageError(f"{label}: {e}", path=path, line=_line(node)) from None
     if origin in (list, tuple):
         (item,) = typing.get_args(tp)[:1] or (Any,)
         if not isinstance(node, yaml.SequenceNode):
             raise UsageError(f"{label}: expected a list, got {_kind(node)}", path=path, line=_line(node))
-        return [_convert(n, item, f"{key}[{i}]", path, lines) for i, n in enumerate(node.value)]
+        return [_convert(n, item, f"{key}[{i}]", path, lines, **kw) for i, n in enumerate(node.value)]
     if origin is dict:
         _, vt = typing.get_args(tp)
         if not isinstance(node, yaml.MappingNode):
             raise UsageError(f"{label}: expected a mapping, got {_kind(node)}", path=path, line=_line(node))
         out = {}
         for knode, vnode in node.value:
-            k = str(knode.value)
-            out[k] = _convert(vnode, vt, f"{key}.{k}" if key else k, path, lines)
+            k = _key_text(knode, path)
+            if k in out:
+                raise UsageError(f"duplicate key '{key}.{k}'" if key else f"duplicate key '{k}'", path=path,
+                                 line=_line(knode))
+            out[k] = _convert(vnode, vt, f"{key}.{k}" if key else k, path, lines, **kw)
         return out
     if not isinstance(node, yaml.ScalarNode):
         raise UsageError(f"{label}: expected {_typename(tp)}, got {_kind(node)}", path=path, line=_line(node))
@@ -471,9 +251,15 @@ def _convert(node, tp, key: str, path: str, lines: dict[str, int]):
     if tp is int:
         if tag != "int":
             raise UsageError(f"{label}: expected an integer, got {_kind(node)}", path=path, line=_line(node))
+        if len(node.value) > MAX_INT_DIGITS:
+            raise UsageError(f"{label}: integer too long ({len(node.value)} characters; the limit is "
+                             f"{MAX_INT_DIGITS} digits)", path=path, line=_line(node))
         return yaml.constructor.SafeConstructor().construct_yaml_int(node)
     if tp is float:
         if tag not in ("int", "float"):
             raise UsageError(f"{label}: expected a number, got {_kind(node)}", path=path, line=_line(node))
+        if tag == "int" and len(node.value) > MAX_INT_DIGITS:
+            raise UsageError(f"{label}: number too long ({len(node.value)} characters; the limit is "
+                             f"{MAX_INT_DIGITS} digits)", path=path, line=_line(node))
         return float(yaml.constructor.SafeConstructor().construct_object(node))
     raise TypeError(f"config schema: unsupported type {tp!r} for {label}")

@@ -4,8 +4,9 @@
 skd=$SLURMKIT_DEV_DIR/sshfleet
 rm -rf "$skd"
 trap '$py dev/cluster.py hooks >/dev/null 2>&1; $py dev/sshfleet.py --dir "$skd" down' EXIT
-step "Start 4 sshd 'nodes' n1..n4 on 127.0.0.1:7490-7493 (own host keys; ssh config + known_hosts for them)"
-$py dev/sshfleet.py --dir "$skd" --port 7490 up n1 n2 n3 n4 > "$skd.install.yaml"
+ssh_port=${SLURMKIT_DEMO_SSH_PORT:-7490}
+step "Start 4 sshd 'nodes' n1..n4 on 127.0.0.1:$ssh_port-$((ssh_port + 3)) (own host keys; ssh config + known_hosts for them)"
+$py dev/sshfleet.py --dir "$skd" --port "$ssh_port" up n1 n2 n3 n4 > "$skd.install.yaml"
 cfg=$skd/site.yaml
 cat "$SLURMKIT_CONFIG" "$skd.install.yaml" > "$cfg"
 sed -n '/^install:/,$p' "$cfg"

@@ -19,7 +19,8 @@ Directory layout (a contract: the epilog's sync, issue 5, and `slurmkit sync` re
 Inside a checkpoint directory DIR:
 
 - `DIR/step-0000001200/` is a checkpoint: the name is `step-` + the step as 10 zero-padded digits
-  (`CHECKPOINT_RE`), so lexical order is step order. It is COMPLETE when it holds a valid
+  (`CHECKPOINT_RE`, defined once in checkpoint/layout.py for this helper and the sync), so lexical order is
+  step order. It is COMPLETE when it holds a valid
   `slurmkit-manifest.json` (manifest.MANIFEST). `save` only ever makes it appear by one atomic rename of a
   directory whose files, sub-directories and manifest were already fsynced: a directory with that name and a
   valid manifest is never partial.
@@ -51,7 +52,6 @@ the signals you name (default SIGTERM) the same way.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import socket
@@ -59,12 +59,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import manifest
-
-TMP_PREFIX = ".tmp-"
-CHECKPOINT_PREFIX = "step-"
-STEP_DIGITS = 10
-CHECKPOINT_RE = re.compile(r"^step-(\d{10})$")
-_TMP_OWNED_RE = re.compile(r"^\.tmp-(?:step|del|old)-\d{10}-(?P<host>.+)-(?P<pid>\d+)-[0-9a-f]{8}$")
+from .layout import CHECKPOINT_PREFIX, CHECKPOINT_RE, STEP_DIGITS, name_for, step_of  # noqa: F401
+from .layout import SAVE_TMP_PREFIX as TMP_PREFIX
+from .layout import SAVE_TMP_RE as _TMP_OWNED_RE
 
 ENV_STOP_FILE = "SLURMKIT_STOP_FILE"
 ENV_STOP_SIGNAL = "SLURMKIT_STOP_SIGNAL"
@@ -76,20 +73,6 @@ class Checkpoint:
     path: str          # the checkpoint directory, e.g. /ckpt/step-0000001200
     step: int
     manifest: dict
-
-
-def name_for(step: int) -> str:
-    """The directory name of the checkpoint for `step`: 'step-0000001200'."""
-    step = int(step)
-    if step < 0 or step >= 10 ** STEP_DIGITS:
-        raise ValueError(f"step {step} out of range 0..{10 ** STEP_DIGITS - 1}")
-    return f"{CHECKPOINT_PREFIX}{step:0{STEP_DIGITS}d}"
-
-
-def step_of(name: str) -> int | None:
-    """The step a checkpoint directory name stands for, or None when the name is not a checkpoint's."""
-    m = CHECKPOINT_RE.match(name)
-    return int(m.group(1)) if m else None
 
 
 # --- reading ---------------------------------------------------------------------------------------------------

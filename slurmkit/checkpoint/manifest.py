@@ -17,29 +17,49 @@ import json
 import os
 from datetime import datetime, timezone
 
+from ..settings import HASH_ALGOS
+
 MANIFEST = "slurmkit-manifest.json"
 FORMAT = "slurmkit-checkpoint/1"
 DEFAULT_ALGO = "sha256"
 CHUNK = 4 << 20
 
 
+# bounds on what a manifest may hold: it is read as root's proxy (the job's user) on every epilog
+MAX_FILES = 100_000          # files per checkpoint
+MAX_BYTES = 64 << 20         # bytes of manifest JSON (~100,000 entries take ~15 MiB)
+
+
 class ManifestError(ValueError):
-    pass
+    """A manifest that is not valid. `refused`: it is a real manifest we will not use (an unsupported hash,
+    over a limit), as opposed to a half-written or foreign file."""
+
+    def __init__(self, msg: str, *, refused: bool = False):
+        super().__init__(msg)
+        self.refused = refused
 
 
 def hash_file(path: str, algo: str = DEFAULT_ALGO) -> tuple[int, str]:
     """(size, hex digest) of a file, read in large chunks."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return hash_fd(fd, algo)
+    finally:
+        os.close(fd)
+
+
+def hash_fd(fd: int, algo: str = DEFAULT_ALGO) -> tuple[int, str]:
+    """(size, hex digest) of what an open file holds from offset 0."""
     h = hashlib.new(algo)
     size = 0
-    with open(path, "rb", buffering=0) as f:
-        buf = bytearray(CHUNK)
-        view = memoryview(buf)
-        while True:
-            n = f.readinto(buf)
-            if not n:
-                break
-            h.update(view[:n])
-            size += n
+    buf = bytearray(CHUNK)
+    view = memoryview(buf)
+    while True:
+        n = os.preadv(fd, [buf], size)
+        if not n:
+            break
+        h.update(view[:n])
+        size += n
     return size, h.hexdigest()
 
 
@@ -103,8 +123,11 @@ def parse(text: str | bytes) -> dict:
         raise ManifestError(f"not a {FORMAT} manifest")
     if not isinstance(m.get("step"), int) or not isinstance(m.get("files"), list):
         raise ManifestError("manifest needs an integer 'step' and a list 'files'")
-    if m.get("algo", DEFAULT_ALGO) not in hashlib.algorithms_available:
-        raise ManifestError(f"unknown hash algorithm {m.get('algo')!r}")
+    if m.get("algo", DEFAULT_ALGO) not in HASH_ALGOS:
+        raise ManifestError(f"unsupported hash algorithm {m.get('algo')!r} (supported: {', '.join(HASH_ALGOS)})",
+                            refused=True)
+    if len(m["files"]) > MAX_FILES:
+        raise ManifestError(f"{len(m['files'])} files listed, over the limit of {MAX_FILES}", refused=True)
     for f in m["files"]:
         p = f.get("path") if isinstance(f, dict) else None
         if (not isinstance(p, str) or not p or p.startswith("/") or "\\" in p
@@ -118,10 +141,19 @@ def parse(text: str | bytes) -> dict:
 def read(root: str) -> dict | None:
     """The checkpoint's manifest, or None when it has none (incomplete) or it does not parse."""
     try:
-        with open(os.path.join(root, MANIFEST), "rb") as f:
-            return parse(f.read())
+        return read_strict(root)
     except (OSError, ManifestError):
         return None
+
+
+def read_strict(root: str) -> dict:
+    """The checkpoint's manifest; OSError when it cannot be read, ManifestError when it is not valid (over
+    MAX_BYTES or MAX_FILES, an unsupported algorithm: `refused`)."""
+    with open(os.path.join(root, MANIFEST), "rb") as f:
+        data = f.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise ManifestError(f"over the limit of {MAX_BYTES >> 20} MiB", refused=True)
+    return parse(data)
 
 
 def verify(root: str, manifest: dict) -> list[str]:

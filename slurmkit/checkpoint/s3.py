@@ -19,18 +19,23 @@ import json
 import os
 import time
 
+from ..settings import SyncSettings
 from . import manifest as mf
-from .sync import Deferred, SyncError, open_nofollow, run_parallel
+from .engine import run_parallel
+from .layout import is_hidden
+from .report import Deferred, SyncError
+from .safeio import open_nofollow
 
 
 _CLIENTS: dict = {}
 
 
-def client(settings=None):
+def client(settings: SyncSettings | None = None):
     """The boto3 S3 client for these settings, made once per process (sync.preload makes it before a privilege
     drop, with the service and paginator models loaded)."""
-    endpoint = getattr(settings, "s3_endpoint", None) or os.environ.get("SLURMKIT_S3_ENDPOINT") or None
-    region = getattr(settings, "s3_region", None) or "us-east-1"
+    cfg = settings or SyncSettings()
+    endpoint = cfg.s3_endpoint or os.environ.get("SLURMKIT_S3_ENDPOINT") or None
+    region = cfg.s3_region
     key = (endpoint, region)
     if key not in _CLIENTS:
         try:
@@ -48,12 +53,12 @@ def client(settings=None):
 
 
 class S3Dest:
-    def __init__(self, url: str, settings=None):
+    def __init__(self, url: str, settings: SyncSettings | None = None):
         rest = url[len("s3://"):]
         self.bucket, _, prefix = rest.partition("/")
         self.prefix = (prefix.strip("/") + "/") if prefix.strip("/") else ""
         self.url = url
-        self.part_size = int(getattr(settings, "s3_part_size", 0) or (64 << 20))
+        self.part_size = (settings or SyncSettings()).s3_part_size
         self.s3 = client(settings)
 
     def __str__(self):
@@ -96,7 +101,7 @@ class S3Dest:
     def scan(self) -> tuple[dict[str, dict], list[str], list[str]]:
         complete, incomplete = {}, []
         for name in self._names():
-            if name.startswith("."):
+            if is_hidden(name):
                 continue
             m = self.read_manifest(name)
             if m is None:

@@ -24,15 +24,14 @@ def _now(text: str | None) -> datetime:
 def _records(ctx: Ctx, from_file: str | None):
     if not from_file:
         return "slurm", ctx.backend().nodes()
+    from ..bounded import DEFAULT_LIMIT, read_text
     from ..slurm.records import NodeCaptureError, parse_node_capture
-    try:
-        if from_file == "-":
-            text = sys.stdin.read()
-        else:
-            with open(from_file, encoding="utf-8", errors="replace") as f:
-                text = f.read()
-    except OSError as e:
-        raise UsageError(f"cannot read: {e.strerror}", path=from_file) from None
+    if from_file == "-":
+        text = sys.stdin.read(DEFAULT_LIMIT + 1)
+        if len(text) > DEFAULT_LIMIT:
+            raise UsageError("standard input is over the limit of 64 MiB", path="-")
+    else:
+        text = read_text(from_file, what="captured node output")
     try:
         kind, recs = parse_node_capture(text)
     except NodeCaptureError as e:

@@ -15,10 +15,12 @@ from ..cli import Ctx, pass_ctx
 @click.option("--user", "as_user", metavar="USER",
               help="As root: read SOURCE and write DEST as this user (uid, gid and groups), as the epilog does.")
 @click.option("--marker", metavar="FILE", help="Also treat a checkpoint holding FILE as complete (other writers).")
+@click.option("--series", metavar="JOB_ID", help="Retention counts and prunes only the checkpoints this job "
+              "series published at DEST (what the epilog does); others are kept. Default: all of DEST's.")
 @click.option("--dry-run", is_flag=True, help="Say what would be copied and pruned; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (see README).")
 @pass_ctx
-def sync(ctx: Ctx, source, dest, keep, as_user, marker, dry_run, as_json):
+def sync(ctx: Ctx, source, dest, keep, as_user, marker, series, dry_run, as_json):
     """Copy the complete checkpoints of SOURCE to DEST (a path or s3://bucket/prefix): atomic, verified,
     unchanged ones skipped, the newest --keep kept."""
     import os
@@ -34,6 +36,10 @@ def sync(ctx: Ctx, source, dest, keep, as_user, marker, dry_run, as_json):
         raise UsageError(str(e)) from None
     if source.startswith("s3://"):
         raise UsageError("SOURCE must be a local directory")
+    try:
+        cs.check_disjoint(source, dest)
+    except cs.SyncError as e:
+        raise UsageError(str(e)) from None
     identity = None
     if as_user:
         import pwd
@@ -42,6 +48,11 @@ def sync(ctx: Ctx, source, dest, keep, as_user, marker, dry_run, as_json):
         except KeyError:
             raise UsageError(f"--user: no such user {as_user!r}") from None
         identity = (pw.pw_uid, pw.pw_gid, pw.pw_name)
+    elif os.geteuid() == 0:
+        owner = cs.foreign_owner(dest, 0)
+        if owner is not None:
+            raise UsageError(f"DEST {dest} belongs to uid {owner}: as root, sync as that user with --user "
+                             "(a root sync never writes where another user can plant links)")
     bar = None
     progress = on_total = None
     if not as_json and not dry_run and identity is None and sys.stderr.isatty():
@@ -62,7 +73,7 @@ def sync(ctx: Ctx, source, dest, keep, as_user, marker, dry_run, as_json):
     try:
         rep = cs.run_as(identity, cs.sync_dir, source, dest, keep=keep or cfg.keep, marker=marker or cfg.marker,
                         algo=cfg.algo, workers=cfg.workers, dry_run=dry_run, progress=progress,
-                        on_total=on_total, settings=cfg, before=lambda: cs.preload(dest, cfg))
+                        on_total=on_total, settings=cfg, series=series, before=lambda: cs.preload(dest, cfg))
     except cs.SyncError as e:
         raise SlurmkitError(str(e)) from None
     finally:
@@ -70,7 +81,7 @@ def sync(ctx: Ctx, source, dest, keep, as_user, marker, dry_run, as_json):
             bar["bar"].__exit__(None, None, None)
     if as_json:
         from ..output import emit_json
-        emit_json(rep)
+        emit_json(rep.as_dict())
     else:
         if dry_run:
             click.echo(f"would copy: {', '.join(rep.get('copy', [])) or '-'} "

@@ -17,6 +17,9 @@ def main() -> int:
     if settings is None:
         return 1
     report, _ = run_hook("prolog", settings, os.environ)
+    if report.healthy and settings.sync.enabled:  # the job record the epilog's sync needs (issue 20.5)
+        from ..checkpoint.jobstate import remember
+        remember(settings, os.environ)
     return 0 if report.healthy else 1
 
 

@@ -1,6 +1,8 @@
 """The slurm.conf lines the installed hooks need, and which of them the running cluster lacks.
 
-`scontrol show config` prints `Key                     = value` lines; parse_show_config reads them.
+`scontrol show config` prints `Key                     = value` lines; parse_show_config reads them. Slurm 24.11+
+allows several Prolog/Epilog scripts and prints them indexed (`Prolog[0] = ...`, `Prolog[1] = ...`; 22.05 prints
+`Prolog = ...`): the required hook is there when it is any one of them.
 """
 from __future__ import annotations
 
@@ -30,13 +32,24 @@ def required_lines(prolog: str, epilog: str, timeout: int) -> list[Line]:
 
 
 def parse_show_config(text: str) -> dict[str, str]:
+    """Key -> value; an indexed key (`Prolog[1]`) is kept as it is, and its first script also as `Prolog`."""
     out = {}
     for line in text.splitlines():
         key, sep, value = line.partition("=")
         key = key.strip()
         if sep and key and " " not in key:
             out.setdefault(key, value.strip())
+            base, bracket, _ = key.partition("[")
+            if bracket and base:
+                out.setdefault(base, value.strip())
     return out
+
+
+def _scripts(conf: dict[str, str], key: str) -> list[str]:
+    """Every script configured under `key` (Prolog, Epilog), in Slurm's order."""
+    index = {int(k[len(key) + 1:-1]): v for k, v in conf.items()
+             if k.startswith(key + "[") and k.endswith("]") and k[len(key) + 1:-1].isdigit()}
+    return [index[i] for i in sorted(index)] or ([conf[key]] if key in conf else [])
 
 
 def missing(lines: list[Line], conf: dict[str, str]) -> list[tuple[Line, str]]:
@@ -49,6 +62,10 @@ def missing(lines: list[Line], conf: dict[str, str]) -> list[tuple[Line, str]]:
             ok = ln.value.lower() in items
         elif ln.key == "PrologEpilogTimeout":
             ok = have not in (None, "", "(null)", "65534")   # 65534: Slurm's "no timeout"
+        elif ln.key in ("Prolog", "Epilog"):
+            scripts = _scripts(conf, ln.key)
+            ok = ln.value in scripts
+            have = ", ".join(scripts) if scripts else None
         else:
             ok = have == ln.value
         if not ok:

@@ -60,10 +60,14 @@ def get_backend(settings, *, verbose=None) -> SlurmBackend:
     cli = CliBackend(timeout=settings.slurm.timeout, bin_dir=settings.slurm.bin_dir)
     choice = settings.slurm.backend
     if choice == "cli":
+        if verbose:
+            verbose("using the Slurm CLI backend: slurm.backend is 'cli'")
         return cli
     from . import pyslurm_backend
     ok, why = pyslurm_backend.usable(cli)
     if ok:
+        if verbose:
+            verbose(f"using the pyslurm backend: {why}")
         return pyslurm_backend.PyslurmBackend(cli)
     if choice == "pyslurm":
         from ..errors import SlurmkitError

@@ -7,8 +7,18 @@ import time
 
 from .. import proc
 from ..errors import CommandError, SlurmkitError
-from .records import (JobRecord, NodeRecord, parse_scontrol_job_oneliner, parse_scontrol_nodes_oneliner,
-                      parse_sinfo_json)
+from .records import JobRecord, NodeRecord, parse_scontrol_job_oneliner, parse_scontrol_nodes_oneliner
+from .slurm_json import SlurmFormatError, parse_scontrol_nodes_json, parse_sinfo_json
+
+
+def _major_minor(version: str) -> tuple[int, int] | None:
+    m = re.search(r"(\d+)\.(\d+)", version or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _excerpt(text: str) -> str:
+    text = " ".join(text.split())
+    return repr(text[:200] + ("..." if len(text) > 200 else "")) if text else "an empty answer"
 
 
 class SlurmError(SlurmkitError):
@@ -21,7 +31,6 @@ class CliBackend:
     def __init__(self, timeout: float = 10.0, bin_dir: str | None = None):
         self.timeout = timeout
         self.bin_dir = bin_dir
-        self._json_ok: bool | None = None
         self._version: str | None = None
 
     # -- plumbing ------------------------------------------------------------------------------------------------
@@ -46,24 +55,38 @@ class CliBackend:
             self._version = m.group(1) if m else out
         return self._version
 
+    def node_source(self) -> tuple[list[str], str]:
+        """(argv, why) of the command that lists nodes on this Slurm, chosen by `sinfo --version`:
+        23.02+ `scontrol --json -d show node` (one record per node; their `sinfo --json` groups nodes and keeps one
+        reason per group), 21.08/22.05 `sinfo --json` (one record per node), older `scontrol -o -d show node`."""
+        v = self.version()
+        mm = _major_minor(v)
+        if mm is None:
+            raise SlurmError(f"sinfo --version printed {v!r}: expected a Slurm version like 'slurm 24.11.5'")
+        if mm >= (23, 2):
+            return ["scontrol", "--json", "-d", "show", "node"], f"Slurm {v}: scontrol --json"
+        if mm >= (21, 8):
+            return ["sinfo", "--json"], f"Slurm {v}: sinfo --json (one record per node before 23.02)"
+        return ["scontrol", "-o", "-d", "show", "node"], f"Slurm {v}: no --json before 21.08"
+
     def nodes(self, names: str | None = None) -> list[NodeRecord]:
-        """All nodes (or those in the hostlist `names`), from `sinfo --json` where Slurm has it, else scontrol."""
-        records: list[NodeRecord] | None = None
-        if self._json_ok is not False:
-            try:
-                res = self._run(["sinfo", "--json"])
-                records = parse_sinfo_json(res.stdout)
-                self._json_ok = True
-            except SlurmError as e:
-                if isinstance(e.__cause__, CommandError) and (e.__cause__.timed_out or e.__cause__.missing):
-                    raise
-                if "controller" in str(e):
-                    raise
-                self._json_ok = False   # an older Slurm without --json: fall back below
-            except ValueError:
-                self._json_ok = False
-        if records is None:
-            records = parse_scontrol_nodes_oneliner(self._run(["scontrol", "-o", "-d", "show", "node"]).stdout)
+        """All nodes (or those in the hostlist `names`). A controller that answers with no nodes, or with a
+        document slurmkit does not read, is a SlurmError that says what it got (exit 1), never an empty list."""
+        argv, _ = self.node_source()
+        cmd = " ".join(argv)
+        res = self._run(argv)
+        try:
+            if argv[1] == "-o":
+                records = parse_scontrol_nodes_oneliner(res.stdout)
+                if not records:
+                    raise SlurmFormatError(f"{cmd} (Slurm {self.version()}): no NodeName= lines in "
+                                           f"{_excerpt(res.stdout + res.stderr)}; expected one line per node")
+            elif argv[0] == "sinfo":
+                records = parse_sinfo_json(res.stdout, cmd)
+            else:
+                records = parse_scontrol_nodes_json(res.stdout, cmd)
+        except SlurmFormatError as e:
+            raise SlurmError(str(e)) from None
         if names:
             from . import expand_hostlist
             wanted = set(expand_hostlist(names))

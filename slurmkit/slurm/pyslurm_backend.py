@@ -1,13 +1,21 @@
 """pyslurm backend: used only when pyslurm imports and was built for the running Slurm's major.minor version.
 
 PyPI ships pyslurm 25.11 (and 17/18) only; it refuses Slurm 22.05 with "Slurm version mismatch", so on the
-Debian 12 packages the CLI backend is what runs. Where pyslurm matches, node listing goes through its API (no
+Debian packages the CLI backend is what runs. Where pyslurm matches, node listing goes through its API (no
 fork/exec per call); every other operation goes through the CLI backend, which is the tested path.
+
+What pyslurm 25.11 gives (checked against a source build of Slurm 25.11.7): `Node.state` the complete state text
+('IDLE+DRAIN'), `Node.reason` without a `[user@time]` suffix, `Node.reason_time` an epoch integer,
+`Node.reason_user` a name even when there is no reason (the uid is 0 then), `Node.allocated_gres` taken from
+`allocated_tres`, which has no `gres/gpu` without slurmdbd. The node's GresUsed is not exposed, so GPUs in use
+come from the running jobs' per-node layout (`Job.get_resource_layout_per_node()`, Slurm's gres_detail_str: what
+`scontrol -d show node` sums into GresUsed).
 """
 from __future__ import annotations
 
 import importlib.util
 import re
+from datetime import datetime
 
 from .records import NodeRecord, gres_gpu_count, parse_reason, parse_state
 
@@ -18,7 +26,7 @@ def _major_minor(v: str) -> str | None:
 
 
 def usable(cli) -> tuple[bool, str]:
-    """(True, "") when pyslurm can be used against this cluster, else (False, why)."""
+    """(True, why) when pyslurm can be used against this cluster, else (False, why)."""
     if importlib.util.find_spec("pyslurm") is None:
         return False, "pyslurm is not installed"
     try:
@@ -32,7 +40,55 @@ def usable(cli) -> tuple[bool, str]:
         return False, f"cannot read the Slurm version ({e})"
     if not have or have != want:
         return False, f"pyslurm {have or '?'} does not match Slurm {want or '?'}"
-    return True, ""
+    return True, f"pyslurm {pyslurm.__version__} matches Slurm {cli.version()}"
+
+
+# --- pure conversions over pyslurm's objects (tests feed recorded ones) ----------------------------------------
+
+def _epoch_iso(v) -> str | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+        return None
+    try:
+        return datetime.fromtimestamp(int(v)).strftime("%Y-%m-%dT%H:%M:%S")
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _gres_text(d) -> str:
+    """{'gpu:tesla': 2, 'nic': 1} -> 'gpu:tesla:2,nic:1' (pyslurm's parsed gres dicts back into Slurm's form)."""
+    if not isinstance(d, dict):
+        return ""
+    return ",".join(f"{k}:{v}" for k, v in d.items() if isinstance(k, str) and isinstance(v, int) and v >= 0)
+
+
+def gres_used_by_node(layouts) -> dict[str, dict[str, int]]:
+    """Running jobs' `get_resource_layout_per_node()` results -> {node: {'gpu:tesla': 2}} summed over jobs."""
+    out: dict[str, dict[str, int]] = {}
+    for layout in layouts:
+        for node, res in (layout or {}).items():
+            gres = res.get("gres") if isinstance(res, dict) else None
+            for k, v in (gres or {}).items():
+                if isinstance(k, str) and isinstance(v, int):
+                    out.setdefault(node, {})
+                    out[node][k] = out[node].get(k, 0) + v
+    return out
+
+
+def node_record(name: str, n, used: dict[str, int] | None = None) -> NodeRecord:
+    """One pyslurm Node (or a recorded object with its attributes) -> NodeRecord."""
+    state, flags = parse_state(str(getattr(n, "state", "") or "UNKNOWN"))
+    reason, user, when = parse_reason(getattr(n, "reason", "") or "")
+    if reason:
+        user = user or getattr(n, "reason_user", None) or None
+        when = when or _epoch_iso(getattr(n, "reason_time", None))
+    else:
+        user = when = None
+    gres = _gres_text(getattr(n, "configured_gres", None))
+    used_text = _gres_text(used or {})
+    return NodeRecord(name=name, state=state, flags=flags, reason=reason, reason_user=user, reason_time=when,
+                      gres=gres, gres_used=used_text, gpus_total=gres_gpu_count(gres),
+                      gpus_used=gres_gpu_count(used_text), partitions=list(getattr(n, "partitions", None) or []),
+                      cpus=getattr(n, "total_cpus", None), cpus_alloc=getattr(n, "allocated_cpus", None))
 
 
 class PyslurmBackend:
@@ -45,20 +101,27 @@ class PyslurmBackend:
         # submit, job, drain, resume, requeue, cancel, version: the CLI backend
         return getattr(self._cli, attr)
 
-    def nodes(self, names: str | None = None) -> list[NodeRecord]:
+    def _load(self):
         import pyslurm
-        out = []
-        for name, n in pyslurm.Nodes.load().items():
-            state, flags = parse_state("+".join([str(n.state), *[str(f) for f in (n.state_flags or [])]])
-                                       if hasattr(n, "state_flags") else str(n.state))
-            reason, user, when = parse_reason(n.reason or "")
-            gres = ",".join(f"{k}:{v}" for k, v in (n.configured_gres or {}).items())
-            used = ",".join(f"{k}:{v}" for k, v in (n.allocated_gres or {}).items())
-            out.append(NodeRecord(name=name, state=state, flags=flags, reason=reason,
-                                  reason_user=getattr(n, "reason_user", None) or user,
-                                  reason_time=when, gres=gres, gres_used=used, gpus_total=gres_gpu_count(gres),
-                                  gpus_used=gres_gpu_count(used), partitions=list(n.partitions or []),
-                                  cpus=n.total_cpus, cpus_alloc=n.allocated_cpus))
+
+        from .cli_backend import SlurmError
+        try:
+            nodes = pyslurm.Nodes.load()
+            jobs = pyslurm.Jobs.load()
+            layouts = [j.get_resource_layout_per_node() for j in jobs.values() if str(j.state) == "RUNNING"]
+        except Exception as e:   # pyslurm.core.error.RPCError and friends: a clear error, not a traceback
+            msg = str(e).strip() or e.__class__.__name__
+            raise SlurmError(f"pyslurm could not load nodes/jobs from slurmctld: {msg} (is slurmctld up? "
+                             "check SLURM_CONF and `scontrol ping`)") from None
+        return nodes, layouts
+
+    def nodes(self, names: str | None = None) -> list[NodeRecord]:
+        from .cli_backend import SlurmError
+        nodes, layouts = self._load()
+        used = gres_used_by_node(layouts)
+        out = [node_record(name, n, used.get(name)) for name, n in nodes.items()]
+        if not out:
+            raise SlurmError(f"pyslurm (Slurm {self._cli.version()}): slurmctld answered with no nodes")
         if names:
             from . import expand_hostlist
             wanted = set(expand_hostlist(names))

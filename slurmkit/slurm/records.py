@@ -4,7 +4,6 @@ Parsers take text and return data; nothing here runs a command. They are tested 
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -212,41 +211,12 @@ def parse_scontrol_job_oneliner(text: str) -> JobRecord:
     raise ValueError("no JobId= record in scontrol output")
 
 
-# --- sinfo --json (openapi v0.0.38 in Slurm 22.05; later versions nest some fields) -----------------------------
+# --- JSON output: slurmkit/slurm/slurm_json.py reads every version's ---------------------------------------------
 
-def _epoch_to_iso(v) -> str | None:
-    if isinstance(v, dict):  # newer Slurm: {"set": true, "infinite": false, "number": 1700000000}
-        if not v.get("set", True) or v.get("infinite"):
-            return None
-        v = v.get("number")
-    if not v:
-        return None
-    # Slurm prints reason times in the controller's local time without a zone; do the same.
-    return datetime.fromtimestamp(int(v)).strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def parse_sinfo_json(text: str) -> list[NodeRecord]:
-    data = json.loads(text)
-    out = []
-    for n in data.get("nodes", []):
-        st = n.get("state", "UNKNOWN")
-        if isinstance(st, list):  # newer Slurm: ["IDLE", "DRAIN"]
-            base, flags = (st[0] if st else "UNKNOWN"), list(st[1:])
-        else:
-            base, flags = st, []
-        flags += [f for f in n.get("state_flags", []) if f not in flags]
-        base = base.upper()
-        gres = n.get("gres", "") or ""
-        used = n.get("gres_used", "") or ""
-        reason = n.get("reason", "") or ""
-        out.append(NodeRecord(
-            name=n["name"], state=base, flags=[f.upper() for f in flags], reason=reason,
-            reason_user=n.get("reason_set_by_user") or None if reason else None,
-            reason_time=_epoch_to_iso(n.get("reason_changed_at")) if reason else None,
-            gres="" if gres in ("(null)", "N/A") else gres, gres_used=used,
-            gpus_total=gres_gpu_count(gres), gpus_used=gres_gpu_count(used),
-            partitions=list(n.get("partitions") or []), cpus=n.get("cpus"), cpus_alloc=n.get("alloc_cpus")))
-    return out
+def parse_sinfo_json(text: str, source: str = "sinfo --json") -> list[NodeRecord]:
+    """`sinfo --json` of any version (slurm_json.parse_sinfo_json); a SlurmFormatError for anything else."""
+    from .slurm_json import parse_sinfo_json as parse
+    return parse(text, source)
 
 
 def utc_now_iso() -> str:
@@ -351,6 +321,8 @@ def _sinfo_row_record(cols: dict[str, str]) -> list[NodeRecord]:
 _SINFO_HEADER_WORDS = {"PARTITION", "AVAIL", "TIMELIMIT", "NODES", "STATE", "NODELIST", "HOSTNAMES", "REASON",
                        "USER", "TIMESTAMP", "CPUS", "S:C:T", "MEMORY", "TMP_DISK", "WEIGHT", "AVAIL_FE",
                        "GRES", "GRES_USED", "NODES(A/I/O/T)", "CPUS(A/I/O/T)", "FEATURES", "ACTIVE_FEATURES"}
+_SINFO_DEFAULT_COLUMNS = ["PARTITION", "AVAIL", "TIMELIMIT", "NODES", "STATE", "NODELIST"]
+_AVAIL_WORDS = {"up", "down", "drain", "inact", "n/a"}
 _PIPE_FORMATS = {  # headerless `sinfo -h -o` pipe layouts, told apart by their columns
     "reasons": ["NODELIST", "USER", "TIMESTAMP", "REASON"],       # sinfo -R -h -o '%N|%u|%H|%E'
     "states": ["NODELIST", "STATE", "GRES", "REASON"],            # sinfo -h -N -o '%N|%T|%G|%E'
@@ -410,6 +382,11 @@ def parse_sinfo_text(text: str) -> list[NodeRecord]:
             m = _SINFO_R_LINE_RE.match(s)
             if m:   # `sinfo -R` data row without its header (column padding collapsed)
                 row = {"REASON": m["reason"], "USER": m["user"], "TIMESTAMP": m["time"], "NODELIST": m["nodes"]}
+            elif len(words) == 6 and words[1].lower().rstrip("*") in _AVAIL_WORDS and words[3].isdigit() \
+                    and _state_like(words[4]):   # default `sinfo` without its header: the hostlist, not the count
+                row = dict(zip(_SINFO_DEFAULT_COLUMNS, words))
+            elif len(words) == 3 and words[0].isdigit() and _state_like(words[1]):   # NODES STATE NODELIST
+                row = {"NODES": words[0], "STATE": words[1], "NODELIST": words[2]}
             elif len(words) >= 2 and _state_like(words[1]):   # `sinfo -N -h -o '%N %t %G'`
                 row = {"NODELIST": words[0], "STATE": words[1], "GRES": words[2] if len(words) > 2 else ""}
             else:
@@ -425,7 +402,7 @@ def parse_sinfo_text(text: str) -> list[NodeRecord]:
     return list(out.values())
 
 
-def parse_node_capture(text: str) -> tuple[str, list[NodeRecord]]:
+def parse_node_capture(text: str, source: str = "captured file") -> tuple[str, list[NodeRecord]]:
     """Any captured node listing -> (kind, records). Raises NodeCaptureError with a line number when the text is
     not node output we can read (a Slurm error message, a slurmd log, grep output without node names)."""
     text = text.lstrip("\ufeff")
@@ -435,10 +412,11 @@ def parse_node_capture(text: str) -> tuple[str, list[NodeRecord]]:
         raise NodeCaptureError("empty file: expected scontrol show node, sinfo --json or sinfo output")
     lineno, head = first
     if head.lstrip().startswith("{"):
+        from .slurm_json import SlurmFormatError, parse_nodes_json
         try:
-            return "sinfo-json", parse_sinfo_json(text)
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise NodeCaptureError(f"not valid sinfo --json output: {e}", lineno) from None
+            return parse_nodes_json(text, source)
+        except SlurmFormatError as e:
+            raise NodeCaptureError(str(e), lineno) from None
     if any(ln.startswith("NodeName=") for ln in lines):
         multi = any(ln.startswith((" ", "\t")) and "=" in ln for ln in lines)
         return ("scontrol" if multi else "scontrol-oneliner"), parse_scontrol_nodes(text)

@@ -3,7 +3,12 @@
 `bash dev/test.sh` starts the cluster, exports its environment, runs the tests and tears the cluster down. Run
 alone, these tests are skipped without a cluster, unless SLURMKIT_REQUIRE_CLUSTER=1 (set by dev/test.sh and CI),
 where a missing cluster is a failure.
+
+The cluster says which Slurm it runs ($SLURMKIT_DEV_SLURM from its env.sh: 22.05, 24.11 or 26.05; `cluster.slurm`)
+and the fixture checks that the Slurm tools this test process finds are that version: a test run meant for 24.11
+that reaches the host's 22.05 tools fails instead of passing for the wrong version.
 """
+import re
 import json
 import os
 import subprocess
@@ -27,6 +32,13 @@ class Cluster:
         self.site_config = Path(os.environ.get("SLURMKIT_CONFIG", self.dir / "slurmkit.yaml"))
         self.backend = CliBackend(timeout=15)
         self.env = dict(os.environ, SLURM_CONF=str(self.conf), SLURMKIT_CONFIG=str(self.site_config))
+        self.slurm = os.environ.get("SLURMKIT_DEV_SLURM", "22.05")
+
+    def check_version(self):
+        out = self.run("sinfo", "--version", timeout=30).stdout.strip()     # "slurm 22.05.8", "slurm-wlm 24.11.5"
+        m = re.search(r"(\d+\.\d+)\.\d+", out)
+        if not m or m.group(1) != self.slurm:
+            pytest.fail(f"the cluster is Slurm {self.slurm} (SLURMKIT_DEV_SLURM) but sinfo here is {out!r}")
 
     def run(self, *argv, check=True, timeout=60, env=None, input=None):
         return subprocess.run(list(argv), capture_output=True, text=True, check=check, timeout=timeout,
@@ -97,6 +109,7 @@ def cluster():
             pytest.fail("SLURMKIT_REQUIRE_CLUSTER=1 but no dev cluster: SLURM_CONF is unset or missing")
         pytest.skip("no dev cluster (run `bash dev/test.sh`, or `python3 dev/cluster.py up` and source env.sh)")
     c = Cluster()
+    c.check_version()
     c.reset()
     return c
 

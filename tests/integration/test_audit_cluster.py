@@ -33,6 +33,7 @@ def failing_prolog_n4(clean):
     hook.unlink(missing_ok=True)
 
 
+@pytest.mark.compat("audit")
 def test_admin_and_prolog_error_drains_are_classified_and_not_resumed(failing_prolog_n4):
     c = failing_prolog_n4
     t0 = time.time()
@@ -75,6 +76,7 @@ def test_admin_and_prolog_error_drains_are_classified_and_not_resumed(failing_pr
     assert still(c, "n2", ADMIN_REASON)
 
 
+@pytest.mark.compat("audit")
 def test_resume_trusts_a_later_pass_in_the_health_log(clean):
     """A slurmkit drain with no pass since: refused. Once the health log has a later ok for its check (as the
     check writes when it runs on the node), resume goes ahead without --recheck."""
@@ -104,6 +106,7 @@ def test_resume_trusts_a_later_pass_in_the_health_log(clean):
     assert resumed and resumed[-1]["context"] == "audit"
 
 
+@pytest.mark.compat("audit")
 def test_slurmkit_drain_from_a_faulty_node_resumes_only_when_healthy_again(clean):
     """Issue 3's prolog drains n3 replaying an Xid 79 capture; audit shows it with the health log's evidence;
     `audit resume --recheck` runs the xid check on n3 and resumes it only once n3 replays a healthy capture."""
@@ -149,6 +152,7 @@ def test_slurmkit_drain_from_a_faulty_node_resumes_only_when_healthy_again(clean
     assert still(c, "n2", ADMIN_REASON)
 
 
+@pytest.mark.compat("audit")
 def test_evidence_fetched_from_the_node_when_the_shared_log_has_none(clean, tmp_path):
     """audit.node_log_command: the shared log knows nothing of n1's drain; the node's own log does."""
     c = clean

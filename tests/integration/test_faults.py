@@ -12,7 +12,7 @@ import pytest
 
 from test_health import health_log, log_mark, site
 
-REASON79 = "slurmkit:xid79 GPU 0000:5d:00 fell off the bus"
+REASON79 = "slurmkit:xid79 GPU 0000:5d:00 fell off the bus; reboot the node"
 
 
 def _pids(c) -> dict:
@@ -112,7 +112,8 @@ def test_a_drain_made_while_slurmctld_is_down_fails_the_hook_and_the_next_hook_m
     # the unacted fault is not marked seen: `slurmkit check` still reports it
     chk = c.slurmkit("check", "--json", "--node", "n3", "--only", "xid",
                      env=dict(c.env, SLURMKIT_FAKE_NODE="n3"))
-    assert chk.returncode == 1 and json.loads(chk.stdout)["results"][0]["reason"] == "GPU 0000:5d:00 fell off the bus"
+    assert chk.returncode == 1
+    assert json.loads(chk.stdout)["results"][0]["reason"] == REASON79[len("slurmkit:xid79 "):]
 
     start_slurmctld(c)
     assert not c.node("n3").drained               # Slurm never heard of the failed epilog here

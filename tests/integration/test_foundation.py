@@ -19,6 +19,7 @@ def test_submitted_job_completes_and_sees_its_gpus(clean, tmp_path):
     assert text.startswith("node=n") and "gpus=0,1" in text
 
 
+@pytest.mark.compat("nodes", "drain/resume")
 def test_drain_shows_reason_user_and_time_then_resume(clean):
     reason = "slurmkit:test operator drill"
     before = datetime.now().replace(microsecond=0)
@@ -38,9 +39,11 @@ def test_drain_shows_reason_user_and_time_then_resume(clean):
 
     clean.backend.resume("n2")
     rec = clean.wait_node("n2", lambda r: not r.flags)
-    assert rec.state == "IDLE" and rec.reason == ""
+    # measured: 24.11 keeps the old reason on the resumed idle node, 22.05 and 26.05 clear it
+    assert rec.state == "IDLE" and rec.reason == (reason if clean.slurm == "24.11" else "")
 
 
+@pytest.mark.compat("nodes")
 def test_nodes_shows_gpus_in_use(clean):
     job = clean.sbatch("#!/bin/sh\nsleep 30\n", "--gpus-per-node=3", "-w", "n3", "--output=/dev/null")
     clean.wait_job(job, states=("RUNNING",))

@@ -2,6 +2,8 @@
 import json
 import time
 
+import pytest
+
 from slurmkit import config, drain
 
 ADMIN = "admin: PSU swap ticket 4411"
@@ -62,6 +64,7 @@ def blocker(cluster, node):
     return jid
 
 
+@pytest.mark.compat("prolog drain")
 def test_xid79_node_is_drained_and_the_job_completes_on_a_healthy_node(clean, tmp_path):
     cluster = clean
     cluster.set_scenario("n3", "xid79")          # n3 replays the real Xid 79 capture
@@ -70,7 +73,7 @@ def test_xid79_node_is_drained_and_the_job_completes_on_a_healthy_node(clean, tm
     mark = log_mark(cluster)
     jid = cluster.sbatch("#!/bin/sh\necho ran-on $SLURMD_NODENAME\n", "--gres=gpu:1", "-o", str(out))
     n3 = cluster.wait_node("n3", lambda r: r.drained, timeout=60)
-    assert n3.reason == "slurmkit:xid79 GPU 0000:5d:00 fell off the bus"
+    assert n3.reason == "slurmkit:xid79 GPU 0000:5d:00 fell off the bus; reboot the node"
     # Slurm requeued the job (nohold_on_prolog_fail); free a healthy node for it
     cluster.run("scancel", str(blockers["n1"]))
     deadline = time.monotonic() + 60
@@ -111,6 +114,7 @@ def test_fifty_jobs_on_healthy_nodes_drain_nothing(clean):
     assert [r for r in recs if r["status"] == "fail"] == []
 
 
+@pytest.mark.compat("drain/resume")
 def test_an_admins_drain_reason_is_left_untouched(clean, tmp_path):
     cluster = clean
     s = site(cluster)
@@ -133,6 +137,7 @@ def test_an_admins_drain_reason_is_left_untouched(clean, tmp_path):
     assert n2.drained and n2.reason == ADMIN
 
 
+@pytest.mark.compat("drain/resume")
 def test_slurmkit_resumes_only_its_own_drain(clean):
     cluster = clean
     s = site(cluster)

@@ -68,6 +68,7 @@ def drive(cluster, job: int, until=("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT
     raise AssertionError(f"job {job} not in {until} after {timeout}s: {rec}")
 
 
+@pytest.mark.compat("run/requeue")
 def test_timeout_requeues_and_resumes_to_the_uninterrupted_state(clean, tmp_path):
     target, delay = 200, 0.25        # ~50 s of steps: more than fits before the signal of a 1-minute job
     ck, out = tmp_path / "ck", tmp_path / "job.out"
@@ -88,6 +89,7 @@ def test_timeout_requeues_and_resumes_to_the_uninterrupted_state(clean, tmp_path
     assert rec.exit_code == "0:0"
 
 
+@pytest.mark.compat("run/requeue")
 def test_signal_early_in_a_long_job_is_a_preemption_and_requeues(clean, tmp_path):
     """USR2 2 s into a 30-minute job: what Slurm sends at preemption with PreemptParameters=send_user_signal (sent
     here by hand with `scancel -b -s USR2`). Elapsed 2 s of 1800 s: a preemption, requeued, resumed."""

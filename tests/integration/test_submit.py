@@ -78,6 +78,7 @@ def submit(run, *args):
     return out
 
 
+@pytest.mark.compat("submit")
 def test_finetune_example_runs_bound_to_its_gpu_and_cpus(sk):
     run, probe, tmp = sk
     out = submit(run, str(EX / "finetune-1gpu.yaml"), "--set", f"command=[{tmp / 'probe.py'}, --model=x, "
@@ -116,6 +117,7 @@ def test_whole_node_job_sees_the_gpus_and_cpus_the_profile_bound_it_to(sk, clust
     assert by_task[0]["SLURM_CPUS_PER_TASK"] == "8" and by_task[0]["SLURM_CPUS_ON_NODE"] == "16"
 
 
+@pytest.mark.compat("submit")
 def test_two_node_torchrun_example_agrees_on_the_rendezvous(sk):
     run, probe, tmp = sk
     out = submit(run, str(EX / "torchrun-2node.yaml"), "--set", f"torchrun.bin={tmp / 'probe.py'}",
@@ -136,6 +138,7 @@ def test_two_node_torchrun_example_agrees_on_the_rendezvous(sk):
         assert r["env"]["SLURM_CPU_BIND_LIST"] in ("ffff", "0xffff")            # the whole node, from the profile
 
 
+@pytest.mark.compat("submit")
 def test_sweep_example_runs_six_array_tasks_with_their_own_values(sk):
     run, probe, tmp = sk
     out = submit(run, str(EX / "sweep.yaml"), "--set", f'command={tmp / "probe.py"} --lr "$LR" --seed "$SEED"',
@@ -152,6 +155,7 @@ def test_sweep_example_runs_six_array_tasks_with_their_own_values(sk):
     assert seen == dict(enumerate(grid)) and len(grid) == 6
 
 
+@pytest.mark.compat("submit")
 def test_more_gpus_than_a_node_has_is_refused_before_submission(sk, cluster):
     run, probe, tmp = sk
     spec = tmp / "big.yaml"

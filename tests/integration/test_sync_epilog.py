@@ -73,6 +73,7 @@ def epilog_env(rec) -> dict:
             "SLURM_JOB_GID": gid, "SLURM_JOB_NAME": rec.name, "SLURMD_NODENAME": rec.nodes}
 
 
+@pytest.mark.compat("epilog sync")
 @pytest.mark.skipif(os.geteuid() != 0, reason="submits as another user and syncs as root, like the epilog")
 @pytest.mark.skipif(not os.path.exists("/usr/bin/python3"), reason="the job needs a system python3")
 def test_cancelled_job_leaves_exactly_its_three_complete_checkpoints(clean, tmp_path):
@@ -143,6 +144,7 @@ PYEOF
 """
 
 
+@pytest.mark.compat("epilog sync")
 @pytest.mark.skipif(os.geteuid() != 0, reason="submits as another user; the epilog syncs as root dropping to it")
 @pytest.mark.skipif(not os.path.exists("/usr/bin/python3"), reason="the job needs a system python3")
 def test_xid79_during_the_job_drains_the_node_and_still_syncs_its_checkpoints(clean):

@@ -190,6 +190,29 @@ def test_slurm_conf_check_quiet_on_the_dev_clusters_real_config(fixture_text):
     assert slurmconf.missing(lines, conf) == []
 
 
+@pytest.mark.parametrize("version,d", [("24.11", "/tmp/sk-v12i-c24"), ("26.05", "/tmp/sk-v12i-c26")])
+def test_slurm_conf_check_reads_the_indexed_hooks_of_newer_slurm(fixture_text, version, d):
+    # real captures: 24.11+ prints `Prolog[0] = ...` (several scripts may be configured)
+    conf = slurmconf.parse_show_config(fixture_text(f"local/dev-cluster-slurm{version}-scontrol-show-config.txt"))
+    assert conf["Prolog[0]"] == conf["Prolog"] == f"{d}/hooks/prolog"
+    lines = slurmconf.required_lines(f"{d}/hooks/prolog", f"{d}/hooks/epilog", 60)
+    assert slurmconf.missing(lines, conf) == []
+    # the installed hooks are not among the cluster's scripts: reported with every script it has
+    lines = slurmconf.required_lines("/etc/slurm/slurmkit/prolog", f"{d}/hooks/epilog", 60)
+    assert [(ln.key, have) for ln, have in slurmconf.missing(lines, conf)] == [("Prolog", f"{d}/hooks/prolog")]
+
+
+def test_slurm_conf_check_finds_the_hook_among_several_scripts():
+    # synthetic: two Prolog scripts, as 24.11+ prints them, the required one second
+    conf = slurmconf.parse_show_config("Prolog[0]               = /etc/slurm/site-prolog\n"
+                                       "Prolog[1]               = /etc/slurm/slurmkit/prolog\n")
+    lines = slurmconf.required_lines("/etc/slurm/slurmkit/prolog", "/e", 60)[:1]
+    assert slurmconf.missing(lines, conf) == []
+    lines = slurmconf.required_lines("/other/prolog", "/e", 60)[:1]
+    assert [have for _, have in slurmconf.missing(lines, conf)] == \
+        ["/etc/slurm/site-prolog, /etc/slurm/slurmkit/prolog"]
+
+
 def test_slurm_conf_check_fires_on_each_missing_line(fixture_text):
     text = fixture_text("local/dev-cluster-slurm22.05-scontrol-show-config.txt")
     # synthetic: the real capture with the hook settings taken out or changed, as on a cluster without them

@@ -276,7 +276,7 @@ def test_job_file_narrows_and_bad_job_file_names_its_line(tmp_path):
     src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
     for st in (1, 2, 3, 4):
         make_ckpt(src, st)
-    fields = cs._cfg_fields(config.SyncSettings(keep=3))
+    fields = config.SyncSettings(keep=3)
     (tmp_path / "src" / ".slurmkit-sync.yaml").write_text("keep: 1\nsubdir: run-a\n")
     rep = cs._job_sync(src, dst, fields, None)
     assert rep["copied"] == ["step-0000000004"] and visible(dst + "/run-a") == ["step-0000000004"]

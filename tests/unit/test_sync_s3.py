@@ -13,14 +13,12 @@ boto3 = pytest.importorskip("boto3")
 from slurmkit.checkpoint import manifest as mf  # noqa: E402
 from slurmkit.checkpoint import s3 as s3mod  # noqa: E402
 from slurmkit.checkpoint import sync as cs  # noqa: E402
+from slurmkit.settings import SyncSettings  # noqa: E402
 
 PORT = int(os.environ.get("SLURMKIT_TEST_S3_PORT", "7690"))
 
 
-class Cfg:
-    s3_endpoint = f"http://127.0.0.1:{PORT}"
-    s3_region = "us-east-1"
-    s3_part_size = 5 << 20
+Cfg = SyncSettings(s3_endpoint=f"http://127.0.0.1:{PORT}", s3_region="us-east-1", s3_part_size=5 << 20)
 
 
 @pytest.fixture(scope="module")

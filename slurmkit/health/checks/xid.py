@@ -1,46 +1,84 @@
-"""xid: NVIDIA Xid and NVSwitch SXid events from the kernel log, graded by the Xid catalog
-(slurmkit/data/xid_catalog.json). Live, only events new since the last prolog/epilog on this node count (a small
-state file under paths.state_dir), so an old Xid does not drain a node forever. The mark moves only when a hook
-calls the result's `commit` after acting on the verdict; `slurmkit check` reads without moving it. A captured
-file is graded whole."""
+"""xid: the node's kernel-log check. NVIDIA Xid and NVSwitch SXid events graded by the Xid catalog
+(slurmkit/data/xid_catalog.json), and GPU failures logged without an Xid line (fallen off the bus, GPU lost,
+RmInitAdapter/probe/GSP failures, fatal PCIe AER) graded by slurmkit/data/kernlog_signatures.json. Live, only
+events new since the last prolog/epilog on this node count (a small state file under paths.state_dir), so an old
+Xid does not drain a node forever. The mark moves only when a hook calls the result's `commit` after acting on the
+verdict; `slurmkit check` reads without moving it. A captured file is graded whole."""
 from __future__ import annotations
 
 import json
 import os
 
 from .. import kernlog
+from ..context import NoData
+from ..kernlog import logline
 from ..base import Result, worst
 
 NAME = "xid"
 
 
-def _reason(v: kernlog.Verdict) -> str:
-    if v.code == 79 and v.kind in ("xid", "offbus"):
-        return f"GPU {v.pci} fell off the bus"
+def _gpu(v: kernlog.Verdict) -> str:
     if v.kind == "sxid":
-        return f"NVSwitch {v.pci} SXid {v.code}: {v.event.message[:60]}"
-    return f"GPU {v.pci} {v.name}"
+        return f"NVSwitch {v.pci}"
+    return f"GPU {v.pci}" if v.pci else "GPU (not named in the log)"
+
+
+def _reason(v: kernlog.Verdict, others: list[str]) -> str:
+    """`GPU 0000:3b:00 fell off the bus (also xid_aer); reboot the node`: the GPU, what happened, what else the
+    log shows, and what to do."""
+    also = f" (also {', '.join(others)})" if others else ""
+    src = f" [written by {v.event.source}, not the kernel]" if v.event.source != "kernel" else ""
+    todo = f"; {v.todo}" if v.todo and v.todo != "nothing" else ""
+    return f"{_gpu(v)} {v.says}{also}{src}{todo}"
+
+
+def _top(verdicts: list, status: str):
+    """The verdict the reason is about: an Xid 154 (the driver's own recovery instruction), then an Xid line, then
+    one that names its GPU."""
+    cands = [v for v in verdicts if v.status == status]
+    return min(cands, key=lambda v: (not (v.kind == "xid" and v.code == 154), v.kind not in ("xid", "sxid"),
+                                     not v.pci))
+
+
+def _groups(events: list, verdicts: list) -> list[dict]:
+    """One row per (what, GPU, status): a flood of 3,500 identical lines is one row with its count."""
+    rows: dict[tuple, dict] = {}
+    for e, v in zip(events, verdicts):
+        key = (v.tag, v.pci, v.status, e.source)
+        r = rows.get(key)
+        if r is None:
+            rows[key] = {"tag": v.tag, "gpu": v.pci, "status": v.status, "count": 1, "first": e.line,
+                         "says": v.says, "source": e.source}
+        else:
+            r["count"] += 1
+    return list(rows.values())
 
 
 def evaluate(events: list, all_events: list, s, *, total_events=None, live: bool = True) -> Result:
-    verdicts = kernlog.grade_all(events, fatal_extra=s.fatal_extra, ignore=s.ignore, unknown_status=s.unknown_status)
+    verdicts = kernlog.grade_all(events, fatal_extra=s.fatal_extra, ignore=s.ignore, unknown_status=s.unknown_status,
+                                 userspace=getattr(s, "userspace", "warn"),
+                                 extra_signatures=getattr(s, "signatures_extra", ()))
     ev = {"events": [dict(e.to_dict(), status=v.status, name=v.name, action=v.action, why=v.why)
                      for e, v in zip(events, verdicts)][:50],
+          "groups": _groups(events, verdicts)[:50],
           "new_events": len(events), "events_in_log": total_events if total_events is not None else len(all_events)}
     if not verdicts:
-        return Result(NAME, "ok", "no new Xid events" if live else "no Xid events", ev)
+        return Result(NAME, "ok", "no new kernel-log GPU events" if live else "no kernel-log GPU events", ev)
     status = worst(v.status for v in verdicts)
     if status == "ok":
-        return Result(NAME, "ok", f"{len(verdicts)} Xid events, none that matters", ev)
-    top = next(v for v in verdicts if v.status == status)
+        return Result(NAME, "ok", f"{len(verdicts)} kernel-log GPU events, none that matters", ev)
+    top = _top(verdicts, status)
     if status == "fail":
         # the evidence an admin needs first: the line that failed, verbatim
         ev["line"] = top.event.line
-    code = f"{'sxid' if top.kind == 'sxid' else 'xid'}{top.code}"
-    others = sorted({f"{'sxid' if v.kind == 'sxid' else 'xid'}{v.code}" for v in verdicts if v.status != "ok"}
-                    - {code})
-    reason = _reason(top) + (f" (also {', '.join(others)})" if others else "")
-    return Result(NAME, status, reason, ev, code=code if status == "fail" else "")
+    others = sorted({v.tag for v in verdicts if v.status != "ok"} - {top.tag})
+    return Result(NAME, status, _reason(top, others), ev, code=top.tag if status == "fail" else "")
+
+
+def parse(text: str, s) -> list:
+    """The kernel-log events of `text` with the site's signatures (xid.signatures_extra, xid.ignore_signatures)."""
+    return kernlog.parse(text, extra_signatures=getattr(s, "signatures_extra", ()),
+                         ignore_signatures=getattr(s, "ignore_signatures", ()))
 
 
 def _boot_id() -> str | None:
@@ -78,12 +116,14 @@ def run(ctx) -> Result:
     if ctx.live and getattr(s, "log_file", None) and NAME not in ctx.captures:
         # a log file: read only what was appended since the last hook; everything read is new
         text, mark = read_from(s.log_file, state.get("file"))
-        events = kernlog.parse(text)
+        events = parse(text, s)
         res = evaluate(events, events, s)
         return _deferred(res, path, state, dict(state, file=mark))
     text = ctx.text(NAME, "dmesg")
-    events = kernlog.parse(text)
+    events = parse(text, s)
     if not ctx.live:
+        if not events and not logline.looks_like_a_log(text):
+            raise NoData("no kernel-log lines in this input (expected dmesg, journalctl or syslog output)")
         return evaluate(events, events, s, live=False)
     boot = _boot_id()
     new = kernlog.new_events(events, state, boot)

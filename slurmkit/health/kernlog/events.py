@@ -1,0 +1,100 @@
+"""Kernel log text -> events: Xid and NVSwitch SXid lines, the signatures of GPU failures logged without an Xid,
+and Xid-looking lines this parser could not read (those are never "no events": they warn).
+
+The Xid number is taken ONLY from the field anchored right after `NVRM: Xid (PCI:<bus>):`, never from a bus number
+or a pid elsewhere on the line; any spacing (tabs too) and any PCI spelling (`00000000:3B:00.0`, `0000:3b:00.0000`,
+no `PCI:` in old drivers) is accepted.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from . import logline, signatures
+
+_PCI = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f]+)?"
+XID_RE = re.compile(r"NVRM:\s*Xid\s*\(\s*(?:PCI:\s*)?(?P<pci>" + _PCI + r")\s*\)\s*:\s*(?P<code>\d{1,6})\b\s*,?\s*"
+                    r"(?P<msg>.*)$")
+SXID_RE = re.compile(r"(?P<dev>nvidia-nvswitch\d+):\s*SXid\s*\(\s*(?:PCI:\s*)?(?P<pci>" + _PCI + r")\s*\)\s*:\s*"
+                     r"(?P<code>\d{1,6})\b\s*,?\s*(?P<msg>.*)$")
+# what an Xid line must contain to be one we must read: anything that says so and did not parse is a finding
+LOOKS_XID_RE = re.compile(r"NVRM:\s*Xid\b|\bSXid\s*\(")
+GPU_AT_RE = re.compile(r"NVRM: GPU at (?:PCI:)?(?P<pci>" + _PCI + r")")
+
+
+@dataclass
+class Event:
+    kind: str                 # "xid" | "sxid" | "sig" (a signature) | "unparsed" (looked like an Xid, did not parse)
+    code: int                 # the Xid / SXid number; 0 for a signature or an unparsed line
+    pci: str                  # the GPU: normalised PCI address "0000:3b:00", "minor 0", "GPU0", or "" (not named)
+    message: str
+    line: str                 # the log line as it was, for the evidence
+    lineno: int
+    time: str | None = None   # the timestamp as printed
+    mono: float | None = None  # seconds (since boot, or a wall clock) comparable within the log, when known
+    extra: list[str] = field(default_factory=list)   # continuation lines (the "fallen off the bus" block)
+    sig: str = ""             # the signature id ("offbus", "aer", ...) for kind "sig"
+    source: str = "kernel"    # who wrote the line: "kernel", or a userspace writer ("syslog", a program's tag)
+
+    def to_dict(self) -> dict:
+        d = {"kind": self.kind, "code": self.code, "pci": self.pci, "time": self.time, "line": self.line}
+        if self.sig:
+            d["signature"] = self.sig
+        if self.source != "kernel":
+            d["source"] = self.source
+        return d
+
+
+def parse(text: str | bytes, *, extra_signatures=(), ignore_signatures=()) -> list[Event]:
+    """Every Xid / SXid / signature event in the text (str, or bytes as read from a log file), in log order."""
+    recs = logline.records(text)
+    events: list[Event] = []
+    pcis: list[str] = []
+    other: list = []
+    for r in recs:
+        lines = (r.line,) + tuple(r.extra)
+        found = False
+        for k, raw in enumerate(lines):
+            body = r.body if k == 0 and not r.extra else logline.split_prefix(raw)[0]
+            ev = _xid(body, raw, r, k)
+            if ev is not None:
+                events.append(ev)
+                found = True
+                if ev.kind == "xid":
+                    pcis.append(ev.pci)
+        if not found:
+            m = GPU_AT_RE.search(r.body)
+            if m:
+                pcis.append(signatures.norm_pci(m.group("pci")))
+            other.append(r)
+    sigs = signatures.active(extra_signatures, ignore_signatures)
+    matches = signatures.match(other, sigs)
+    if "aer" not in set(ignore_signatures or ()):
+        matches += signatures.aer_matches(recs)
+    only = sorted(set(pcis))
+    for mt in matches:
+        r = mt.record
+        gpu = mt.gpu or (only[0] if len(only) == 1 else "")
+        events.append(Event("sig", 0, gpu, mt.sig.says, r.line, r.lineno, r.time, r.t, list(r.extra), mt.sig.id,
+                            r.source))
+    events.sort(key=lambda e: e.lineno)
+    return events
+
+
+def _xid(body: str, raw: str, r, k: int) -> Event | None:
+    if "Xid" not in body:
+        return None
+    lineno = r.lineno + k
+    src = r.source if k == 0 else logline.split_prefix(raw)[2]
+    m = XID_RE.search(body)
+    if m:
+        return Event("xid", int(m.group("code")), signatures.norm_pci(m.group("pci")), m.group("msg").strip(),
+                     raw.rstrip(), lineno, r.time, r.t, source=src)
+    m = SXID_RE.search(body)
+    if m:
+        return Event("sxid", int(m.group("code")), signatures.norm_pci(m.group("pci")), m.group("msg").strip(),
+                     raw.rstrip(), lineno, r.time, r.t, source=src)
+    if LOOKS_XID_RE.search(body):
+        return Event("unparsed", 0, "", "an Xid line this parser could not read", raw.rstrip(), lineno, r.time,
+                     r.t, source=src)
+    return None

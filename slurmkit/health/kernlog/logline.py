@@ -1,0 +1,159 @@
+"""Kernel-log lines: which lines can matter, their prefix (timestamp, host, who wrote it) and the message records
+they form (a driver message split over continuation lines is one record).
+
+Prefix forms (real captures in tests/fixtures/xid): dmesg seconds `[ 4254.197860]` (any padding), `dmesg -H`
+relative `[  +0.000844]`, `dmesg -T`/`--ctime` `[Fri Apr  5 21:29:39 2024]`, syslog/journal `Jun  7 19:32:16 host
+kernel:` in any locale (`kwi 15`, `6月 28`), journal short-precise `Sep 12 14:25:44.984246 host kernel:`, RFC3339 /
+short-iso `2024-04-05T21:29:39.123+00:00 host kernel:` (a comma decimal too), `dmesg --decode` facility:level
+`syslog:err   : ...`, kern.log's `host kernel: [ 123.4] ...`, and none at all. A line a userspace program wrote
+(`/dev/kmsg`, logger) is marked by its facility or its tag: anything but `kern` / `kernel`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MAX_LINE = 8192            # longer lines (never the kernel's: it prints ~1 KiB at most) are cut here
+# words one of which every line we act on contains (an Xid line has NVRM, an SXid line nvidia-nvswitch); the rest
+# of a log is skipped without a regex
+KEYWORDS = ("NVRM", "AER", "nvidia", "Surprise Down")
+
+_MONTHS = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov",
+                                       "dec"), 1)}
+PREFIX_RE = re.compile(
+    r"^(?:(?P<fac>[a-z0-9]+)\s*:\s*(?P<lvl>[a-z]+)\s*:\s)?"             # dmesg --decode / -x: "kern  :err   : "
+    r"[ \t]*(?:\[(?P<br>[^\]\n]{1,40})\]"                                # [ 12.3] [ +0.1] [Fri Apr  5 ... 2024]
+    r"|(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"   # RFC3339, short-iso
+    r"|(?P<sys>[^\s\[\]:]{1,12}[ \t]{1,2}\d{1,2}[ \t]\d\d:\d\d:\d\d(?:[.,]\d+)?))?")  # Jun  7 19:32:16(.123456)
+# after a syslog/journal/RFC3339 date: "host kernel:" or "host gpud[123]:", then kern.log's own "[ 12.3]"
+HOST_RE = re.compile(r"[ \t]+(?P<host>[^\s:\[\]]+)[ \t]+(?P<tag>[\w.\-/@]+)(?:\[\d+\])?:(?=\s|$)"
+                     r"(?:[ \t]+\[(?P<br2>\s*\d+\.\d+)\])?")
+_FUNC_RE = re.compile(r"^[\w.]+:\s")
+_SECS_RE = re.compile(r"^\s*(\d+)\.(\d+)$")
+_REL_RE = re.compile(r"^\s*\+\s*\d+\.\d+$")
+_CLOCK_RE = re.compile(r"(?:(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[T ]|(?P<mon>[A-Za-z]{3})?\S*\s+(?P<d2>\d{1,2})\s)"
+                       r"(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:[.,](?P<f>\d+))?")
+
+
+@dataclass
+class Record:
+    """One kernel message: its first physical line (number, text) and the continuation lines joined to it."""
+    lineno: int               # 1-based
+    line: str                 # the first line as it is in the log (right-stripped), for the evidence
+    body: str                 # the message after the prefix, continuation lines joined with one space
+    time: str | None          # the timestamp as printed
+    t: float | None           # seconds, comparable within one log (since boot, or a wall clock), when known
+    source: str               # "kernel", or who else wrote it ("syslog", "gpud" ...)
+    extra: tuple = ()         # continuation lines as they are in the log
+
+
+def candidate_lines(text: str | bytes):
+    """(lineno, line) for every line holding one of KEYWORDS, in order: a str/bytes find over the whole text per
+    keyword (the C string search), so a log of hundreds of megabytes costs a few passes, not a regex per line.
+    Bytes (a log file read raw) are decoded line by line, only the lines that matter."""
+    raw = isinstance(text, (bytes, bytearray))
+    nl = b"\n" if raw else "\n"
+    starts: set[int] = set()
+    for kw in KEYWORDS:
+        k = kw.encode() if raw else kw
+        pos = text.find(k)
+        while pos >= 0:
+            starts.add(text.rfind(nl, 0, pos) + 1)
+            e = text.find(nl, pos)
+            if e < 0:
+                break
+            pos = text.find(k, e)
+    lineno, at = 1, 0
+    for s in sorted(starts):
+        lineno += text.count(nl, at, s)      # walks forward only: one pass over the text in all
+        at = s
+        e = text.find(nl, s)
+        line = text[s:min(e if e >= 0 else len(text), s + MAX_LINE)]
+        if raw:
+            line = line.decode("utf-8", "replace")
+        yield lineno, line.rstrip("\r")
+
+
+def looks_like_a_log(text: str, lines: int = 200) -> bool:
+    """Whether a capture holds kernel-log lines at all (a timestamp or host prefix on one of its first lines, or a
+    driver line: `journalctl -o cat` prints no prefix): an empty file, random bytes or nvidia-smi output given as a
+    kernel log is unreadable input, never "no events"."""
+    if next(candidate_lines(text), None) is not None:
+        return True
+    for line in text.splitlines()[:lines]:
+        m = PREFIX_RE.match(line)
+        if m.group("br") or m.group("iso") or (m.group("sys") and HOST_RE.match(line, m.end())):
+            return True
+    return False
+
+
+def split_prefix(line: str) -> tuple[str, str | None, str, bool]:
+    """(body, time as printed, source, is_continuation) of one physical line."""
+    m = PREFIX_RE.match(line)
+    fac, br, iso, sysd = m.group("fac"), m.group("br"), m.group("iso"), m.group("sys")
+    end, tag = m.end(), None
+    if iso or sysd:
+        h = HOST_RE.match(line, end)
+        if h:
+            end, tag = h.end(), h.group("tag")
+            br = br or h.group("br2")
+        elif sysd and not fac:
+            # a syslog date comes with its host and tag; without them this was message text that looked like one
+            end, sysd = (m.start("sys"), None)
+    time = (br or iso or sysd or "").strip() or None
+    source = "kernel"
+    if fac and fac != "kern":
+        source = fac
+    elif tag and tag != "kernel":
+        source = tag
+    cont = time is None and not fac and line[:1] in (" ", "\t")
+    return line[end:].strip(), time, source, cont
+
+
+def seconds(time: str | None) -> float | None:
+    """A number comparable between records of one log: seconds since boot, else seconds within the year."""
+    if not time:
+        return None
+    m = _SECS_RE.match(time)
+    if m:
+        return float(f"{m.group(1)}.{m.group(2)}")
+    if _REL_RE.match(time):
+        return None                       # dmesg -H: a delta to the previous line, which may have been skipped
+    m = _CLOCK_RE.search(time)
+    if not m:
+        return None
+    day = int(m.group("d") or m.group("d2"))
+    month = int(m.group("mo")) if m.group("mo") else _MONTHS.get((m.group("mon") or "").lower(), 0)
+    frac = float("0." + m.group("f")) if m.group("f") else 0.0
+    return ((month * 31 + day) * 24 + int(m.group("h"))) * 3600 + int(m.group("mi")) * 60 + int(m.group("s")) + frac
+
+
+def _joins(prev: Record, body: str, time: str | None, source: str, lineno: int, last_lineno: int) -> bool:
+    """A syslog/journal line that continues the previous driver message (each continuation line carries its own
+    prefix there): the very next line, same time and writer, the previous NVRM text unfinished, this one going on
+    in lower case or with a parenthesis."""
+    if lineno != last_lineno + 1 or time != prev.time or source != prev.source or not prev.body.startswith("NVRM"):
+        return False
+    if not body.startswith("NVRM:") or prev.body.rstrip()[-1:] in (".", "!", ":", ")"):
+        return False
+    rest = body[5:].lstrip()
+    if _FUNC_RE.match(rest):
+        return False                      # "NVRM: osInitNvMapping: ..." is a message of its own
+    return rest[:1] == "(" or rest[:1].islower()
+
+
+def records(text: str | bytes) -> list[Record]:
+    out: list[Record] = []
+    last = -1
+    for lineno, line in candidate_lines(text):
+        body, time, source, cont = split_prefix(line)
+        if out and lineno == last + 1 and (cont or _joins(out[-1], body, time, source, lineno, last)):
+            p = out[-1]
+            joined = body[5:].lstrip() if body.startswith("NVRM:") else body
+            out[-1] = Record(p.lineno, p.line, f"{p.body} {joined}", p.time, p.t, p.source,
+                             p.extra + (line.rstrip(),))
+            last = lineno
+            continue
+        out.append(Record(lineno, line.rstrip(), body, time, seconds(time), source))
+        last = lineno
+    return out
