@@ -267,7 +267,7 @@ def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
     passes again (a later ok in the health log, or --recheck now). Anything else needs --force, which says whose
     reason it overrides. Exit 0 when every node was resumed (or would be), 1 otherwise."""
     from .. import audit as A
-    from .. import healthlog, proc
+    from .. import drain, healthlog, proc
     from ..hostlist import expand
     from ..slurm import fold_hostlist
     s = ctx.settings
@@ -279,13 +279,13 @@ def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
     for name in names:
         e = by_name.get(name)
         if e is None and name not in known:
-            decisions.append(A.ResumeDecision(name, "skip", "no such node"))
+            decisions.append(drain.ResumeDecision(name, "skip", "no such node"))
             continue
         passed = bool(e) and A.passed_since(health.get(name, []), e.check, A.slurm_time(e.node.reason_time))
-        d = A.plan_resume(e, name, force=force, recheck=recheck, passed_since_drain=passed)
+        d = drain.plan_resume(e, name, force=force, recheck=recheck, passed_since_drain=passed)
         if d.action == "recheck":
             if not d.check:
-                d = A.ResumeDecision(name, "refuse", "cannot tell which check drained it", check=None)
+                d = drain.ResumeDecision(name, "refuse", "cannot tell which check drained it", check=None)
             else:
                 argv = A.recheck_argv(s.audit.recheck_command, name, d.check, _installed(s, name))
                 ctx.say("recheck: " + " ".join(argv))
@@ -297,11 +297,11 @@ def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
                 except CommandError as err:
                     ok, why = False, f"recheck failed to run: {err}"
                 if ok:
-                    d = A.ResumeDecision(name, "resume", why, check=d.check)
+                    d = drain.ResumeDecision(name, "resume", why, check=d.check)
                 elif force:
-                    d = A.ResumeDecision(name, "resume", f"--force: {why}", check=d.check)
+                    d = drain.ResumeDecision(name, "resume", f"--force: {why}", check=d.check)
                 else:
-                    d = A.ResumeDecision(name, "refuse", why, check=d.check)
+                    d = drain.ResumeDecision(name, "refuse", why, check=d.check)
         decisions.append(d)
     failed = False
     for d in decisions:
@@ -311,10 +311,12 @@ def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
         if dry_run:
             d.action = "would-resume"
             continue
-        try:
-            ctx.backend().resume(d.node)
-        except Exception as err:   # noqa: BLE001 - one node's failure must not stop the others
-            d.action, d.why, failed = "failed", f"scontrol resume failed: {err}", True
+        # the etiquette's resume: re-reads the node, so a reason changed since the plan is not overridden unasked
+        got = drain.resume_node(s, d.node, backend=ctx.backend(), force=d.overrides is not None or force)
+        if got != "resumed":
+            why = got.replace("resume-failed: ", "scontrol resume failed: ", 1) if got.startswith("resume-failed") \
+                else f"{got} ({d.why})"
+            d.action, d.why, failed = "failed", why, True
             continue
         d.action = "resumed"
         e = by_name.get(d.node)

@@ -15,6 +15,9 @@ class Result:
     evidence: dict = field(default_factory=dict)   # what the check saw (the Xid line, the counters ...)
     seconds: float = 0.0
     code: str = ""                   # short tag for the drain reason: "xid79", "ecc", "gpu_count" ...
+    # deferred state change (the Xid "seen" mark): the hook calls it only after it acted on the verdict (drained,
+    # a drain already in place, or not a fail), so a fault it could not act on is reported again next time
+    commit: object = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
         return {"check": self.check, "status": self.status, "reason": self.reason, "evidence": self.evidence}

@@ -52,6 +52,19 @@ def evaluate(text: str, job_gpus, s) -> Result:
     return Result(NAME, "ok", f"{len(per)} GPUs free", ev)
 
 
+def unknown_gpus(res: Result) -> Result:
+    """The epilog did not know the job's GPUs (no SLURM_JOB_GPUS: the job record was lost): all of the node's
+    GPUs were checked. What is left there may be another job's, so it is a warning (never a drain over someone
+    else's job), and a pass says it covered all GPUs, never "0 GPUs free"."""
+    note = "the job's GPUs are unknown (no SLURM_JOB_GPUS), all GPUs checked"
+    res.evidence["job_gpus_unknown"] = True
+    if res.status == "fail":
+        return Result(NAME, "warn", f"{res.reason} ({note})", res.evidence)
+    if res.status == "ok":
+        res.reason = f"{res.reason} ({note})"
+    return res
+
+
 def run(ctx) -> Result:
     res = evaluate(ctx.text(NAME, "q"), ctx.job_gpus, ctx.settings.gpu_procs)
     if ctx.profile == "epilog" and ctx.live and res.status == "fail":
@@ -59,4 +72,6 @@ def run(ctx) -> Result:
         while res.status == "fail" and time.monotonic() < deadline:
             time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
             res = evaluate(ctx.text(NAME, "q", fresh=True), ctx.job_gpus, ctx.settings.gpu_procs)
+    if ctx.profile == "epilog" and ctx.job_gpus is None and ctx.job_id is not None:
+        res = unknown_gpus(res)
     return res
