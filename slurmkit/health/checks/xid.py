@@ -124,7 +124,7 @@ def run(ctx) -> Result:
     text = ctx.text(NAME, "dmesg")
     events = parse(text, s)
     if not ctx.live:
-        if not events and not logline.looks_like_a_log(text):
+        if not events and not logline.looks_like_a_log(text, kernlog.events.builtin_keywords()):
             raise NoData("no kernel-log lines in this input (expected dmesg, journalctl or syslog output)")
         return evaluate(events, events, s, live=False)
     boot = _boot_id()
