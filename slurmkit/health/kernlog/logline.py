@@ -64,12 +64,22 @@ def candidate_lines(text: str | bytes, keywords: tuple | None):
             if e < 0:
                 break
             pos = text.find(k, e)
-    lineno, at = 1, 0
+    lineno, at, done = 1, 0, 0
+    ws = (b" ", b"\t") if raw else (" ", "\t")
     for s in sorted(starts):
+        if s < done:
+            continue                         # already yielded as a continuation line
         lineno += text.count(nl, at, s)      # walks forward only: one pass over the text in all
         at = s
-        e = text.find(nl, s)
-        yield lineno, _line(text, s, e if e >= 0 else len(text), raw)
+        while True:
+            e = text.find(nl, s)
+            e = len(text) if e < 0 else e
+            yield lineno, _line(text, s, e, raw)
+            done = s = e + 1
+            # an indented line after it may continue its message (dmesg): parsed too, with or without a keyword
+            if text[s:s + 1] not in ws:
+                break
+            lineno, at = lineno + 1, s
 
 
 def _line(text, s: int, e: int, raw: bool) -> str:
