@@ -95,13 +95,13 @@ def _verdict(state: str) -> str | None:
 
 
 def _kind(name: str, row: str, text: str) -> str | None:
-    from slurmkit.health.kernlog import logline
+    from slurmkit.health.kernlog import events, logline
     top = name.split("/", 1)[0]
     if top not in ("xid", "nccl", "ecc", "misc", "dcgm", "gpuutil"):
         return None                        # topology, CPU layout, Slurm output: no health check reads them
     if top == "nccl":
         return "nccl"
-    if top == "xid" and (logline.records(text) or "nvidia-smi" not in row):
+    if top == "xid" and (logline.records(text, events.builtin_keywords()) or "nvidia-smi" not in row):
         return "kernel-log"
     return "nvidia-smi" if "nvidia-smi" in row else None
 

@@ -75,7 +75,7 @@ def evaluate(events: list, all_events: list, s, *, total_events=None, live: bool
     return Result(NAME, status, _reason(top, others), ev, code=top.tag if status == "fail" else "")
 
 
-def parse(text: str, s) -> list:
+def parse(text: str | bytes, s) -> list:
     """The kernel-log events of `text` with the site's signatures (xid.signatures_extra, xid.ignore_signatures)."""
     return kernlog.parse(text, extra_signatures=getattr(s, "signatures_extra", ()),
                          ignore_signatures=getattr(s, "ignore_signatures", ()))
@@ -89,9 +89,10 @@ def _boot_id() -> str | None:
         return None
 
 
-def read_from(path: str, mark: dict | None) -> tuple[str, dict]:
-    """The part of a log file after `mark` ({"ino", "offset"}), up to its last complete line, and the new mark.
-    A rotated (other inode) or truncated (shorter) file is read from its start."""
+def read_from(path: str, mark: dict | None) -> tuple[bytes, dict]:
+    """The part of a log file after `mark` ({"ino", "offset"}), up to its last complete line (bytes: the parser
+    decodes only the lines it reads), and the new mark. A rotated (other inode) or truncated (shorter) file is read
+    from its start."""
     with open(path, "rb") as f:
         st = os.fstat(f.fileno())
         start = 0
@@ -100,7 +101,7 @@ def read_from(path: str, mark: dict | None) -> tuple[str, dict]:
         f.seek(start)
         data = f.read()
     end = data.rfind(b"\n") + 1          # a line still being written is read next time
-    return data[:end].decode("utf-8", "replace"), {"path": path, "ino": st.st_ino, "offset": start + end}
+    return data[:end], {"path": path, "ino": st.st_ino, "offset": start + end}
 
 
 def run(ctx) -> Result:
@@ -122,7 +123,7 @@ def run(ctx) -> Result:
     text = ctx.text(NAME, "dmesg")
     events = parse(text, s)
     if not ctx.live:
-        if not events and not logline.looks_like_a_log(text):
+        if not events and not logline.looks_like_a_log(text, kernlog.events.builtin_keywords()):
             raise NoData("no kernel-log lines in this input (expected dmesg, journalctl or syslog output)")
         return evaluate(events, events, s, live=False)
     boot = _boot_id()

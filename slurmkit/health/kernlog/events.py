@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from . import logline, signatures
+from . import anchors, logline, signatures
 
 _PCI = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f]+)?"
 XID_RE = re.compile(r"NVRM:\s*Xid\s*\(\s*(?:PCI:\s*)?(?P<pci>" + _PCI + r")\s*\)\s*:\s*(?P<code>\d{1,6})\b\s*,?\s*"
@@ -45,9 +45,32 @@ class Event:
         return d
 
 
-def parse(text: str | bytes, *, extra_signatures=(), ignore_signatures=()) -> list[Event]:
-    """Every Xid / SXid / signature event in the text (str, or bytes as read from a log file), in log order."""
-    recs = logline.records(text)
+def keywords(sigs, aer: bool = True) -> tuple[str, ...] | None:
+    """The literal anchors of every pattern a line is read with (the Xid/SXid patterns, the signatures in use, the
+    AER fatal pattern and the `nvidia <pci>:` device lines an AER burst is tied to a GPU by): only lines holding one
+    are parsed. None when a pattern has no literal anchor (a site's signature, say): then every line is."""
+    pats = [XID_RE, SXID_RE, LOOKS_XID_RE, GPU_AT_RE] + [s.regex for s in sigs]
+    if aer:
+        pats += [signatures.data()["aer"]["fatal"], "nvidia"]
+    key = tuple(p.pattern if isinstance(p, re.Pattern) else p for p in pats)
+    if key not in _KEYWORDS:
+        _KEYWORDS[key] = anchors.keywords(pats)
+    return _KEYWORDS[key]
+
+
+_KEYWORDS: dict = {}
+
+
+def builtin_keywords() -> tuple[str, ...]:
+    return keywords(signatures.builtin())
+
+
+def parse(text: str | bytes, *, extra_signatures=(), ignore_signatures=(), prefilter: bool = True) -> list[Event]:
+    """Every Xid / SXid / signature event in the text (str, or bytes as read from a log file), in log order.
+    prefilter False parses every line (the reference the prefiltered parse must equal)."""
+    sigs = signatures.active(extra_signatures, ignore_signatures)
+    aer = "aer" not in set(ignore_signatures or ())
+    recs = logline.records(text, keywords(sigs, aer) if prefilter else None)
     events: list[Event] = []
     pcis: list[str] = []
     other: list = []
@@ -67,9 +90,8 @@ def parse(text: str | bytes, *, extra_signatures=(), ignore_signatures=()) -> li
             if m:
                 pcis.append(signatures.norm_pci(m.group("pci")))
             other.append(r)
-    sigs = signatures.active(extra_signatures, ignore_signatures)
     matches = signatures.match(other, sigs)
-    if "aer" not in set(ignore_signatures or ()):
+    if aer:
         matches += signatures.aer_matches(recs)
     only = sorted(set(pcis))
     for mt in matches:

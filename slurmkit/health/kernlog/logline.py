@@ -14,9 +14,6 @@ import re
 from dataclasses import dataclass
 
 MAX_LINE = 8192            # longer lines (never the kernel's: it prints ~1 KiB at most) are cut here
-# words one of which every line we act on contains (an Xid line has NVRM, an SXid line nvidia-nvswitch); the rest
-# of a log is skipped without a regex
-KEYWORDS = ("NVRM", "AER", "nvidia", "Surprise Down")
 
 _MONTHS = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov",
                                        "dec"), 1)}
@@ -47,14 +44,18 @@ class Record:
     extra: tuple = ()         # continuation lines as they are in the log
 
 
-def candidate_lines(text: str | bytes):
-    """(lineno, line) for every line holding one of KEYWORDS, in order: a str/bytes find over the whole text per
-    keyword (the C string search), so a log of hundreds of megabytes costs a few passes, not a regex per line.
-    Bytes (a log file read raw) are decoded line by line, only the lines that matter."""
-    raw = isinstance(text, (bytes, bytearray))
+def candidate_lines(text: str | bytes, keywords: tuple | None):
+    """(lineno, line) for every line holding one of `keywords` (events.keywords(): the literal anchors of every
+    pattern in use), in order: a str/bytes find over the whole text per keyword (the C string search), so a log of
+    hundreds of megabytes costs a few passes, not a regex per line. keywords None (a pattern with no literal
+    anchor): every line. Bytes (a log file read raw) are decoded line by line, only the lines that matter."""
+    raw = isinstance(text, (bytes, bytearray, memoryview))
     nl = b"\n" if raw else "\n"
+    if keywords is None:
+        yield from _every_line(text, raw)
+        return
     starts: set[int] = set()
-    for kw in KEYWORDS:
+    for kw in keywords:
         k = kw.encode() if raw else kw
         pos = text.find(k)
         while pos >= 0:
@@ -63,22 +64,47 @@ def candidate_lines(text: str | bytes):
             if e < 0:
                 break
             pos = text.find(k, e)
-    lineno, at = 1, 0
+    lineno, at, done = 1, 0, 0
+    ws = (b" ", b"\t") if raw else (" ", "\t")
     for s in sorted(starts):
+        if s < done:
+            continue                         # already yielded as a continuation line
         lineno += text.count(nl, at, s)      # walks forward only: one pass over the text in all
         at = s
+        while True:
+            e = text.find(nl, s)
+            e = len(text) if e < 0 else e
+            yield lineno, _line(text, s, e, raw)
+            done = s = e + 1
+            # an indented line after it may continue its message (dmesg): parsed too, with or without a keyword
+            if text[s:s + 1] not in ws:
+                break
+            lineno, at = lineno + 1, s
+
+
+def _line(text, s: int, e: int, raw: bool) -> str:
+    line = text[s:min(e, s + MAX_LINE)]
+    if raw:
+        line = line.decode("utf-8", "replace")
+    return line.rstrip("\r")
+
+
+def _every_line(text, raw: bool):
+    """No prefilter: every physical line, numbered the same way (what a site's unanchored signature needs)."""
+    nl = b"\n" if raw else "\n"
+    s, lineno, n = 0, 1, len(text)
+    while s < n:
         e = text.find(nl, s)
-        line = text[s:min(e if e >= 0 else len(text), s + MAX_LINE)]
-        if raw:
-            line = line.decode("utf-8", "replace")
-        yield lineno, line.rstrip("\r")
+        e = n if e < 0 else e
+        yield lineno, _line(text, s, e, raw)
+        s, lineno = e + 1, lineno + 1
 
 
-def looks_like_a_log(text: str, lines: int = 200) -> bool:
+def looks_like_a_log(text: str, keywords: tuple | None, lines: int = 200) -> bool:
     """Whether a capture holds kernel-log lines at all (a timestamp or host prefix on one of its first lines, or a
     driver line: `journalctl -o cat` prints no prefix): an empty file, random bytes or nvidia-smi output given as a
     kernel log is unreadable input, never "no events"."""
-    if next(candidate_lines(text), None) is not None:
+    if keywords is not None and next(candidate_lines(text, keywords), None) is not None:
         return True
     for line in text.splitlines()[:lines]:
         m = PREFIX_RE.match(line)
@@ -142,10 +168,10 @@ def _joins(prev: Record, body: str, time: str | None, source: str, lineno: int, 
     return rest[:1] == "(" or rest[:1].islower()
 
 
-def records(text: str | bytes) -> list[Record]:
+def records(text: str | bytes, keywords: tuple | None) -> list[Record]:
     out: list[Record] = []
     last = -1
-    for lineno, line in candidate_lines(text):
+    for lineno, line in candidate_lines(text, keywords):
         body, time, source, cont = split_prefix(line)
         if out and lineno == last + 1 and (cont or _joins(out[-1], body, time, source, lineno, last)):
             p = out[-1]

@@ -2,6 +2,7 @@
 own, xid.signatures_extra), matched against kernel message records, and PCIe AER bursts tied to the GPU they hit."""
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
@@ -154,7 +155,8 @@ def _is_nvidia(pci: str, recs, dev) -> bool:
 
 def _gpu_in_burst(i: int, recs, dev, cfg) -> str | None:
     r0 = recs[i]
-    for j in range(max(0, i - 3), len(recs)):
+    lo = bisect.bisect_left(recs, r0.lineno - cfg["burst_lines"], key=lambda r: r.lineno)
+    for j in range(lo, len(recs)):        # the burst: records within burst_lines and burst_seconds of it
         r = recs[j]
         if abs(r.lineno - r0.lineno) > cfg["burst_lines"]:
             if j > i:

@@ -1,0 +1,81 @@
+"""Literal anchors of regexes: strings one of which every match of a pattern contains, so a log can be cut down to
+the lines holding one of them with C string searches before any per-line regex. Derived from the compiled patterns
+(the signature data, the Xid patterns, a site's own signatures), never a hand list: a pattern with no literal anchor
+(it can match text without any fixed string, or it ignores case) yields None, and then every line is a candidate."""
+from __future__ import annotations
+
+import re
+
+try:                                      # the regex parser the re module itself uses
+    from re import _constants as _c, _parser as _p   # Python >= 3.11
+except ImportError:                       # pragma: no cover - Python 3.10
+    import sre_constants as _c            # type: ignore[no-redef]
+    import sre_parse as _p                # type: ignore[no-redef]
+
+_MIN = 3                                  # shorter literals ("a", "GP") would make every line a candidate
+
+
+def _options(items) -> list[frozenset]:
+    """Alternative anchor sets of a parsed sequence: each set is one way to say "a match contains one of these"."""
+    opts: list[frozenset] = []
+    run: list[str] = []
+
+    def flush():
+        if len(run) >= _MIN:
+            opts.append(frozenset(["".join(run)]))
+        run.clear()
+
+    for op, av in items:
+        if op is _c.LITERAL:
+            run.append(chr(av))
+            continue
+        flush()
+        if op is _c.SUBPATTERN:
+            opts.extend(_options(av[-1]))
+        elif op is _c.BRANCH:
+            branches = [_best(_options(b)) for b in av[1]]
+            if all(b is not None for b in branches):
+                opts.append(frozenset().union(*branches))
+        elif op in (_c.MAX_REPEAT, _c.MIN_REPEAT, getattr(_c, "POSSESSIVE_REPEAT", None)) and av[0] >= 1:
+            opts.extend(_options(av[2]))
+        elif op is getattr(_c, "ATOMIC_GROUP", None):
+            opts.extend(_options(av))
+    flush()
+    return opts
+
+
+def _best(opts: list[frozenset]) -> frozenset | None:
+    """The option that cuts most: its shortest literal the longest, then fewest literals."""
+    if not opts:
+        return None
+    return max(opts, key=lambda o: (min(map(len, o)), -len(o)))
+
+
+def options(rx: re.Pattern | str) -> list[frozenset]:
+    """Every anchor set found for a pattern ([] when it has none, or it ignores case)."""
+    rx = re.compile(rx) if isinstance(rx, str) else rx
+    if rx.flags & re.IGNORECASE or isinstance(rx.pattern, bytes):
+        return []
+    return _options(_p.parse(rx.pattern, rx.flags & ~re.UNICODE))
+
+
+def covered(lit: str, chosen) -> bool:
+    return any(g in lit for g in chosen)
+
+
+def keywords(patterns) -> tuple[str, ...] | None:
+    """The fewest literals such that every match of every pattern contains one of them (None: some pattern has no
+    anchor, so no line may be skipped). A literal found inside another (NVRM in "NVRM: Xid") covers it."""
+    chosen: list[str] = []
+    for rx in patterns:
+        opts = options(rx)
+        if not opts:
+            return None
+        if any(all(covered(lit, chosen) for lit in o) for o in opts):
+            continue
+        # prefer the option that adds the fewest new searches, then the one that cuts most
+        o = min(opts, key=lambda o: (sum(not covered(lit, chosen) for lit in o), -min(map(len, o))))
+        for lit in sorted(o, key=len):
+            if not covered(lit, chosen):
+                chosen = [g for g in chosen if lit not in g] + [lit]
+    return tuple(chosen)
