@@ -356,7 +356,9 @@ class XidSettings(Section):
                                      # stopped, instead of running `dmesg` (which reads the whole ring buffer)
     userspace: Literal["ok", "warn", "fail"] = "warn"   # a GPU fault in a line userspace wrote (not `kernel:`)
     ignore_signatures: list[str] = field(default_factory=list)   # kernel-log signature ids never to act on
-    # a site's own signatures: {id, match (regex), status, code (xid...), says, todo} (slurmkit/data/kernlog_signatures.json)
+    # a site's own signatures: {id, match (regex), status, code (xid...), says, todo} (slurmkit/data/kernlog_signatures.json).
+    # Only log lines holding a fixed string of some pattern are parsed; a `match` with no fixed string of 3+
+    # characters (or with `(?i)`) makes every line parsed (slower on big logs)
     signatures_extra: list[dict[str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
