@@ -160,21 +160,8 @@ class NetFleet(Fleet):
                                               str(nd / "sshd_config")], stdout=log, stderr=log,
                                              stdin=subprocess.DEVNULL)
 
-    def _wait(self, nodes: list[str], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        for n in nodes:
-            while True:
-                p = self.procs[n]
-                if p.poll() is not None:
-                    raise RuntimeError(f"sshd for {n} exited {p.returncode}: "
-                                       + (self._node_dir(n) / "sshd.log").read_text(errors="replace")[-500:])
-                try:
-                    with socket.create_connection((self.addr[n], 22), timeout=2):
-                        break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError(f"sshd for {n} not listening on {self.addr[n]}:22 after {timeout}s")
-                    time.sleep(0.05)
+    def listen_address(self, n: str) -> tuple[str, int]:
+        return self.addr[n], 22
 
     # -- teardown ----------------------------------------------------------------------------------------------------
     def remove_hosts(self) -> None:

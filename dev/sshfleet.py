@@ -117,6 +117,10 @@ class Fleet:
                                          stderr=log, stdin=subprocess.DEVNULL)
         log.close()
 
+    def listen_address(self, n: str) -> tuple[str, int]:
+        """Where node n's sshd listens."""
+        return "127.0.0.1", self.ports[n]
+
     def _wait(self, nodes: list[str], timeout: float) -> None:
         deadline = time.monotonic() + timeout
         for n in nodes:
@@ -125,12 +129,13 @@ class Fleet:
                 if p.poll() is not None:
                     raise RuntimeError(f"sshd for {n} exited {p.returncode}: "
                                        + (self._node_dir(n) / "sshd.log").read_text(errors="replace")[-500:])
+                host, port = self.listen_address(n)
                 try:
-                    with socket.create_connection(("127.0.0.1", self.ports[n]), timeout=1):
+                    with socket.create_connection((host, port), timeout=1):
                         break
                 except OSError:
                     if time.monotonic() > deadline:
-                        raise RuntimeError(f"sshd for {n} not listening on {self.ports[n]} after {timeout}s")
+                        raise RuntimeError(f"sshd for {n} not listening on {host}:{port} after {timeout}s")
                     time.sleep(0.05)
 
     # -- changes -------------------------------------------------------------------------------------------------

@@ -24,8 +24,10 @@ def save(path: str, res: Result) -> None:
         res.evidence["cache_error"] = f"{path}: {e.strerror}"
 
 
-def load(name: str, path: str, ttl_seconds: float, how_to_run: str) -> Result:
-    """The cached verdict as a result of check `name`, or a skip that says why there is none to trust."""
+def load(name: str, path: str, ttl_seconds: float, how_to_run: str, *, check: str | None = None) -> Result:
+    """The cached verdict as a result of `check` (default: `name`, which the messages show), or a skip that says
+    why there is none to trust."""
+    what, name = name, check or name
     try:
         with open(path, encoding="utf-8") as f:
             cached = json.load(f)
@@ -36,9 +38,9 @@ def load(name: str, path: str, ttl_seconds: float, how_to_run: str) -> Result:
         if not isinstance(r, dict):
             raise ValueError("no result")
     except (OSError, ValueError, TypeError):
-        return Result(name, "skip", f"no cached {name} result (run `{how_to_run}`)", {})
+        return Result(name, "skip", f"no cached {what} result (run `{how_to_run}`)", {})
     ev = dict(r.get("evidence", {}) if isinstance(r.get("evidence"), dict) else {}, cached_age_seconds=round(age))
     if age > ttl_seconds:
-        return Result(name, "skip", f"cached {name} result is {age / 3600:.1f} h old (ttl {ttl_seconds:g} s)", ev)
+        return Result(name, "skip", f"cached {what} result is {age / 3600:.1f} h old (ttl {ttl_seconds:g} s)", ev)
     status = r.get("status") if r.get("status") in ("ok", "warn", "fail", "skip") else "skip"
     return Result(name, status, f"cached: {r.get('reason', '')}", ev, code=str(cached.get("code", "")))

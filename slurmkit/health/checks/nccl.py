@@ -3,11 +3,9 @@ its failures and NCCL WARNs. Heavy: it runs only when asked for by name (`slurmk
 schedule that does that); the prolog reads the cached result while it is younger than `nccl.ttl_seconds`."""
 from __future__ import annotations
 
-import json
-import os
-import time
 
 from .. import nccl as parse
+from .. import heavycache
 from ..base import Result
 from ..context import NoData
 
@@ -74,24 +72,6 @@ def run(ctx) -> Result:
             res = evaluate(text, expected, s)
         except NoData as e:
             res = Result(NAME, "fail", f"all_reduce_perf printed no results ({e})", {}, code="nccl")
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({"time": time.time(), "result": res.to_dict(), "code": res.code}, f)
-            os.replace(tmp, path)
-            res.evidence["cached_to"] = path
-        except OSError as e:       # the verdict stands; the prolog just won't see it
-            res.evidence["cache_error"] = f"{path}: {e.strerror}"
+        heavycache.save(path, res)
         return res
-    try:
-        with open(path, encoding="utf-8") as f:
-            cached = json.load(f)
-    except (OSError, ValueError):
-        return Result(NAME, "skip", "no cached NCCL result (run `slurmkit check --only nccl`)", {})
-    age = time.time() - float(cached.get("time", 0))
-    r = cached.get("result", {})
-    ev = dict(r.get("evidence", {}), cached_age_seconds=round(age))
-    if age > s.ttl_seconds:
-        return Result(NAME, "skip", f"cached NCCL result is {age / 3600:.1f} h old (ttl {s.ttl_seconds} s)", ev)
-    return Result(NAME, r.get("status", "skip"), f"cached: {r.get('reason', '')}", ev, code=cached.get("code", ""))
+    return heavycache.load("NCCL", path, s.ttl_seconds, "slurmkit check --only nccl", check=NAME)
