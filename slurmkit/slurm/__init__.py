@@ -37,14 +37,11 @@ class SlurmBackend(Protocol):
 
 
 def expand_hostlist(expr: str) -> list[str]:
-    """'n[001-003],gpu7' -> ['n001', 'n002', 'n003', 'gpu7'] (ClusterShell NodeSet)."""
-    from ClusterShell.NodeSet import NodeSet, NodeSetParseError
-
-    from ..errors import UsageError
-    try:
-        return list(NodeSet(expr))
-    except NodeSetParseError as e:
-        raise UsageError(f"bad hostlist {expr!r}: {e}") from None
+    """'n[001-003],gpu7' -> ['n001', 'n002', 'n003', 'gpu7'] (ClusterShell NodeSet), bounded: an expression over
+    slurmkit.hostlist.DEFAULT_LIMIT names is refused before any name is made (`n[1-99999999]` from a capture or
+    a command line would otherwise take gigabytes)."""
+    from ..hostlist import expand
+    return expand(expr)
 
 
 def fold_hostlist(names) -> str:

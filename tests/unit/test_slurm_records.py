@@ -66,3 +66,17 @@ def test_job_oneliner():
 def test_hostlists_use_nodeset():
     assert expand_hostlist("gpu[001-003],n7") == ["gpu001", "gpu002", "gpu003", "n7"]
     assert fold_hostlist(["n1", "n2", "n3", "n7"]) == "n[1-3,7]"
+
+
+def test_every_hostlist_expansion_is_bounded_before_a_name_is_made():
+    """Issue 17 H1: `n[1-99999999]` in a capture, a job's node list or --nodes took gigabytes; every expansion
+    now goes through slurmkit.hostlist's bound, which reads the size off the brackets first."""
+    import time
+
+    import pytest
+
+    from slurmkit.errors import UsageError
+    t = time.monotonic()
+    with pytest.raises(UsageError, match="limit"):
+        expand_hostlist("n[1-99999999]")
+    assert time.monotonic() - t < 5
