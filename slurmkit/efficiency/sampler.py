@@ -331,8 +331,10 @@ def main(argv=None) -> int:
         backend = "nvml" if nvml_available() else "nvidia-smi"
     if backend == "nvml" and a.backend == "nvml" and not nvml_available():
         backend = "nvidia-smi"            # asked for NVML on a node without it: still sample, and say so below
+    dcgm_argv = _tool_argv(a.dcgmi)
     w = Writer(a.out, a.max_bytes, {"v": 1, "job_id": a.job, "gpus": gpus, "interval": a.interval,
-                                    "backend": backend, "start": time.time(), "pid": os.getpid()})
+                                    "backend": backend, "start": time.time(), "pid": os.getpid(),
+                                    "dcgm": bool(dcgm_argv)})
     if backend != a.backend and a.backend == "nvml":
         w.write({"event": "nvml-unavailable", "error": "nvidia-ml-py missing or NVML did not initialise"})
     stop = threading.Event()
@@ -366,7 +368,6 @@ def main(argv=None) -> int:
                 return halt("job never started")
 
     threading.Thread(target=watchdog, daemon=True).start()
-    dcgm_argv = _tool_argv(a.dcgmi)
     if dcgm_argv:
         threading.Thread(target=sample_dcgm, daemon=True,
                          args=(dcgm_argv, gpus, a.interval, a.dcgm_start_timeout, w, stop, child)).start()
