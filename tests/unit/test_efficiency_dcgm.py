@@ -235,3 +235,27 @@ def test_halving_keeps_both_kinds_of_sample(tmp_path):
     smi = [u for u in g.util if u is not None]
     prof = [s for s in g.dram_active if s is not None]
     assert head["stride"] > 1 and len(smi) > 100 and abs(len(smi) - len(prof)) <= 2
+
+
+def test_prolog_start_and_epilog_stop_carry_dcgm_into_the_record(tmp_path):
+    from slurmkit.efficiency import hooks
+    from slurmkit.settings import PathsSettings, Settings, ToolsSettings
+    s = Settings(tools=ToolsSettings(nvidia_smi=SMI, dcgmi=DCGMI),
+                 paths=PathsSettings(state_dir=str(tmp_path / "state"), health_log=str(tmp_path / "health.jsonl")),
+                 efficiency=EfficiencySettings(interval=0.2, log=str(tmp_path / "eff.jsonl"), backend="nvidia-smi",
+                                               start_grace=120))
+    env = {"SLURM_JOB_ID": "93", "SLURM_JOB_GPUS": "1", "SLURMD_NODENAME": "n1", "PATH": os.environ["PATH"],
+           "SLURMKIT_FAKEGPU_SCENARIO": str(FAKE / "scenarios" / "eff-hung")}
+    pid = hooks.start(s, env)
+    assert pid
+    samples = tmp_path / "state" / "efficiency" / "93.n1.samples"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not samples.exists() or samples.read_text().count('"dcgm",') < 4):
+        time.sleep(0.1)
+    rec = hooks.stop(s, env)
+    assert rec["profiling"]["state"] == "ok" and rec["gpus"][0]["index"] == 1
+    assert rec["gpus"][0]["sm_active_mean"] < 10 and rec["gpus"][0]["tensor_active_mean"] is not None
+    deadline = time.monotonic() + 30
+    while _group_members(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _group_members(pid) == []          # the epilog's killpg: no sampler, nvidia-smi or dcgmi left
