@@ -201,17 +201,13 @@ def test_efficiency_jobid_reports_sm_and_tensor_activity(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"efficiency:\n  log: {log}\n")
     env = dict(os.environ, SLURMKIT_CONFIG=str(cfg))
-
-    def run(*a):
-        return subprocess.run([sys.executable, "-m", "slurmkit.cli", "efficiency", "91", *a], capture_output=True,
-                              text=True, timeout=60, env=env, cwd=str(REPO))
-    r = run("--json")
-    doc = json.loads(r.stdout)
+    js, txt = (subprocess.run([sys.executable, "-m", "slurmkit.cli", "efficiency", "91", *a], capture_output=True,
+                              text=True, timeout=60, env=env, cwd=str(REPO)) for a in (["--json"], []))
+    doc = json.loads(js.stdout)
     assert doc["profiling"]["state"] == "ok"
     assert [g["index"] for g in doc["gpus"]] == [0, 2] and all(g["sm_active_mean"] < 10 for g in doc["gpus"])
     assert any("% SM activity" in f["text"] for f in doc["findings"])
-    r = run()
-    assert "SM ACT" in r.stdout and "TENSOR" in r.stdout and "utilisation but" in r.stdout, r.stdout
+    assert "SM ACT" in txt.stdout and "TENSOR" in txt.stdout and "utilisation but" in txt.stdout, txt.stdout
 
 
 def test_missing_dcgmi_shows_in_the_text_report(tmp_path):
