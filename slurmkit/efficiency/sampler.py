@@ -15,7 +15,8 @@ file is rewritten at half the resolution and the sampler keeps every second tick
 File format (JSON lines): a header {"v": 1, "job_id", "gpus", "interval", "backend", "start"}; one
 {"gpu": i, "uuid", "name", "power_limit", "mem_total"} per GPU; samples [t, gpu, util, mem_used_mib, power_w];
 profiling samples [t, gpu, "dcgm", sm_active_pct, tensor_active_pct, dram_active_pct]; a {"dcgm": "ok"} line once
-dcgmi gave its first sample, or {"event": "dcgm-unavailable", "error": ...} when it did not; an {"end": t, "why": ...} line when it stops. Standard library only.
+dcgmi gave its first sample, or {"event": "dcgm-unavailable", "error": ...} when it did not; an {"end": t,
+"why": ...} line when it stops. Standard library only.
 """
 from __future__ import annotations
 
@@ -28,11 +29,10 @@ import sys
 import threading
 import time
 
+from .sampler_dcgm import run_dcgm
+
 FIELDS = "index,uuid,name,utilization.gpu,memory.used,memory.total,power.draw,power.limit"
 MAX_LINE = 4096
-DCGM_FIELDS = "1002,1004,1005"
-DCGM_COLS = ("SMACT", "TENSO", "DRAMA")     # dcgmi dmon's column names for those fields (ratios 0..1)
-MAX_NOISE = 5                                # non-data lines of dcgmi kept as the reason it failed
 
 
 def job_alive(job_id: int, proc_root: str = "/proc", known: set | None = None) -> bool:
@@ -239,77 +239,6 @@ def sample_smi(tool: str, gpus: list[int], interval: float, w: Writer, stop: thr
     return "stopped"
 
 
-def _ratio_pct(cell: str):
-    v = _num(cell)
-    return None if v is None else round(v * 100.0, 2)
-
-
-def dcgm_row(cells: list[str], cols: list[str]) -> tuple[int, list] | None:
-    """One `dcgmi dmon` data row (`GPU 3  0.512  0.204  0.330`) -> (gpu, [sm %, tensor %, dram %]) by the
-    header's column names; None for anything else (a header, the units line, an error message)."""
-    if len(cells) != len(cols) + 2 or cells[0] != "GPU" or not cells[1].isdigit():
-        return None
-    row = dict(zip(cols, cells[2:]))
-    return int(cells[1]), [_ratio_pct(row[c]) if c in row else None for c in DCGM_COLS]
-
-
-def sample_dcgm(argv: list[str], gpus: list[int], interval: float, start_timeout: float, w: Writer,
-                stop: threading.Event, child: dict) -> str:
-    """Read ONE `dcgmi dmon` child's rows until it ends or the sampler stops; never raises, never waits past
-    start_timeout for a first sample. Returns "ok" or why there are no profiling fields."""
-    argv = list(argv) + ["dmon", "-e", DCGM_FIELDS, "-d", str(max(1, int(interval * 1000))),
-                         "-i", ",".join(map(str, gpus))]
-    try:
-        # stderr into stdout: its error message is the reason the record gives; same process group as the sampler
-        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             text=True, errors="replace")
-    except OSError as e:
-        return _dcgm_off(w, f"dcgmi not run: {e}")
-    child["dcgmi"] = p
-    started = threading.Event()
-    cols: list[str] = []
-    noise: list[str] = []
-
-    def deadline() -> None:
-        if not started.wait(start_timeout) and not stop.is_set():
-            noise.append(f"no sample within {start_timeout:g} s")
-            p.kill()
-    threading.Thread(target=deadline, daemon=True).start()
-    last_t = None
-    for line in iter(lambda: p.stdout.readline(MAX_LINE), ""):
-        cells = line.split()
-        if cells[:1] == ["#Entity"]:
-            cols = cells[1:]
-            continue
-        got = dcgm_row(cells, cols) if cols else None
-        if got is None:
-            if cells and cells[0] != "ID" and len(noise) < MAX_NOISE:
-                noise.append(line.strip()[:200])
-            continue
-        idx, vals = got
-        if idx not in gpus:
-            continue
-        if not started.is_set():
-            started.set()
-            w.write({"dcgm": "ok"})
-        now = round(time.time(), 3)
-        new_tick = last_t is None or now - last_t > interval / 2
-        if new_tick:
-            last_t = now
-        w.sample([last_t, idx, "dcgm", *vals], new_tick, kind="dcgm")
-    rc = p.wait()
-    started.set()
-    if stop.is_set():
-        return "ok"
-    why = f"dcgmi dmon ended (exit {rc})" + (": " + "; ".join(noise) if noise else "")
-    return _dcgm_off(w, why)
-
-
-def _dcgm_off(w: Writer, why: str) -> str:
-    w.write({"event": "dcgm-unavailable", "error": why})
-    return why
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="slurmkit-sampler")
     ap.add_argument("--job", type=int, required=True)
@@ -369,7 +298,7 @@ def main(argv=None) -> int:
 
     threading.Thread(target=watchdog, daemon=True).start()
     if dcgm_argv:
-        threading.Thread(target=sample_dcgm, daemon=True,
+        threading.Thread(target=run_dcgm, daemon=True,
                          args=(dcgm_argv, gpus, a.interval, a.dcgm_start_timeout, w, stop, child)).start()
     try:
         if backend == "nvml":

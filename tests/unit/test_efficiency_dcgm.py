@@ -16,7 +16,7 @@ from hypothesis import given, strategies as st
 
 from slurmkit.efficiency import record
 from slurmkit.efficiency.model import Capture
-from slurmkit.efficiency.sampler import DCGM_COLS, dcgm_row
+from slurmkit.efficiency.sampler_dcgm import DCGM_COLS, dcgm_row
 from slurmkit.efficiency.verdict import Thresholds, summarize
 from slurmkit.settings import EfficiencySettings
 
@@ -170,13 +170,14 @@ def test_low_sm_finding_stays_quiet(util, sm):
 
 def test_thresholds_follow_the_config_and_their_ranges():
     eff = EfficiencySettings(sm_low_active_pct=5.0)
-    assert not any("SM activity" in f["text"] for f in summarize(_cap(97.0, 8.0), Thresholds.from_settings(eff))["findings"])
+    doc = summarize(_cap(97.0, 8.0), Thresholds.from_settings(eff))
+    assert not any("SM activity" in f["text"] for f in doc["findings"])
     for bad in ({"sm_low_active_pct": 150.0}, {"sm_busy_util_pct": 0.0}, {"dcgm_start_timeout": 0.0}):
         with pytest.raises(Exception):
             EfficiencySettings(**bad)
 
 
-ratio = st.one_of(st.just("N/A"), st.floats(0, 1).map(lambda v: f"{v:.3f}"))
+ratio = st.one_of(st.sampled_from(["N/A", "nan", "inf"]), st.floats(0, 1).map(lambda v: f"{v:.3f}"))
 
 
 @given(st.permutations(list(DCGM_COLS)), st.lists(ratio, min_size=3, max_size=3), st.integers(0, 64))
@@ -185,7 +186,7 @@ def test_dcgm_row_reads_by_column_name(cols, cells, gpu):
     assert got is not None and got[0] == gpu
     by = dict(zip(cols, cells))
     for name, v in zip(DCGM_COLS, got[1]):
-        assert v is None if by[name] == "N/A" else abs(v - float(by[name]) * 100) < 1e-6
+        assert v is None if by[name] in ("N/A", "nan", "inf") else abs(v - float(by[name]) * 100) < 1e-6
 
 
 @given(st.lists(st.text(max_size=12), max_size=6))
