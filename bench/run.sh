@@ -6,7 +6,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bash dev/bootstrap.sh || exit 1
 py=.venv/bin/python
-all=(topo prolog audit checkpoint sync submit install kernlog efficiency)
+all=(topo prolog audit checkpoint sync submit install kernlog parsers efficiency health fleetlog)
 sel=("$@")
 [ ${#sel[@]} -gt 0 ] || sel=("${all[@]}")
 rc=0

@@ -10,6 +10,8 @@ for b in /usr/sbin/slurmctld /usr/sbin/slurmd /usr/bin/sinfo /usr/sbin/munged /u
 done
 # debootstrap makes the Slurm 24.11/26.05 root filesystems (dev/rootfs.py) on first use
 [ -x /usr/sbin/debootstrap ] || need_apt+=(debootstrap)
+# iproute2 makes the network-namespace test hosts of the installer's fleet tests (dev/netfleet.py)
+[ -x /usr/sbin/ip ] || [ -x /bin/ip ] || need_apt+=(iproute2)
 py=$(command -v python3 || true)
 if [ -z "$py" ] || ! "$py" -c 'import sys, venv, ensurepip; assert sys.version_info >= (3, 10)' 2>/dev/null; then
     need_apt+=(python3 python3-venv python3-pip)

@@ -4,6 +4,9 @@
     python3 dev/cluster.py --dir /tmp/sk-c24 up --slurm 24.11 --port 7130 --hooks true
     python3 dev/capture_slurm.py --dir /tmp/sk-c24          # the version comes from the cluster's directory
 
+A cluster not made by dev/cluster.py (a source build of a version Debian lacks) works too: its directory needs
+env.sh (`export SLURM_CONF=...`) and cluster.json `{"slurm": "25.11", "bin": "<prefix>/bin", "built_from": "..."}`.
+
 It walks the cluster through these states, one after another, and captures in each `sinfo --json`,
 `squeue --json`, `scontrol --json -d show node` (23.02+), `scontrol -o -d show node`, `scontrol show node` and
 `sinfo -R`:
@@ -54,7 +57,10 @@ STATES = {
 class Cluster:
     def __init__(self, directory: Path):
         self.dir = directory
-        self.slurm = json.loads((directory / "cluster.json").read_text()).get("slurm", "22.05")
+        info = json.loads((directory / "cluster.json").read_text())
+        self.slurm = info.get("slurm", "22.05")
+        self.bin = info.get("bin")      # a source build's bin/ (no dev/cluster.py support): its clients directly
+        self.built_from = info.get("built_from")
         self.env = dict(os.environ)
         for line in (directory / "env.sh").read_text().splitlines():
             if line.startswith("export ") and "=" in line:
@@ -62,8 +68,12 @@ class Cluster:
                 self.env[k] = v
 
     def run(self, argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
-        full = argv if self.slurm == "22.05" else \
-            [sys.executable, str(REPO / "dev" / "rootfs.py"), "run", "--slurm", self.slurm, "--", *argv]
+        if self.bin:
+            full = [os.path.join(self.bin, argv[0]), *argv[1:]]
+        elif self.slurm == "22.05":
+            full = argv
+        else:
+            full = [sys.executable, str(REPO / "dev" / "rootfs.py"), "run", "--slurm", self.slurm, "--", *argv]
         res = subprocess.run(full, env=self.env, capture_output=True, text=True, timeout=120)
         if check and res.returncode != 0:
             sys.exit(f"{' '.join(argv)} failed ({res.returncode}): {res.stderr.strip()}")
@@ -123,8 +133,8 @@ def main() -> None:
     c = Cluster(args.dir)
     release = _release(c)
     mm = tuple(int(x) for x in release.split(".")[:2])
-    where = "Debian 12 host packages" if c.slurm == "22.05" else \
-        {"24.11": "Debian 13 trixie root fs", "26.05": "Debian sid root fs"}.get(c.slurm, "root fs")
+    where = c.built_from or ("Debian 12 host packages" if c.slurm == "22.05" else
+                             {"24.11": "Debian 13 trixie root fs", "26.05": "Debian sid root fs"}.get(c.slurm, "root fs"))
     out_dir = FIXTURES / "local" / f"slurm-{c.slurm}"
     out_dir.mkdir(parents=True, exist_ok=True)
     today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
@@ -139,8 +149,9 @@ def main() -> None:
             path = out_dir / f"{stem}-{state}.txt"
             path.write_text(res.stdout)
             rel = str(path.relative_to(FIXTURES))
-            rows[rel] = (f"| {rel} | captured from Slurm {release} on the dev cluster (`dev/cluster.py up --slurm "
-                         f"{c.slurm}`), {today}, `{' '.join(argv)}` by dev/capture_slurm.py | 4 slurmd nodes "
+            how = "a 4-node cluster of that build (own slurm.conf)" if c.bin else \
+                f"`dev/cluster.py up --slurm {c.slurm}`"
+            rows[rel] = (f"| {rel} | captured from Slurm {release} on the dev cluster ({how}), {today}, `{' '.join(argv)}` by dev/capture_slurm.py | 4 slurmd nodes "
                          f"n1..n4 on one host, Slurm {release} ({where}), gres gpu:8 each | {state}: "
                          f"{STATES[state]} | stdout as printed, unedited |")
             print(f"{rel}: {len(res.stdout)} bytes")

@@ -141,11 +141,27 @@ def _provision(root: Path, suite: str, packages: list[str]) -> None:
                      ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
                      ["apt-get", "clean"]):
             out.flush()
-            subprocess.run(enter_argv(root, argv, binds=_system_binds()), check=True, timeout=1800,
-                           env=_apt_env(), stdout=out, stderr=subprocess.STDOUT)
+            r = subprocess.run(enter_argv(root, argv, binds=_system_binds()), timeout=1800, env=_apt_env(),
+                               stdout=out, stderr=subprocess.STDOUT)
+            if r.returncode:
+                raise SystemExit(f"rootfs: {' '.join(argv)} failed (exit {r.returncode}) in {root}; "
+                                 f"see {CACHE / f'{suite}.log'}")
     (root / "run" / "sshd").mkdir(parents=True, exist_ok=True)
     (root / MARK).write_text(suite + "\n")
     (root / ".slurmkit-stamp").write_text(stamp_text(suite, packages))
+
+
+def _users(root: Path) -> list[int]:
+    """Pids whose root directory is `root` (daemons and commands running in it)."""
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if os.readlink(p / "root") == str(root):
+                    out.append(int(p.name))
+            except OSError:
+                pass
+    return out
 
 
 def build(suite: str) -> None:
@@ -159,9 +175,18 @@ def build(suite: str) -> None:
             raise SystemExit("rootfs: debootstrap is missing (apt-get install debootstrap; dev/bootstrap.sh does)")
         log(f"debootstrap {suite} into {work} (a few minutes, once)")
         with open(CACHE / f"{suite}.log", "w") as out:
-            subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", suite,
-                            str(work), MIRROR], check=True, stdout=out, stderr=subprocess.STDOUT, timeout=1800)
+            r = subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", suite,
+                                str(work), MIRROR], stdout=out, stderr=subprocess.STDOUT, timeout=1800)
+        if r.returncode:
+            raise SystemExit(f"rootfs: debootstrap {suite} from {MIRROR} failed (exit {r.returncode}); "
+                             f"see {CACHE / f'{suite}.log'}")
     _provision(work, suite, sorted(PACKAGES))
+    busy = _users(root)
+    if busy:
+        # removing it would detach the bind mounts of those processes' namespaces (measured: a venv build then
+        # wrote into the root fs itself); the new one waits in <suite>.build for the next run
+        raise SystemExit(f"rootfs: {root} is in use by pids {' '.join(map(str, busy[:10]))}: stop them (their "
+                         f"clusters: dev/cluster.py down) and run again; the new root fs is ready in {work}")
     if root.exists():
         old = CACHE / f"{suite}.old"
         shutil.rmtree(old, ignore_errors=True)
@@ -261,8 +286,14 @@ def ensure_venv(version: str) -> Path:
     v = venv_dir(version)
     if version == HOST_SLURM:
         return v
-    import hashlib
     root = ensure(version)
+    with open(v.with_name(v.name + ".lock"), "w") as lock:     # one build at a time (test.sh prepares ahead)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _ensure_venv(version, v, root)
+
+
+def _ensure_venv(version: str, v: Path, root: Path) -> Path:
+    import hashlib
     py = Path(os.path.realpath(root / "usr" / "bin" / "python3"))   # e.g. <root>/usr/bin/python3.13
     st = py.stat()
     want = f"{hashlib.sha256((REPO / 'pyproject.toml').read_bytes()).hexdigest()} {py.name} {st.st_size} " \

@@ -48,6 +48,19 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# the newer versions' root fs and venv (minutes on a fresh machine: debootstrap, pip) are made in the background
+# while the first version's tests run; their turn waits for it (rootfs.py also locks each build)
+prep=""
+if [ ${#versions[@]} -gt 1 ] && [ "${versions[0]}" = 22.05 ]; then
+    (
+        for v in "${versions[@]}"; do
+            [ "$v" = 22.05 ] || python3 dev/rootfs.py venv --slurm "$v" || exit 1
+        done
+    ) > "$base_dir-prepare.log" 2>&1 &
+    prep=$!
+    echo "[test] preparing the root fs of ${versions[*]:1} in the background (log: $base_dir-prepare.log)" >&2
+fi
+
 # run_version VERSION [pytest args]: its own cluster up, pytest where that version's tools are, cluster down
 run_version() {
     local v=$1 i dir port rc
@@ -55,6 +68,10 @@ run_version() {
     case $v in 22.05) i=0 ;; 24.11) i=1 ;; 26.05) i=2 ;; esac
     dir=$base_dir; [ "$i" -eq 0 ] || dir=$base_dir-$v
     port=$((base_port + 20 * i))
+    if [ "$v" != 22.05 ] && [ -n "$prep" ]; then
+        wait "$prep" || echo "[test] preparing the root filesystems failed: see $base_dir-prepare.log" >&2
+        prep=""
+    fi
     echo "[test] Slurm $v: cluster $dir, port $port" >&2
     python3 dev/cluster.py --dir "$dir" down >/dev/null 2>&1 || true
     started+=("$dir")

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Iterable
 
+from .drain import check_of_tag
 from .errors import UsageError
 from .slurm.records import NodeRecord
 
@@ -195,14 +196,6 @@ def gpus_out(rec: NodeRecord) -> int:
     return rec.gpus_total
 
 
-def check_of_tag(tag: str | None) -> str | None:
-    """The check that writes a reason tag: 'xid79' -> 'xid', 'gpu_count' -> 'gpu_count'."""
-    if not tag:
-        return None
-    m = re.match(r"^([A-Za-z_]+?)_?\d*$", tag)
-    return m.group(1) if m else tag
-
-
 # --- evidence from the health log -----------------------------------------------------------------------------------
 
 def index_health_log(records: Iterable[dict]) -> dict[str, list[dict]]:
@@ -352,51 +345,7 @@ def csv_rows(entries: list[Entry]) -> list[list]:
     return rows
 
 
-# --- resume ---------------------------------------------------------------------------------------------------------
-
-@dataclass
-class ResumeDecision:
-    node: str
-    action: str                  # resume | recheck | refuse | skip
-    why: str
-    check: str | None = None
-    overrides: dict | None = None   # whose reason a forced resume overrides
-
-    def to_dict(self) -> dict:
-        return {"node": self.node, "action": self.action, "why": self.why, "check": self.check,
-                "overrides": self.overrides}
-
-
-def plan_resume(entry: Entry | None, name: str, *, force: bool, recheck: bool,
-                passed_since_drain: bool) -> ResumeDecision:
-    """What `audit resume` may do with one node, before any check runs.
-
-    slurmkit's own drain: resume once its check has passed again (a later `ok` in the health log, or a recheck
-    now). Anyone else's reason: only with --force, and the decision names whose reason it overrides."""
-    if entry is None:
-        return ResumeDecision(name, "skip", "not out of service")
-    n = entry.node
-    if entry.by == "slurmkit":
-        if recheck:
-            return ResumeDecision(name, "recheck", f"rerun check {entry.check} on {name}", check=entry.check)
-        if passed_since_drain:
-            return ResumeDecision(name, "resume", f"check {entry.check} has passed since the drain",
-                                  check=entry.check)
-        if force:
-            return ResumeDecision(name, "resume", f"--force: check {entry.check} has not passed since the drain",
-                                  check=entry.check)
-        return ResumeDecision(name, "refuse", f"check {entry.check} has not passed since slurmkit drained it "
-                              f"({n.reason!r}); run with --recheck to run it now", check=entry.check)
-    who = {"admin": "an admin", "slurm": "Slurm itself", "other-checker": "another health checker",
-           "unknown": "someone"}.get(entry.by, entry.by)
-    owner = {"by": entry.by, "user": n.reason_user, "reason": n.reason, "time": n.reason_time}
-    desc = f"{who}" + (f" ({n.reason_user})" if n.reason_user else "") + \
-        (f": {n.reason!r}" if n.reason else ": no reason") + (f" set {n.reason_time}" if n.reason_time else "")
-    if force:
-        return ResumeDecision(name, "resume", f"--force: overriding the reason of {desc}", overrides=owner)
-    return ResumeDecision(name, "refuse", f"not drained by slurmkit but by {desc}; --force overrides it",
-                          overrides=owner)
-
+# --- resume: what counts as "the check passed again" (the decision itself: drain.plan_resume) -----------------------
 
 PASS_CONTEXTS = ("check", "audit")
 

@@ -96,3 +96,15 @@ try:  # property tests: random locally (to find new cases), the same examples in
         _hsettings.load_profile("ci")
 except ImportError:
     pass
+
+
+@pytest.fixture
+def utc_local_time(monkeypatch):
+    """Local time is UTC, as on the machine where tests/fixtures/local/ were captured (Slurm prints reason times
+    in the controller's local time, and the JSON readers turn epochs into that)."""
+    import time
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()

@@ -27,16 +27,64 @@ def _records(ctx: Ctx, from_file: str | None):
     from ..bounded import DEFAULT_LIMIT, read_text
     from ..slurm.records import NodeCaptureError, parse_node_capture
     if from_file == "-":
-        text = sys.stdin.read(DEFAULT_LIMIT + 1)
-        if len(text) > DEFAULT_LIMIT:
-            raise UsageError("standard input is over the limit of 64 MiB", path="-")
+        data = sys.stdin.buffer.read(DEFAULT_LIMIT + 1)
+        if len(data) > DEFAULT_LIMIT:
+            raise UsageError(f"standard input is over the limit of {DEFAULT_LIMIT >> 20} MiB", path="-")
+        text = data.decode("utf-8", "replace")
     else:
         text = read_text(from_file, what="captured node output")
+    _refuse_huge_hostlists(text, from_file)
     try:
         kind, recs = parse_node_capture(text)
     except NodeCaptureError as e:
         raise UsageError(str(e), path=from_file, line=e.line) from None
+    except UsageError as e:          # a bad hostlist in the capture: say where it is
+        if e.path is not None:
+            raise
+        raise UsageError(str(e), path=from_file, line=_line_of(text, str(e))) from None
     return f"{from_file} ({kind})", recs
+
+
+def _refuse_huge_hostlists(text: str, path: str) -> None:
+    """A 70-byte capture saying `n[1-99999999]` would make the parser build 100 million names (gigabytes)
+    before anything could refuse it: read each bracketed hostlist's size off its text first (linear, no names
+    made) and refuse one over the hostlist limit, with its line. Malformed ones are left for the parser to name."""
+    import re
+
+    from ..hostlist import DEFAULT_LIMIT, HostlistError, count
+    total, budget = 0, 10 * DEFAULT_LIMIT      # and all of them together: many small ranges add up
+    for i, line in enumerate(text.splitlines(), 1):
+        if "[" not in line:
+            continue
+        for tok in re.findall(r"[^\s\"',=]*\[[^\]\s]*\][^\s\"',=]*", line):
+            try:
+                n = count(tok)
+            except HostlistError:
+                continue
+            total += n
+            if n > DEFAULT_LIMIT:
+                raise UsageError(f"hostlist {tok[:80]!r} stands for {n} names, over the limit of {DEFAULT_LIMIT}",
+                                 path=path, line=i)
+            if total > budget:
+                raise UsageError(f"the capture's hostlists stand for more than {budget} names in all (the limit)",
+                                 path=path, line=i)
+
+
+def _line_of(text: str, message: str) -> int | None:
+    """The first line of `text` holding the expression a hostlist error quotes ('bad hostlist 'n[1-x]': ...')."""
+    import ast
+    import re
+    m = re.search(r"hostlist ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", message)
+    if not m:
+        return None
+    try:
+        expr = ast.literal_eval(m.group(1))
+    except (ValueError, SyntaxError):
+        return None
+    for i, line in enumerate(text.splitlines(), 1):
+        if expr and expr in line:
+            return i
+    return None
 
 
 def _health(ctx: Ctx, since: datetime | None, recs=(), window: timedelta = timedelta(0)) -> dict[str, list[dict]]:
@@ -142,7 +190,8 @@ def audit(cctx, as_json, as_csv, partition, since, from_file, now_text):
         import csv
         w = csv.writer(sys.stdout, lineterminator="\n")
         w.writerow(A.CSV_FIELDS)
-        w.writerows(A.csv_rows(entries))
+        from ..output import printable
+        w.writerows([[printable(c) if isinstance(c, str) else c for c in row] for row in A.csv_rows(entries)])
     else:
         _print_human(entries, summary, source)
     return 1 if entries else 0
@@ -150,9 +199,9 @@ def audit(cctx, as_json, as_csv, partition, since, from_file, now_text):
 
 def _print_human(entries, summary, source) -> None:
     from .. import audit as A
-    from ..output import table
+    from ..output import printable, table
     if not entries:
-        click.echo(f"no node out of service ({source})")
+        click.echo(f"no node out of service ({printable(source)})")
         return
     rows = []
     for e in entries:
@@ -163,7 +212,7 @@ def _print_human(entries, summary, source) -> None:
     click.echo(table(rows, ["NODE", "CONDITION", "AGE", "GPUS OUT", "BY", "CAUSE", "REASON"]))
     click.echo("")
     for e in entries:
-        click.echo(f"{e.node.name}: {e.cause.title}. Next: {e.next_step}")
+        click.echo(printable(f"{e.node.name}: {e.cause.title}. Next: {e.next_step}"))
         for r in e.evidence:
             ev = r.get("evidence") or {}
             if isinstance(ev, dict) and isinstance(ev.get("line"), str):
@@ -172,8 +221,9 @@ def _print_human(entries, summary, source) -> None:
                 detail = "; ".join(f"{k}={v}" for k, v in list(ev.items())[:4])
             else:
                 detail = str(ev)
-            click.echo(f"    {r.get('time', '?')} {r.get('context', '')} {r.get('check', '')} "
-                       f"{r.get('status', '')}: {r.get('reason', '')}" + (f" [{detail[:300]}]" if detail else ""))
+            click.echo(printable(f"    {r.get('time', '?')} {r.get('context', '')} {r.get('check', '')} "
+                                 f"{r.get('status', '')}: {r.get('reason', '')}")
+                       + (f" [{printable(detail[:300])}]" if detail else ""))
     s = summary
     click.echo("")
     causes = ", ".join(f"{k} {v['nodes']}" for k, v in sorted(s["by_cause"].items(), key=lambda kv: -kv[1]["nodes"]))
@@ -217,10 +267,11 @@ def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
     passes again (a later ok in the health log, or --recheck now). Anything else needs --force, which says whose
     reason it overrides. Exit 0 when every node was resumed (or would be), 1 otherwise."""
     from .. import audit as A
-    from .. import healthlog, proc
-    from ..slurm import expand_hostlist, fold_hostlist
+    from .. import drain, healthlog, proc
+    from ..hostlist import expand
+    from ..slurm import fold_hostlist
     s = ctx.settings
-    names = expand_hostlist(nodelist)
+    names = expand(nodelist)
     _, now, entries, health = _run_audit(ctx, None, None, None, None, limit_nodes=set(names))
     by_name = {e.node.name: e for e in entries}
     known = {r.name for r in ctx.backend().nodes(nodelist)} if len(by_name) < len(names) else set(names)
@@ -228,13 +279,13 @@ def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
     for name in names:
         e = by_name.get(name)
         if e is None and name not in known:
-            decisions.append(A.ResumeDecision(name, "skip", "no such node"))
+            decisions.append(drain.ResumeDecision(name, "skip", "no such node"))
             continue
         passed = bool(e) and A.passed_since(health.get(name, []), e.check, A.slurm_time(e.node.reason_time))
-        d = A.plan_resume(e, name, force=force, recheck=recheck, passed_since_drain=passed)
+        d = drain.plan_resume(e, name, force=force, recheck=recheck, passed_since_drain=passed)
         if d.action == "recheck":
             if not d.check:
-                d = A.ResumeDecision(name, "refuse", "cannot tell which check drained it", check=None)
+                d = drain.ResumeDecision(name, "refuse", "cannot tell which check drained it", check=None)
             else:
                 argv = A.recheck_argv(s.audit.recheck_command, name, d.check, _installed(s, name))
                 ctx.say("recheck: " + " ".join(argv))
@@ -246,11 +297,11 @@ def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
                 except CommandError as err:
                     ok, why = False, f"recheck failed to run: {err}"
                 if ok:
-                    d = A.ResumeDecision(name, "resume", why, check=d.check)
+                    d = drain.ResumeDecision(name, "resume", why, check=d.check)
                 elif force:
-                    d = A.ResumeDecision(name, "resume", f"--force: {why}", check=d.check)
+                    d = drain.ResumeDecision(name, "resume", f"--force: {why}", check=d.check)
                 else:
-                    d = A.ResumeDecision(name, "refuse", why, check=d.check)
+                    d = drain.ResumeDecision(name, "refuse", why, check=d.check)
         decisions.append(d)
     failed = False
     for d in decisions:
@@ -260,10 +311,12 @@ def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
         if dry_run:
             d.action = "would-resume"
             continue
-        try:
-            ctx.backend().resume(d.node)
-        except Exception as err:   # noqa: BLE001 - one node's failure must not stop the others
-            d.action, d.why, failed = "failed", f"scontrol resume failed: {err}", True
+        # the etiquette's resume: re-reads the node, so a reason changed since the plan is not overridden unasked
+        got = drain.resume_node(s, d.node, backend=ctx.backend(), force=d.overrides is not None or force)
+        if got != "resumed":
+            why = got.replace("resume-failed: ", "scontrol resume failed: ", 1) if got.startswith("resume-failed") \
+                else f"{got} ({d.why})"
+            d.action, d.why, failed = "failed", why, True
             continue
         d.action = "resumed"
         e = by_name.get(d.node)

@@ -51,12 +51,9 @@ def check(ctx: Ctx, only, captures, profile, gpus, node, as_json):
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
             raise UsageError(f"--capture {item!r}: expected CHECK=FILE")
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                caps[name.strip()] = f.read()
-                paths[name.strip()] = path
-        except OSError as e:
-            raise UsageError(f"cannot read: {e.strerror}", path=path) from None
+        from ..bounded import read_text
+        caps[name.strip()] = read_text(path, what=f"--capture {name.strip()}")
+        paths[name.strip()] = path
     expected = None
     names = _split_only(only)
     if not caps and (names is None or "gpu_count" in names):

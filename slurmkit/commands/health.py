@@ -74,8 +74,9 @@ def _run_heavy(ctx: Ctx, checks, node: str | None) -> int:
     report = run_checks(s, "full", only=list(checks), node=node, job_gpus=None)
     failed = report.failures[0] if report.failures else None
     action = "none"
-    if failed is not None:
-        action = drain.drain_node(s, node, drain.reason_for_result(s, failed))
+    if failed is not None:      # retried, and recorded as pending for the next hook when Slurm cannot be reached
+        action = drain.drain_for_hook(s, node, drain.reason_for_result(s, failed), check=failed.check,
+                                      context="sweep", job_id=int(jid) if jid and jid.isdigit() else None)
     else:
         try:
             (rec,) = ctx.backend().nodes(node)

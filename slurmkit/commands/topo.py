@@ -6,12 +6,8 @@ from ..cli import Ctx, pass_ctx
 
 
 def _read(path: str) -> str:
-    from ..errors import UsageError
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError as e:
-        raise UsageError(f"cannot read: {e.strerror}", path=path) from None
+    from ..bounded import read_text
+    return read_text(path, what="capture")
 
 
 @click.command()

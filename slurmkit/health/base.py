@@ -15,6 +15,9 @@ class Result:
     evidence: dict = field(default_factory=dict)   # what the check saw (the Xid line, the counters ...)
     seconds: float = 0.0
     code: str = ""                   # short tag for the drain reason: "xid79", "ecc", "gpu_count" ...
+    # deferred state change (the Xid "seen" mark): the hook calls it only after it acted on the verdict (drained,
+    # a drain already in place, or not a fail), so a fault it could not act on is reported again next time
+    commit: object = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
         return {"check": self.check, "status": self.status, "reason": self.reason, "evidence": self.evidence}
@@ -47,17 +50,30 @@ class Report:
         return {"node": self.node, "healthy": self.healthy, "results": [r.to_dict() for r in self.results]}
 
 
+_NA = ("n/a", "not supported", "unknown error", "none", "insufficient permissions", "unknown", "")
+MAX_DIGITS = 18      # a counter longer than this is not a counter (and int() refuses 4,300 digits)
+
+
+def is_na(v) -> bool:
+    """'N/A', '[N/A]', '[Not Supported]', 'Unknown Error', '' or None: a value nvidia-smi could not read."""
+    return v is None or str(v).strip().strip("[]").strip().lower() in _NA
+
+
 def to_int(v) -> int | None:
-    """'177' -> 177; 'N/A', '[N/A]', '[Not Supported]', '', None -> None; '1 MiB' -> 1; '16x' -> 16."""
+    """'177' -> 177; 'N/A', '[N/A]', '[Not Supported]', '', None -> None; '1 MiB' -> 1; '16x' -> 16.
+    ASCII digits only ('²' is a digit to str.isdigit but not to int). A number of more than MAX_DIGITS digits
+    (no real counter has one; int() refuses 4,300) reads as 10**18: over every threshold, so it fails closed."""
     if v is None:
         return None
     s = str(v).strip()
-    if not s or s.strip("[]").lower() in ("n/a", "not supported", "unknown error", "none", "insufficient permissions"):
+    if is_na(s):
         return None
     num = ""
     for ch in s:
-        if ch.isdigit():
+        if "0" <= ch <= "9":
             num += ch
+            if len(num) > MAX_DIGITS:
+                return 10 ** MAX_DIGITS
         elif num:
             break
         elif ch not in "+ ":

@@ -23,6 +23,8 @@ class Context:
         self.job_id = job_id
         self._cache: dict[str, object] = {}
         self.expected_gpus: int | None = None
+        self.exits: dict[str, tuple[list[str], int, str]] = {}   # source -> (argv, exit code, stderr) when non-zero
+        self.used: dict[str, dict[str, None]] = {}                # check -> the sources it read, in order
 
     @property
     def live(self) -> bool:
@@ -46,6 +48,7 @@ class Context:
         CommandError."""
         if check in self.captures:
             return self.captures[check]
+        self.used.setdefault(check, {})[source] = None
         if not fresh and source in self._cache:
             v = self._cache[source]
             if isinstance(v, BaseException):
@@ -63,8 +66,21 @@ class Context:
         except CommandError as e:
             self._cache[source] = e
             raise
+        if res.returncode != 0:
+            # a tool that exits non-zero is a finding for every check that read it (the runner makes it one),
+            # even when it printed nothing a parser recognizes
+            self.exits[source] = (list(res.argv), res.returncode, res.stderr.strip()[-500:])
+        else:
+            self.exits.pop(source, None)
         self._cache[source] = out
         return out
+
+    def failed_tool(self, check: str) -> tuple[list[str], int, str] | None:
+        """(argv, exit code, stderr) of a command `check` read that exited non-zero, or None."""
+        for src in self.used.get(check, {}):
+            if src in self.exits:
+                return self.exits[src]
+        return None
 
     def prefetch(self, sources: list[str]) -> None:
         """Start the commands several checks will need at once, in parallel (threads: each waits on its own

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import re
 
-_GPU = re.compile(r"^\s*(?:GPU (?P<idx>\d+):|gpuId (?P<gid>\d+):|\|\s*GPU (?P<tid>\d+)\s)")
-_LINK = re.compile(r"^\s*Link (?P<n>\d+):\s*(?P<v>.*?)\s*$")
+_GPU = re.compile(r"^\s*(?:GPU (?P<idx>\d{1,4}):|gpuId (?P<gid>\d{1,4}):|\|\s*GPU (?P<tid>\d{1,4})\s)", re.ASCII)
+_LINK = re.compile(r"^\s*Link (?P<n>\d{1,4}):\s*(?P<v>.*?)\s*$", re.ASCII)
 _DCGM_STATES = {"U": "up", "D": "down", "X": "disabled", "_": "not present"}
-_ERR_SMI = re.compile(r"Link (?P<n>\d+):\s*(?P<name>[A-Za-z ]*Errors?)\s*:\s*(?P<v>\d+)")
-_ERR_TBL = re.compile(r"->\s*(?P<name>[A-Za-z ]*Error)\s*\|\s*(?P<v>\d+)")
-_TBL_LINK = re.compile(r"\|\s*Link (?P<n>\d+)\s")
+_ERR_SMI = re.compile(r"Link (?P<n>\d{1,4}):\s*(?P<name>[A-Za-z ]*Errors?)\s*:\s*(?P<v>\d+)", re.ASCII)
+_ERR_TBL = re.compile(r"->\s*(?P<name>[A-Za-z ]*Error)\s*\|\s*(?P<v>\d+)", re.ASCII)
+_TBL_LINK = re.compile(r"\|\s*Link (?P<n>\d{1,4})\s", re.ASCII)
+
+
+def _count(v: str) -> int:
+    """A counter; one too long to be real (and for int() past 4,300 digits) reads as huge: over any threshold."""
+    return int(v) if len(v) <= 18 else 10 ** 18
 
 
 def parse_status(text: str) -> dict[str, dict[int, str]]:
@@ -54,7 +59,7 @@ def parse_errors(text: str) -> dict[str, dict[str, int]]:
             continue
         m = _ERR_SMI.search(line)
         if m:
-            out[gpu][f"link {m.group('n')} {m.group('name').strip()}"] = int(m.group("v"))
+            out[gpu][f"link {m.group('n')} {m.group('name').strip()}"] = _count(m.group("v"))
             continue
         m = _TBL_LINK.search(line)
         if m:
@@ -62,5 +67,5 @@ def parse_errors(text: str) -> dict[str, dict[str, int]]:
             continue
         m = _ERR_TBL.search(line)
         if m:
-            out[gpu][f"link {link} {m.group('name').strip()}"] = int(m.group("v"))
+            out[gpu][f"link {link} {m.group('name').strip()}"] = _count(m.group("v"))
     return out

@@ -41,12 +41,17 @@ class Node(dict):
     def __init__(self):
         super().__init__()
         self.order: list[tuple[str, object]] = []
+        self._next: dict[str, int] = {}      # key -> the next ' #N' suffix: a thousand processes stay linear
 
     def add(self, key: str, value) -> None:
-        k, n = key, 2
-        while k in self:
+        k, n = key, self._next.get(key, 2)
+        if k in self:
             k = f"{key} #{n}"
+            while k in self:             # only when a key itself looks like 'X #N'
+                n += 1
+                k = f"{key} #{n}"
             n += 1
+        self._next[key] = n
         self[k] = value
         self.order.append((key, value))
 
@@ -56,16 +61,22 @@ class Node(dict):
         for p in path:
             if not isinstance(cur, Node):
                 return None
-            pl = p.lower()
-            nxt = None
-            for k, v in cur.items():
-                if k.lower() == pl:
-                    nxt = v
-                    break
+            nxt = cur.get(p)              # the usual spelling: no scan
+            if nxt is None:
+                pl = p.lower()
+                for k, v in cur.items():
+                    if k.lower() == pl:
+                        nxt = v
+                        break
             if nxt is None:
                 return None
             cur = nxt
         return cur
+
+    def readable(self) -> bool:
+        """Does any field hold a value (not N/A, [Not Supported], Unknown Error)? An all-N/A GPU reads nothing."""
+        from .base import is_na
+        return any(not is_na(v) for _, v in self.walk())
 
     def walk(self, prefix: tuple[str, ...] = ()):
         """(path, value) for every leaf, in file order."""
@@ -124,8 +135,8 @@ def _parse_q(text: str) -> dict:
         if any(k.lower() not in meta_keys for k in top):
             gpus.append({"bus_id": None, "tree": top})
     return {
-        "driver_version": _s(top.get_ci("Driver Version")),
-        "cuda_version": _s(top.get_ci("CUDA Version")),
+        "driver_version": _v(top.get_ci("Driver Version")),
+        "cuda_version": _v(top.get_ci("CUDA Version")),
         "attached": _s(top.get_ci("Attached GPUs")),
         "gpus": gpus,
         "errors": errors(text),
@@ -134,6 +145,12 @@ def _parse_q(text: str) -> dict:
 
 def _s(v):
     return v if isinstance(v, str) else None
+
+
+def _v(v):
+    """A string value that says something: 'N/A' and friends are None."""
+    from .base import is_na
+    return v if isinstance(v, str) and not is_na(v) else None
 
 
 def short_bus(bus_id: str | None) -> str | None:
@@ -195,7 +212,9 @@ def processes(tree: Node) -> list[dict]:
     for path, value in procs.walk():
         key = path[-1].split(" #")[0].lower()
         if key == "process id":
-            cur = {"pid": int(value) if value.isdigit() else value, "name": None, "used_mib": None}
+            from .base import to_int
+            pid = to_int(value) if value.isascii() and value.isdigit() else None
+            cur = {"pid": pid if pid is not None else value, "name": None, "used_mib": None}
             out.append(cur)
         elif cur is not None and key == "name":
             cur["name"] = value

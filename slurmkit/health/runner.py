@@ -51,6 +51,22 @@ def _unrunnable(name: str, why: str, settings, evidence=None) -> Result:
     return Result(name, st, why, evidence or {}, code=name if st == "fail" else "")
 
 
+def _tool_exit(ctx: Context, name: str, res: Result, settings) -> Result:
+    """A command the check read exited non-zero: a finding (fail when fail_closed), never a skip or an ok. A fail
+    the check found itself stays, with the exit code and stderr added to its evidence."""
+    bad = ctx.failed_tool(name)
+    if bad is None:
+        return res
+    argv, rc, err = bad
+    ev = {"argv": argv, "exit_code": rc, "stderr": err}
+    if res.status == "fail":
+        res.evidence = dict(res.evidence, tool_exit=ev)
+        return res
+    last = err.splitlines()[-1] if err else "nothing on stderr"
+    cmd = " ".join([os.path.basename(argv[0]), *argv[1:3]]) if argv else name
+    return _unrunnable(name, f"{cmd} exited {rc}: {last}", settings, dict(ev, was=res.status, was_reason=res.reason))
+
+
 def run_checks(settings, profile: str, *, only=None, captures=None, job_gpus=None, node=None,
                expected_gpus: int | None = None, job_id=None, subset=None, budget: float | None = None) -> Report:
     """The profile's checks (or `only` those, run explicitly: heavy ones then run instead of reading their cache;
@@ -104,6 +120,8 @@ def run_checks(settings, profile: str, *, only=None, captures=None, job_gpus=Non
                                                     "stderr": (e.stderr or "")[-500:]})
         except OSError as e:
             res = _unrunnable(name, f"cannot run: {e}", settings)
+        if ctx.live:
+            res = _tool_exit(ctx, name, res, settings)
         res.seconds = round(time.monotonic() - t0, 4)
         report.results.append(res)
     report.seconds = time.monotonic() - start

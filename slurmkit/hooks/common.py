@@ -10,15 +10,49 @@ def job_id(environ) -> int | None:
     return int(v) if v and v.isdigit() else None
 
 
-def job_gpus(environ) -> list[int]:
+def job_gpus(environ, *, unknown_is_all: bool = False) -> list[int] | None:
     """The GPUs the job gets on this node: SLURM_JOB_GPUS (gres indices = device minor numbers), else
     CUDA_VISIBLE_DEVICES (the same in a prolog: no cgroup renumbering yet). A job without GPUs gets [] - never
-    "all GPUs": a CPU job must not be refused over another job's processes on GPUs it does not use."""
+    "all GPUs": a CPU job must not be refused over another job's processes on GPUs it does not use. The epilog
+    passes `unknown_is_all`: with neither variable (the job record lost) it cannot tell a CPU job from a GPU job
+    whose GPUs it does not know, so None (all of the node's GPUs; gpu_procs then warns, never passes over none)."""
     from ..health.runner import parse_gpu_list
     for var in ("SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"):
         if environ.get(var, "").strip():
             return parse_gpu_list(environ[var]) or []
-    return []
+    return None if unknown_is_all else []
+
+
+def _pending_result(pending: dict, settings):
+    """A drain an earlier hook could not make: a failure of this run too, until the drain is in place."""
+    from .. import drain
+    from ..health.base import Result
+    tag = drain.tag_of_reason(pending.get("reason"), settings) or "pending"
+    who = " ".join(str(x) for x in (pending.get("context"), pending.get("job_id") and f"job {pending['job_id']}")
+                   if x) or "an earlier hook"
+    detail = pending["reason"][len(settings.drain.prefix) + len(tag):].strip()
+    return Result(pending.get("check") or "pending", "fail", f"{detail} (pending drain from {who})",
+                  {"pending_drain": pending}, code=tag)
+
+
+def _act(profile, settings, node, jid, report) -> str:
+    """Drain on the first failure (an earlier pending drain first: the first reason stays), retried and else
+    recorded as pending; then commit the deferred state (the Xid mark) of every verdict that was acted on."""
+    from .. import drain
+    failed = report.failures[0] if report.failures else None
+    action = "none"
+    if failed is not None:
+        if settings.health.drain:
+            pending = failed.evidence.get("pending_drain") if isinstance(failed.evidence, dict) else None
+            reason = drain.reason_for_result(settings, failed) if pending is None else pending["reason"]
+            action = drain.drain_for_hook(settings, node, reason, check=failed.check, context=profile, job_id=jid,
+                                          replace_hook_error=pending is not None)
+        else:
+            action = "not-drained (health.drain is false)"
+    for r in report.results:
+        if r.commit is not None and (r.status != "fail" or drain.acted(action)):
+            r.commit()
+    return action
 
 
 _UNSET = object()
@@ -28,21 +62,21 @@ def run_hook(profile: str, settings, environ, *, pre_records=(), checks=None, jo
              budget: float | None = None) -> tuple[object, str]:
     """Run `profile` ("prolog" | "epilog" | "health"), or only `checks` of it; returns (report, action). Appends
     every verdict to the health log. `job_gpus` None = all the node's GPUs (a health run: no job)."""
-    from .. import healthlog
+    from .. import drain, healthlog
     from ..health.runner import node_name, run_checks
 
     node = environ.get("SLURMD_NODENAME") or node_name()
     jid = job_id(environ)
-    gpus = globals()["job_gpus"](environ) if job_gpus is _UNSET else job_gpus
+    if job_gpus is _UNSET:
+        gpus = globals()["job_gpus"](environ, unknown_is_all=(profile == "epilog"))
+    else:
+        gpus = job_gpus
     report = run_checks(settings, profile, job_gpus=gpus, node=node, job_id=jid, subset=checks, budget=budget)
-    action = "none"
+    pending = drain.read_pending(settings, node) if settings.health.drain else None
+    if pending is not None:
+        report.results.insert(0, _pending_result(pending, settings))
+    action = _act(profile, settings, node, jid, report)
     failed = report.failures[0] if report.failures else None
-    if failed is not None:
-        if settings.health.drain:
-            from .. import drain
-            action = drain.drain_node(settings, node, drain.reason_for_result(settings, failed))
-        else:
-            action = "not-drained (health.drain is false)"
     recs = list(pre_records)
     for r in report.results:
         # every verdict is logged; per-GPU detail only where it matters (warn/fail): an ok verdict keeps its
@@ -51,15 +85,16 @@ def run_hook(profile: str, settings, environ, *, pre_records=(), checks=None, jo
             {k: v for k, v in r.evidence.items() if not isinstance(v, (list, dict))}
         recs.append(healthlog.record(check=r.check, status=r.status, reason=r.reason, evidence=ev,
                                      context=profile, node=node, job_id=jid,
-                                     action=action if r is failed else "none", seconds=r.seconds,
+                                     action=action if r is failed else "none", seconds=r.seconds, code=r.code or None,
                                      profile_seconds=round(report.seconds, 3)))
     try:
         healthlog.write(settings, recs)
     except OSError as e:
         print(f"slurmkit {profile}: cannot write the health log {settings.paths.health_log}: {e}", file=sys.stderr)
     if failed is not None:
-        from .. import drain
-        print(f"slurmkit {profile}: {drain.reason_for_result(settings, failed)} ({action})", file=sys.stderr)
+        reason = failed.evidence["pending_drain"]["reason"] if "pending_drain" in failed.evidence else \
+            drain.reason_for_result(settings, failed)
+        print(f"slurmkit {profile}: {reason} ({action})", file=sys.stderr)
     return report, action
 
 

@@ -44,8 +44,26 @@ class Rendered:
 
 
 def opt(name: str, value=None) -> str:
-    """One sbatch/srun option, its value quoted: opt('--job-name', "it's") -> --job-name='it'"'"'s'."""
+    """One srun option for the command line, its value shell-quoted: opt('--x', "it's") -> --x='it'"'"'s'."""
     return name if value is None else f"{name}={q(str(value))}"
+
+
+_SLURM_SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+", re.ASCII)
+
+
+def slurm_quote(value: str) -> str:
+    """`value` as one word for Slurm's `#SBATCH` parser (sbatch's opt.c `_get_argument`), which is not the
+    shell's: a backslash escapes the next character even inside quotes, an unquoted `#` starts a comment, and
+    whitespace ends a word unless quoted. So: single quotes around it, with `\\` and `'` backslash-escaped.
+    (Those lines are comments to bash: only Slurm reads them.) Newlines never get here (the spec refuses them)."""
+    if value and _SLURM_SAFE.fullmatch(value):
+        return value
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def sbatch_opt(name: str, value: str | None = None) -> str:
+    """One `#SBATCH` option: the name as checked by the spec, the value quoted for Slurm's parser."""
+    return name if value is None else f"{name}={slurm_quote(str(value))}"
 
 
 # --- topology profile and binding ----------------------------------------------------------------------------------
@@ -60,18 +78,26 @@ def load_profile(settings, partition: str | None) -> tuple[dict | None, str | No
         p = os.path.join(os.path.dirname(os.path.realpath(settings.source)), p)
     p = os.path.realpath(p)
     key = f"submit.profiles.{partition}"
+    from ..bounded import read_text
     try:
-        with open(p, encoding="utf-8") as f:
-            doc = json.load(f)
-    except FileNotFoundError:
-        raise UsageError(f"{key}: topology profile {p} not found", path=settings.source,
-                         line=settings.lines.get(key)) from None
-    except (OSError, ValueError) as e:
+        text = read_text(p, what="topology profile")
+        doc = json.loads(text)
+    except UsageError as e:
+        raise UsageError(f"{key}: {e}", path=settings.source, line=settings.lines.get(key)) from None
+    except ValueError as e:
         raise UsageError(f"{key}: cannot read topology profile {p}: {e}", path=settings.source,
                          line=settings.lines.get(key)) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("gpus"), list):
         raise UsageError(f"{key}: {p} is not a `slurmkit topo --json` document (no \"gpus\" list)",
                          path=settings.source, line=settings.lines.get(key))
+    try:   # every GPU an object with cpus/numa/links of the right types: the planner trusts its input
+        from ..topology.binding import validate_profile
+    except ImportError:
+        return doc, str(p)
+    try:
+        validate_profile(doc, path=p)
+    except UsageError as e:
+        raise UsageError(f"{key}: {e}", path=settings.source, line=settings.lines.get(key)) from None
     return doc, str(p)
 
 
@@ -98,43 +124,120 @@ def profile_cpus_per_gpu(profile: dict) -> int | None:
 # --- the plan: everything the template needs, already quoted -------------------------------------------------------
 
 def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
+    """Everything the template needs, already quoted: the phases below, in order."""
     notes: list[str] = []
     sub = settings.submit
     partition = spec.partition or sub.default_partition
-    name = spec.name or re.sub(r"\.(ya?ml|json)$", "", spec_name) or "job"
-    gpn = spec.gpus_per_node
-    launcher = spec.launcher
+    name = spec.name or _name_from_file(spec, spec_name)
     if spec.container is not None and not sub.containers:
         raise UsageError("container.image: this site runs no container plugin (set submit.containers: true in "
                          "the site config where pyxis/enroot is installed)", path=spec.source,
                          line=spec.lines.get("container.image") or spec.lines.get("container"))
-    if launcher == "torchrun":
-        tasks = spec.tasks_per_node or 1
-        gpus_per_task = gpn // tasks if gpn and gpn % tasks == 0 else 0
-    elif launcher == "srun":
+    tasks, gpus_per_task = _shape(spec)
+    sb = _Options()
+    _base_options(sb, spec, name, partition, tasks)
+    srun_bind, bind_env = _bind(sb, spec, settings, partition, tasks, gpus_per_task, notes)
+    lead = _preemption(sb, spec, sub)
+    grid = spec.sweep_grid()
+    if grid:
+        sb.put("--array", f"0-{len(grid) - 1}" + (f"%{spec.sweep_parallel}" if spec.sweep_parallel else ""))
+    cpus_per_node = sb.cpus_per_node(spec.gpus_per_node, tasks)
+    sbatch_lines = sb.lines() + _extra_options(sb, spec)
+    env, sweep = _environment_vars(spec, bind_env, grid)
+    srun, launcher = _srun_options(spec, srun_bind, notes)
+    launch, wrapper = _launch(spec, sub, launcher, srun, tasks, notes)
+
+    kind = "torchrun" if launcher == "torchrun" else ("sweep" if grid else "single")
+    torch = spec.torchrun
+    ctx = {
+        "spec_file": comment_text(spec_name),
+        "sbatch": sbatch_lines,
+        "env": env,
+        "sweep": sweep,
+        "sweep_count": len(grid),
+        "launch": launch,
+        "launcher": launcher,
+        "wrapped": wrapper,
+        "signal_lead": lead,
+        "rdzv_port": str(torch.rdzv_port) if torch.rdzv_port else "$((20000 + SLURM_JOB_ID % 20000))",
+        "nodes": spec.nodes,
+        "gpus_per_node": spec.gpus_per_node,
+        "tasks_per_node": tasks,
+        "partition": partition,
+        "name": name,
+    }
+    return Rendered(script="", template=kind, notes=notes, partition=partition, context=ctx,
+                    cpus_per_node=cpus_per_node)
+
+
+def comment_text(text: str) -> str:
+    """`text` for a `# ...` line of the script: control characters (a newline would end the comment and start a
+    command or an `#SBATCH` line) written as escapes, then shell-quoted for a human to paste."""
+    from ..output import printable
+    return q(printable(text))
+
+
+def _name_from_file(spec: JobSpec, spec_name: str) -> str:
+    """The job name when the spec sets none: the file name without .yaml; held to the spec's one-line rule."""
+    name = re.sub(r"\.(ya?ml|json)\Z", "", spec_name) or "job"
+    if any(c in name for c in "\n\r\0") or len(name) > 200:
+        raise UsageError(f"the job name would be the file name {comment_text(spec_name)}, which is not a single line "
+                         "of at most 200 characters: set `name:` in the spec", path=comment_text(spec.source or ""))
+    return name
+
+
+def _shape(spec: JobSpec) -> tuple[int, int]:
+    """Tasks per node and GPUs per task (0: the GPUs do not divide evenly into the tasks)."""
+    gpn = spec.gpus_per_node
+    if spec.launcher == "srun":
         tasks = spec.tasks_per_node or max(gpn, 1)
-        gpus_per_task = gpn // tasks if gpn and gpn % tasks == 0 else 0
     else:
         tasks = spec.tasks_per_node or 1
-        gpus_per_task = gpn // tasks if gpn and gpn % tasks == 0 else 0
+    return tasks, (gpn // tasks if gpn and gpn % tasks == 0 else 0)
 
-    # sbatch options, in a fixed order (golden files), each value quoted
-    sb: dict[str, str] = {}
 
-    def put(name_, value=None):
-        sb[name_] = opt(name_, value)
+class _Options:
+    """sbatch options by name, in a fixed order (golden files): the raw value (None for a flag), quoted for
+    Slurm's `#SBATCH` parser only when the lines are written."""
 
-    put("--job-name", name)
+    def __init__(self):
+        self.raw: dict[str, str | None] = {}
+
+    def put(self, name: str, value=None) -> None:
+        self.raw[name] = None if value is None else str(value)
+
+    def lines(self) -> list[str]:
+        return [sbatch_opt(n, v) for n, v in self.raw.items()]
+
+    def cpus_per_node(self, gpn: int, tasks: int) -> int | None:
+        """What the options ask of each node (for the check against the cluster), from the values themselves."""
+        out = None
+        for oname, per in (("--cpus-per-gpu", gpn), ("--cpus-per-task", tasks)):
+            v = self.raw.get(oname)
+            if v is not None and v.isascii() and v.isdigit():
+                out = int(v) * per
+        return out
+
+
+def _base_options(sb: _Options, spec: JobSpec, name: str, partition, tasks: int) -> None:
+    sb.put("--job-name", name)
     if partition:
-        put("--partition", partition)
+        sb.put("--partition", partition)
     if spec.account:
-        put("--account", spec.account)
+        sb.put("--account", spec.account)
     if spec.qos:
-        put("--qos", spec.qos)
-    put("--nodes", spec.nodes)
-    put("--ntasks-per-node", tasks)
-    if gpn:
-        put("--gpus-per-node", gpn)
+        sb.put("--qos", spec.qos)
+    sb.put("--nodes", spec.nodes)
+    sb.put("--ntasks-per-node", tasks)
+    if spec.gpus_per_node:
+        sb.put("--gpus-per-node", spec.gpus_per_node)
+
+
+def _bind(sb: _Options, spec: JobSpec, settings, partition, tasks: int, gpus_per_task: int,
+          notes: list[str]) -> tuple[list[str], dict[str, str]]:
+    """CPU/GPU binding from the partition's topology profile: sbatch options (into `sb`), srun options, env."""
+    gpn = spec.gpus_per_node
+    launcher = spec.launcher
     srun_bind: list[str] = []
     bind_env: dict[str, str] = {}
     profile, profile_path = load_profile(settings, partition)
@@ -158,7 +261,7 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
                 oname, _, oval = o.partition("=")
                 if oname == "--cpus-per-task" and explicit:
                     continue   # the spec's explicit cpus_per_gpu wins (Slurm takes one of the two)
-                sb[oname] = opt(oname, oval) if oval else oname
+                sb.put(oname, oval if oval else None)
             srun_bind = [o for o in binding.get("srun", []) if not (explicit and o.startswith("--cpu-bind"))]
             if explicit:
                 notes.append("cpus_per_gpu is set in the spec: no --cpu-bind from the profile")
@@ -178,60 +281,65 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
             if cpus_per_gpu == "auto":
                 cpg = profile_cpus_per_gpu(profile)
                 if cpg:
-                    sb["--cpus-per-gpu"] = opt("--cpus-per-gpu", cpg)
+                    sb.put("--cpus-per-gpu", cpg)
     elif gpn:
         notes.append(f"no topology profile for partition {partition or '(default)'}: plain options, no CPU/GPU "
                      "binding (add one under submit.profiles in the site config)")
     if not srun_bind and launcher == "srun" and gpus_per_task and tasks > 1:
         srun_bind = [f"--gpus-per-task={gpus_per_task}"]   # plain: each task its own GPUs
     if isinstance(cpus_per_gpu, int) and gpn:
-        sb["--cpus-per-gpu"] = opt("--cpus-per-gpu", cpus_per_gpu)
+        sb.put("--cpus-per-gpu", cpus_per_gpu)
     elif isinstance(cpus_per_gpu, int):
-        sb["--cpus-per-task"] = opt("--cpus-per-task", cpus_per_gpu)
+        sb.put("--cpus-per-task", cpus_per_gpu)
     if spec.mem:
-        put("--mem", spec.mem)
+        sb.put("--mem", spec.mem)
     if spec.time:
-        put("--time", spec.time)
+        sb.put("--time", spec.time)
     if spec.workdir:
-        put("--chdir", spec.workdir)
+        sb.put("--chdir", spec.workdir)
     if spec.output:
-        put("--output", spec.output)
-    # preemption-safe defaults
+        sb.put("--output", spec.output)
+    return srun_bind, bind_env
+
+
+def _preemption(sb: _Options, spec: JobSpec, sub) -> int:
+    """Preemption-safe defaults: USR2 `lead` seconds before the time limit, requeue, append to the output."""
     p = spec.preemption
     lead = p.signal_lead if p.signal_lead is not None else sub.signal_lead
     if spec.time and spec.time.lower() not in ("infinite", "unlimited") and lead >= _secs(spec.time):
-        raise UsageError(f"preemption.signal_lead: the site default {lead}s is not inside the time limit "
-                         f"{spec.time}; set preemption.signal_lead", path=spec.source, line=spec.lines.get("time"))
+        raise spec.error("time", f"the site default signal lead {lead}s (preemption.signal_lead) is not inside "
+                         f"the time limit {spec.time}; set preemption.signal_lead")
     if spec.checkpoint_dir and p.grace is not None and lead <= p.grace + 30:
         raise spec.error("preemption.grace", f"{p.grace}s to checkpoint needs a signal lead of more than "
                          f"{p.grace + 30}s (slurmkit run waits the grace, then requeues), got {lead}s")
-    put("--signal", f"B:USR2@{lead}")
-    sb["--requeue"] = "--requeue" if p.requeue else "--no-requeue"
-    put("--open-mode", "append")
-    grid = spec.sweep_grid()
-    if grid:
-        arr = f"0-{len(grid) - 1}" + (f"%{spec.sweep_parallel}" if spec.sweep_parallel else "")
-        put("--array", arr)
-    cpus_per_node = None
-    for oname, per in (("--cpus-per-gpu", gpn), ("--cpus-per-task", tasks)):
-        m = re.match(r"^--[a-z-]+='?(\d+)'?$", sb.get(oname, ""))
-        if m:
-            cpus_per_node = int(m.group(1)) * per
-    sbatch_lines = list(sb.values())
+    sb.put("--signal", f"B:USR2@{lead}")
+    sb.put("--requeue" if p.requeue else "--no-requeue")
+    sb.put("--open-mode", "append")
+    return lead
+
+
+def _extra_options(sb: _Options, spec: JobSpec) -> list[str]:
+    """The spec's own `sbatch:` options, after ours (the name was checked by the spec: one option, no spaces)."""
+    out = []
     for raw in spec.sbatch:
         oname, eq, oval = raw.partition("=")
-        if not eq and sb.get(oname) == oname:
+        if not eq and oname in sb.raw and sb.raw[oname] is None:
             continue   # already there (e.g. --exclusive from the binding)
-        sbatch_lines.append(f"{oname}={q(oval)}" if eq else q(oname))
+        out.append(sbatch_opt(oname, oval if eq else None))
+    return out
 
-    # environment
+
+def _environment_vars(spec: JobSpec, bind_env: dict[str, str], grid) -> tuple[list, list]:
     env = [(k, q(v)) for k, v in spec.env.items()]
     env += [(k, q(v)) for k, v in bind_env.items() if k not in spec.env]
     if spec.checkpoint_dir:
         env.append(("SLURMKIT_CHECKPOINT_DIR", q(spec.checkpoint_dir)))
-    sweep = [[(k, q(v)) for k, v in task.items()] for task in grid]
+    return env, [[(k, q(v)) for k, v in task.items()] for task in grid]
 
-    # srun options (binding, container)
+
+def _srun_options(spec: JobSpec, srun_bind: list[str], notes: list[str]) -> tuple[list[str], str]:
+    """srun options (binding, container) and the launcher (a container needs an srun step)."""
+    launcher = spec.launcher
     srun = [q(o) if "=" not in o else f"{o.partition('=')[0]}={q(o.partition('=')[2])}" for o in srun_bind]
     if spec.container is not None:
         c = spec.container
@@ -244,8 +352,13 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
         launcher = "srun"
         srun.insert(0, "--ntasks=1")
         notes.append("container: the command runs as one task under srun (pyxis needs a step)")
+    return srun, launcher
 
-    # the command
+
+def _launch(spec: JobSpec, sub, launcher: str, srun: list[str], tasks: int, notes: list[str]) -> tuple[str, bool]:
+    """The command line: the user's command, under srun/torchrun, under `slurmkit run` with a checkpoint_dir."""
+    p = spec.preemption
+    gpn = spec.gpus_per_node
     is_text = isinstance(spec.command, str)
     user = spec.command if is_text else " ".join(q(a) for a in spec.command)
     wrapper = None
@@ -277,27 +390,7 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
         launch = user if (not is_text or wrapper is None) else f"bash -c {q(user)}"
     if wrapper:
         launch = f"exec {wrapper} {launch}"
-
-    kind = "torchrun" if launcher == "torchrun" else ("sweep" if grid else "single")
-    ctx = {
-        "spec_file": spec_name,
-        "sbatch": sbatch_lines,
-        "env": env,
-        "sweep": sweep,
-        "sweep_count": len(grid),
-        "launch": launch,
-        "launcher": launcher,
-        "wrapped": wrapper is not None,
-        "signal_lead": lead,
-        "rdzv_port": str(torch.rdzv_port) if torch.rdzv_port else "$((20000 + SLURM_JOB_ID % 20000))",
-        "nodes": spec.nodes,
-        "gpus_per_node": gpn,
-        "tasks_per_node": tasks,
-        "partition": partition,
-        "name": name,
-    }
-    return Rendered(script="", template=kind, notes=notes, partition=partition, context=ctx,
-                    cpus_per_node=cpus_per_node)
+    return launch, wrapper is not None
 
 
 def _cpus(cpus: list[int]) -> str:
@@ -370,10 +463,7 @@ def render(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
     if spec.template:
         t = spec.template
         if "/" in t:
-            tp = os.path.expanduser(t)
-            if not os.path.isabs(tp) and spec.source:
-                tp = os.path.join(os.path.dirname(os.path.realpath(spec.source)), tp)
-            extra, tname = os.path.dirname(os.path.normpath(tp)), os.path.basename(tp)
+            extra, tname = _template_below_spec(spec, t)
         else:
             tname = t if t.endswith(".j2") else f"{t}.sbatch.j2"
     else:
@@ -390,6 +480,19 @@ def render(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
         r.notes.append("script from the render cache (same templates, same inputs)")
     r.script = script
     return r
+
+
+def _template_below_spec(spec: JobSpec, t: str) -> tuple[str, str]:
+    """A `template:` path: relative to the spec's directory and inside it, links resolved (a spec must not make
+    slurmkit, perhaps run by root, print /etc/shadow). Returns (its directory, its file name)."""
+    base = os.path.dirname(os.path.realpath(spec.source)) if spec.source else os.getcwd()
+    if os.path.isabs(t) or t.startswith("~") or ".." in t.split("/"):
+        raise spec.error("template", f"{t!r}: a template is a name from the template search path or a path "
+                         "below the spec's directory (no absolute path, no ..)")
+    real = os.path.realpath(os.path.join(base, t))
+    if os.path.commonpath([real, base]) != base:
+        raise spec.error("template", f"{t!r} leads outside the spec's directory {base} (a symbolic link?)")
+    return os.path.dirname(real), os.path.basename(real)
 
 
 class _ScriptCache:

@@ -30,13 +30,22 @@ from typing import Literal
 
 from ..errors import UsageError
 
-NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-MEM_RE = re.compile(r"^[0-9]+[KMGTkmgt]?$")
+# Validation patterns match the whole value (`\Z`, not `$`, which lets a trailing newline through) and ASCII
+# digits only (`\d` is any Unicode digit: "٣:٠٠:٠٠" is not a Slurm time). Numbers have a bounded length.
+NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+MEM_RE = re.compile(r"\A[0-9]{1,15}[KMGTkmgt]?\Z")
 UNLIMITED = ("infinite", "unlimited")
 # Slurm's time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
-TIME_RE = re.compile(r"^(?:(?P<d>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+)(?::(?P<ds>\d+))?)?"
-                     r"|(?P<h>\d+):(?P<m>\d+):(?P<s>\d+)|(?P<m2>\d+):(?P<s2>\d+)|(?P<m1>\d+))$")
+_N = r"[0-9]{1,9}"
+TIME_RE = re.compile(rf"\A(?:(?P<d>{_N})-(?P<dh>{_N})(?::(?P<dm>{_N})(?::(?P<ds>{_N}))?)?"
+                     rf"|(?P<h>{_N}):(?P<m>{_N}):(?P<s>{_N})|(?P<m2>{_N}):(?P<s2>{_N})|(?P<m1>{_N}))\Z")
+# an sbatch option name: --long-name or -x; its value, if any, after `=`
+SBATCH_OPT_RE = re.compile(r"\A(?:--[A-Za-z][A-Za-z0-9-]*|-[A-Za-z])\Z")
 MAX_SWEEP = 10000
+SPEC_LIMIT = 16 * 1024 * 1024       # bytes: a job spec is a page of YAML; 16 MiB is far past any real one
+MAX_NODES = 100_000                 # YAML nodes after aliases are expanded (anchor bombs), and nesting depth
+MAX_DEPTH = 64
+MAX_INT_DIGITS = 30
 
 
 @dataclass
@@ -108,7 +117,7 @@ class JobSpec:
 
 
 def time_seconds(text: str) -> int:
-    m = TIME_RE.match(text)
+    m = TIME_RE.fullmatch(text)
     if not m:
         raise ValueError(text)
     g = {k: int(v) for k, v in m.groupdict().items() if v is not None}
@@ -124,13 +133,12 @@ def time_seconds(text: str) -> int:
 # --- loading -----------------------------------------------------------------------------------------------------
 
 def load(path: str, sets: list[str] | tuple[str, ...] = ()) -> JobSpec:
+    from ..bounded import read_bytes
+    data = read_bytes(path, limit=SPEC_LIMIT, what="job spec")
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise UsageError("job spec not found", path=path) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"cannot read job spec: {e}", path=path) from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"cannot read job spec: not UTF-8 ({e.reason} at byte {e.start})", path=path) from None
     return loads(text, path, sets)
 
 
@@ -143,6 +151,8 @@ def loads(text: str, path: str = "<spec>", sets: list[str] | tuple[str, ...] = (
     try:
         # libyaml's parser where PyYAML has it: same nodes and marks, less start-up
         node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except RecursionError:
+        raise UsageError("YAML nested too deeply", path=path) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         raise UsageError(f"YAML syntax error: {e.problem or e.context}", path=path,
@@ -154,9 +164,11 @@ def loads(text: str, path: str = "<spec>", sets: list[str] | tuple[str, ...] = (
     if not isinstance(node, yaml.MappingNode):
         raise UsageError("a job spec is a mapping of keys (name, command, gpus_per_node, ...)", path=path,
                          line=node.start_mark.line + 1)
+    check_tree(node, path)
     set_keys = set()
     for item in sets:
         set_keys.add(_apply_set(node, item))
+    _check_command(node, path, set_keys)
     lines: dict[str, int] = {}
     spec = config._convert(node, JobSpec, "", path, lines)
     spec.source = path
@@ -165,6 +177,77 @@ def loads(text: str, path: str = "<spec>", sets: list[str] | tuple[str, ...] = (
     spec.set_keys = sorted(set_keys)
     validate(spec, set_keys)
     return spec
+
+
+def check_tree(root, path: str, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEPTH) -> None:
+    """Refuse what would cost far more than its size before anything walks it: a tree of more than `max_nodes`
+    nodes once aliases are expanded (an anchor bomb: nine lines of YAML that stand for a billion), nesting deeper
+    than `max_depth`, recursive aliases, a mapping key that is not a plain scalar, an integer with more than
+    MAX_INT_DIGITS digits. Iterative, and each node's expanded size is computed once (linear in the text)."""
+    import yaml
+
+    size: dict[int, int] = {}
+    in_progress: set[int] = set()
+    stack = [(root, 0, False)]
+    while stack:
+        node, depth, done = stack.pop()
+        nid = id(node)
+        if done:
+            kids = _children(node)
+            size[nid] = 1 + sum(size[id(k)] for k in kids)
+            in_progress.discard(nid)
+            if size[nid] > max_nodes:
+                raise UsageError(f"the YAML stands for more than {max_nodes} values once its aliases (*name) are "
+                                 "expanded", path=path, line=node.start_mark.line + 1)
+            continue
+        if nid in size:
+            continue
+        if nid in in_progress:
+            raise UsageError("recursive YAML alias", path=path, line=node.start_mark.line + 1)
+        if depth > max_depth:
+            raise UsageError(f"YAML nested deeper than {max_depth} levels", path=path,
+                             line=node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            for k, _ in node.value:
+                if not isinstance(k, yaml.ScalarNode):
+                    raise UsageError("a mapping key must be a plain name, not a list or a mapping", path=path,
+                                     line=k.start_mark.line + 1)
+        elif isinstance(node, yaml.ScalarNode) and node.tag.endswith(":int") and \
+                len(node.value.lstrip("+-")) > MAX_INT_DIGITS:
+            raise UsageError(f"a number with {len(node.value)} digits (at most {MAX_INT_DIGITS})", path=path,
+                             line=node.start_mark.line + 1)
+        in_progress.add(nid)
+        stack.append((node, depth, True))
+        for k in _children(node):
+            if id(k) in in_progress:
+                raise UsageError("recursive YAML alias", path=path, line=k.start_mark.line + 1)
+            stack.append((k, depth + 1, False))
+
+
+def _children(node) -> list:
+    import yaml
+    if isinstance(node, yaml.MappingNode):
+        return [x for kv in node.value for x in kv]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_command(root, path: str, set_keys) -> None:
+    """`command: [python, x, null]`: name the item that is not a string (the typed loader only says 'a list')."""
+    import yaml
+    node = _mapping_get(root, "command")
+    if not isinstance(node, yaml.SequenceNode):
+        return
+    for i, item in enumerate(node.value):
+        if isinstance(item, yaml.ScalarNode) and not item.tag.endswith(":null"):
+            continue
+        what = "null" if isinstance(item, yaml.ScalarNode) else "a list" if isinstance(
+            item, yaml.SequenceNode) else "a mapping"
+        msg = f"command[{i}]: expected a string (each list item is one argument), got {what}"
+        if "command" in set_keys:
+            raise UsageError(f"--set {msg}")
+        raise UsageError(msg, path=path, line=item.start_mark.line + 1)
 
 
 def _apply_set(root, item: str) -> str:
@@ -255,14 +338,21 @@ def _mapping_put(node, key, vnode):
 # --- checks beyond types -----------------------------------------------------------------------------------------
 
 def validate(spec: JobSpec, set_keys=frozenset()) -> None:
-    path = spec.source
+    """The checks beyond types, in phases; each raises the spec's error for the key it is about (file:line, or
+    `--set key` when --set gave the value). `set_keys` is kept for callers; the spec knows its own."""
+    _check_command_and_lines(spec)
+    _check_resources(spec)
+    limit = _check_time(spec)
+    _check_env(spec)
+    _check_preemption(spec, limit)
+    _check_container(spec)
+    _check_sweep(spec)
+    _check_sbatch(spec)
+    _check_template(spec)
 
-    def fail(key: str, msg: str):
-        if key in set_keys or key.split(".")[0] in set_keys:
-            raise UsageError(f"--set {key}: {msg}")
-        line = spec.lines.get(key) or spec.lines.get(key.split(".")[0].split("[")[0])
-        raise UsageError(f"{key}: {msg}", path=path, line=line)
 
+def _check_command_and_lines(spec: JobSpec) -> None:
+    fail = _failer(spec)
     if spec.command is None or spec.command == "" or spec.command == []:
         fail("command", "a job needs a command (a string of shell text, or a list of arguments)")
     if isinstance(spec.command, list):
@@ -281,6 +371,16 @@ def validate(spec: JobSpec, set_keys=frozenset()) -> None:
                 fail(key, "must be a single line")
     if spec.name is not None and len(spec.name) > 200:
         fail("name", "is longer than 200 characters")
+
+
+def _failer(spec: JobSpec):
+    def fail(key: str, msg: str):
+        raise spec.error(key, msg)
+    return fail
+
+
+def _check_resources(spec: JobSpec) -> None:
+    fail = _failer(spec)
     for key in ("nodes",):
         if getattr(spec, key) < 1:
             fail(key, "must be at least 1")
@@ -290,8 +390,19 @@ def validate(spec: JobSpec, set_keys=frozenset()) -> None:
         fail("tasks_per_node", "must be at least 1")
     if isinstance(spec.cpus_per_gpu, int) and spec.cpus_per_gpu < 1:
         fail("cpus_per_gpu", "must be at least 1 (or `auto`)")
-    if spec.mem is not None and not MEM_RE.match(spec.mem):
+    if spec.mem is not None and not MEM_RE.fullmatch(spec.mem):
         fail("mem", f"expected a size like 64G, 512M or 0 (all of the node), got {spec.mem!r}")
+    if spec.launcher == "torchrun" and spec.gpus_per_node == 0 and spec.torchrun.nproc_per_node is None:
+        fail("torchrun.nproc_per_node", "torchrun with gpus_per_node: 0 needs torchrun.nproc_per_node")
+    if spec.torchrun.rdzv_port is not None and not 1024 <= spec.torchrun.rdzv_port <= 65535:
+        fail("torchrun.rdzv_port", "must be between 1024 and 65535")
+    if spec.torchrun.nproc_per_node is not None and spec.torchrun.nproc_per_node < 1:
+        fail("torchrun.nproc_per_node", "must be at least 1")
+
+
+def _check_time(spec: JobSpec) -> int | None:
+    """The time limit in seconds (None: unset or unlimited)."""
+    fail = _failer(spec)
     limit = None
     if spec.time is not None and spec.time.lower() not in UNLIMITED:
         try:
@@ -300,13 +411,20 @@ def validate(spec: JobSpec, set_keys=frozenset()) -> None:
             fail("time", f"expected a Slurm time (MM, HH:MM:SS, D-HH:MM..., or UNLIMITED), got {spec.time!r}")
         if limit == 0:
             fail("time", "must be more than 0")
-    if spec.launcher == "torchrun" and spec.gpus_per_node == 0 and spec.torchrun.nproc_per_node is None:
-        fail("torchrun.nproc_per_node", "torchrun with gpus_per_node: 0 needs torchrun.nproc_per_node")
+    return limit
+
+
+def _check_env(spec: JobSpec) -> None:
+    fail = _failer(spec)
     for k, v in spec.env.items():
-        if not NAME_RE.match(k):
+        if not NAME_RE.fullmatch(k):
             fail(f"env.{k}", "is not a valid environment variable name (letters, digits, _)")
         if "\0" in v:
             fail(f"env.{k}", "contains a NUL byte")
+
+
+def _check_preemption(spec: JobSpec, limit: int | None) -> None:
+    fail = _failer(spec)
     p = spec.preemption
     if p.signal_lead is not None:
         if p.signal_lead < 1 or p.signal_lead > 65535:
@@ -318,18 +436,22 @@ def validate(spec: JobSpec, set_keys=frozenset()) -> None:
         fail("preemption.max_requeues", "must be 0 or more")
     if p.grace is not None and p.grace < 0:
         fail("preemption.grace", "must be 0 or more")
-    if spec.torchrun.rdzv_port is not None and not 1024 <= spec.torchrun.rdzv_port <= 65535:
-        fail("torchrun.rdzv_port", "must be between 1024 and 65535")
-    if spec.torchrun.nproc_per_node is not None and spec.torchrun.nproc_per_node < 1:
-        fail("torchrun.nproc_per_node", "must be at least 1")
+
+
+def _check_container(spec: JobSpec) -> None:
+    fail = _failer(spec)
     if spec.container is not None:
         if not spec.container.image.strip() or any(c in spec.container.image for c in "\n\r\0"):
             fail("container.image", "must be a non-empty single line")
         for i, m in enumerate(spec.container.mounts):
             if not m or any(c in m for c in ",\n\r\0"):
                 fail(f"container.mounts[{i}]", "must be SRC:DST[:FLAGS] without commas or newlines")
+
+
+def _check_sweep(spec: JobSpec) -> None:
+    fail = _failer(spec)
     for k, vals in spec.sweep.items():
-        if not NAME_RE.match(k):
+        if not NAME_RE.fullmatch(k):
             fail(f"sweep.{k}", "is not a valid environment variable name (letters, digits, _)")
         if k in spec.env:
             fail(f"sweep.{k}", "is also set in env")
@@ -348,11 +470,25 @@ def validate(spec: JobSpec, set_keys=frozenset()) -> None:
             fail("sweep_parallel", "must be at least 1")
         if not spec.sweep:
             fail("sweep_parallel", "only makes sense with a sweep")
+
+
+def _check_sbatch(spec: JobSpec) -> None:
+    fail = _failer(spec)
     for i, opt in enumerate(spec.sbatch):
-        if not opt.startswith("-") or opt in ("-", "--"):
-            fail(f"sbatch[{i}]", f"expected an sbatch option like --exclusive or --constraint=h100, got {opt!r}")
         if any(c in opt for c in "\n\r\0"):
             fail(f"sbatch[{i}]", "must be a single line")
         optname = opt.split("=", 1)[0]
+        if not SBATCH_OPT_RE.fullmatch(optname):
+            fail(f"sbatch[{i}]", f"expected an sbatch option like --exclusive or --constraint=h100 (one name of "
+                 f"letters, digits and -, then =value), got {opt!r}")
         if optname in ("--array", "-a") and spec.sweep:
             fail(f"sbatch[{i}]", "--array is made from `sweep`; do not set both")
+
+
+def _check_template(spec: JobSpec) -> None:
+    """A template is a name from the search path or a relative path below the spec's directory (the renderer
+    also checks where links lead)."""
+    t = spec.template
+    if t is not None and "/" in t and (t.startswith("/") or t.startswith("~") or ".." in t.split("/")):
+        raise spec.error("template", f"{t!r}: a template is a name from the template search path or a path "
+                         "below the spec's directory (no absolute path, no ..)")

@@ -57,7 +57,7 @@ def get_backend(settings, *, verbose=None) -> SlurmBackend:
     """The backend the config asks for: `auto` uses pyslurm only when it imports and matches Slurm's version."""
     from .cli_backend import CliBackend
 
-    cli = CliBackend(timeout=settings.slurm.timeout, bin_dir=settings.slurm.bin_dir)
+    cli = CliBackend(timeout=settings.slurm.timeout, bin_dir=settings.slurm.bin_dir, say=verbose)
     choice = settings.slurm.backend
     if choice == "cli":
         if verbose:

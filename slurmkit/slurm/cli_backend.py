@@ -28,9 +28,10 @@ class SlurmError(SlurmkitError):
 class CliBackend:
     name = "cli"
 
-    def __init__(self, timeout: float = 10.0, bin_dir: str | None = None):
+    def __init__(self, timeout: float = 10.0, bin_dir: str | None = None, say=None):
         self.timeout = timeout
         self.bin_dir = bin_dir
+        self._say = say          # -v: a callable that prints a line on stderr
         self._version: str | None = None
 
     # -- plumbing ------------------------------------------------------------------------------------------------
@@ -72,8 +73,10 @@ class CliBackend:
     def nodes(self, names: str | None = None) -> list[NodeRecord]:
         """All nodes (or those in the hostlist `names`). A controller that answers with no nodes, or with a
         document slurmkit does not read, is a SlurmError that says what it got (exit 1), never an empty list."""
-        argv, _ = self.node_source()
+        argv, why = self.node_source()
         cmd = " ".join(argv)
+        if self._say:
+            self._say(f"nodes from `{cmd}` ({why})")
         res = self._run(argv)
         try:
             if argv[1] == "-o":

@@ -62,15 +62,17 @@ def _gres_text(d) -> str:
 
 
 def gres_used_by_node(layouts) -> dict[str, dict[str, int]]:
-    """Running jobs' `get_resource_layout_per_node()` results -> {node: {'gpu:tesla': 2}} summed over jobs."""
+    """Running jobs' `get_resource_layout_per_node()` results -> {node: {'gpu': 2}} summed over jobs. pyslurm 25.11
+    gives each gres as {'count': 2, 'indexes': '0-1'} (a bare count is read too)."""
     out: dict[str, dict[str, int]] = {}
     for layout in layouts:
-        for node, res in (layout or {}).items():
+        for node, res in (layout if isinstance(layout, dict) else {}).items():
             gres = res.get("gres") if isinstance(res, dict) else None
-            for k, v in (gres or {}).items():
-                if isinstance(k, str) and isinstance(v, int):
+            for k, v in (gres if isinstance(gres, dict) else {}).items():
+                count = v.get("count") if isinstance(v, dict) else v
+                if isinstance(k, str) and isinstance(count, int) and not isinstance(count, bool) and count >= 0:
                     out.setdefault(node, {})
-                    out[node][k] = out[node].get(k, 0) + v
+                    out[node][k] = out[node].get(k, 0) + count
     return out
 
 
@@ -83,8 +85,10 @@ def node_record(name: str, n, used: dict[str, int] | None = None) -> NodeRecord:
         when = when or _epoch_iso(getattr(n, "reason_time", None))
     else:
         user = when = None
-    gres = _gres_text(getattr(n, "configured_gres", None))
-    used_text = _gres_text(used or {})
+    configured = getattr(n, "configured_gres", None)
+    gres = _gres_text(configured)
+    # as scontrol prints GresUsed: every configured gres, 0 where no running job holds it
+    used_text = _gres_text({**{k: 0 for k in (configured if isinstance(configured, dict) else {})}, **(used or {})})
     return NodeRecord(name=name, state=state, flags=flags, reason=reason, reason_user=user, reason_time=when,
                       gres=gres, gres_used=used_text, gpus_total=gres_gpu_count(gres),
                       gpus_used=gres_gpu_count(used_text), partitions=list(getattr(n, "partitions", None) or []),

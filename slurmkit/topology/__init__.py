@@ -30,12 +30,9 @@ def profile_from_text(topo_text: str, path: str | None = None, lscpu_text: str |
 def load_profile(path: str) -> dict:
     """Read a stored profile: a `slurmkit topo --json` file, or raw `nvidia-smi topo -m` text."""
     import json
+    from ..bounded import read_text
     from ..errors import UsageError
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError as e:
-        raise UsageError(f"cannot read topology profile: {e.strerror}", path=path) from None
+    text = read_text(path, what="topology profile")
     if text.lstrip().startswith("{"):
         try:
             doc = json.loads(text)

@@ -20,6 +20,9 @@ from .model import INTERCONNECTS, format_cpulist, is_nvlink, link_rank
 NIC_LOCAL = 4.0   # PHB/NODE: same NUMA node
 
 
+MAX_ID = 1 << 20        # CPU and NUMA ids: a CPU mask of 1 << 10**12 would take the planner 125 GB
+
+
 def validate_profile(profile, path: str | None = None) -> dict:
     """Check the shape of a node profile (a `slurmkit topo --json` document); UsageError naming what is wrong."""
     where = path or "profile"
@@ -42,8 +45,8 @@ def validate_profile(profile, path: str | None = None) -> dict:
         for key, typ in (("cpus", list), ("numa", list), ("links", dict)):
             if not isinstance(g.get(key), typ):
                 bad(f"gpus[{i}].{key} must be a {typ.__name__}")
-        if not all(isinstance(c, int) and c >= 0 for c in g["cpus"] + g["numa"]):
-            bad(f"gpus[{i}]: cpus and numa must be lists of non-negative integers")
+        if not all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c < MAX_ID for c in g["cpus"] + g["numa"]):
+            bad(f"gpus[{i}]: cpus and numa must be lists of non-negative integers (0 to {MAX_ID - 1})")
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in g["links"].items()):
             bad(f"gpus[{i}].links must map column names to link tokens")
     if not isinstance(profile["nics"], list):
@@ -131,6 +134,19 @@ def plan_binding(profile: dict, gpus_per_task: int, tasks_per_node: int | None =
         raise UsageError(f"{tasks_per_node} tasks x {k} GPUs does not fit the node's {n} GPUs")
     t = tasks_per_node
     notes: list[str] = []
+    groups = _gpu_groups(profile, k, t, notes)
+    task_cpus, cpu_unknown, cpu_empty = _task_cpus(gpus, groups, notes)
+    task_nics = _task_nics(profile, groups, notes)
+    tasks = [{"gpus": grp, "cpus": cs, "nics": nics} for grp, cs, nics in zip(groups, task_cpus, task_nics)]
+    sbatch, srun = _options(groups, task_cpus, t, k, bool(cpu_unknown or cpu_empty), notes)
+    env = _nic_env(profile, task_nics, notes)
+    return {"tasks": tasks, "sbatch": sbatch, "srun": srun, "env": env, "notes": notes}
+
+
+def _gpu_groups(profile: dict, k: int, t: int, notes: list[str]) -> list[list[int]]:
+    """GPUs: `t` groups of `k`, closest first (NVLink, then PCIe switch, then NUMA node)."""
+    gpus = profile["gpus"]
+    n = len(gpus)
     groups = group_gpus(profile, k, t)
     if t * k < n:
         notes.append(f"{n - t * k} of the node's {n} GPUs stay unused ({t} tasks x {k} GPUs)")
@@ -142,8 +158,12 @@ def plan_binding(profile: dict, gpus_per_task: int, tasks_per_node: int | None =
             notes.append(f"GPUs {','.join(map(str, grp))} together: {kind} ({'/'.join(toks)})")
     if profile["interconnect"] == "pcie" and n > 1:
         notes.append("PCIe-only node: GPU-to-GPU traffic crosses PCIe; groups follow the PCIe switches and NUMA nodes")
+    return groups
 
-    # CPUs: the union of the group's GPU affinities, shared sets split among the tasks that use them
+
+def _task_cpus(gpus: list[dict], groups: list[list[int]], notes: list[str]):
+    """CPUs: the union of the group's GPU affinities, shared sets split among the tasks that use them.
+    Returns (CPUs per task, tasks whose affinity is unknown, tasks left without CPUs)."""
     sets = []
     for grp in groups:
         cs = sorted({c for g in grp for c in gpus[g]["cpus"]})
@@ -169,8 +189,12 @@ def plan_binding(profile: dict, gpus_per_task: int, tasks_per_node: int | None =
                      f"(give the CPU layout with `slurmkit topo --lscpu-file`)")
     if empty:
         notes.append(f"task(s) {','.join(map(str, empty))}: no CPUs left after splitting: no --cpu-bind")
+    return task_cpus, unknown, empty
 
-    # NICs: per GPU the nearest, if nearer than SYS
+
+def _task_nics(profile: dict, groups: list[list[int]], notes: list[str]) -> list[list[str]]:
+    """NICs: per task the nearest, if nearer than SYS (device names; a NIC without one is noted)."""
+    gpus = profile["gpus"]
     nic_names = {n_["name"]: n_["device"] for n_ in profile["nics"]}
     task_nics: list[list[str]] = []
     nameless: set[str] = set()
@@ -199,12 +223,14 @@ def plan_binding(profile: dict, gpus_per_task: int, tasks_per_node: int | None =
     if nameless:
         notes.append(f"{', '.join(sorted(nameless))} are near the GPUs but their device names are unknown (no NIC "
                      f"Legend): not in NCCL_IB_HCA")
+    return task_nics
 
-    tasks = [{"gpus": grp, "cpus": cs, "nics": nics} for grp, cs, nics in zip(groups, task_cpus, task_nics)]
 
+def _options(groups, task_cpus, t: int, k: int, cpus_unsure: bool, notes: list[str]):
+    """The sbatch and srun options that apply the binding."""
     sbatch = [f"--ntasks-per-node={t}", f"--gpus-per-node={t * k}"]
     cpt = min((len(cs) for cs in task_cpus if cs), default=0)
-    if cpt and not unknown and not empty:
+    if cpt and not cpus_unsure:
         sbatch.append(f"--cpus-per-task={cpt}")
         if any(len(cs) != cpt for cs in task_cpus):
             notes.append(f"tasks get unequal CPU sets; --cpus-per-task={cpt} is the smallest")
@@ -213,13 +239,17 @@ def plan_binding(profile: dict, gpus_per_task: int, tasks_per_node: int | None =
         srun.append("--gpu-bind=map_gpu:" + ",".join(str(grp[0]) for grp in groups))
     else:
         srun.append("--gpu-bind=mask_gpu:" + ",".join(_mask(grp) for grp in groups))
-    if cpt and not unknown and not empty:
+    if cpt and not cpus_unsure:
         srun.append("--cpu-bind=mask_cpu:" + ",".join(_mask(cs) for cs in task_cpus))
         notes.append("--cpu-bind needs TaskPlugin=task/affinity or task/cgroup; with task/none srun warns "
                      "'lacks support for cpu binding' and runs the tasks unbound")
     sbatch.append("--exclusive")
     notes.append("--exclusive: the binding names this node's physical GPU and CPU ids, so the job must own the node")
+    return sbatch, srun
 
+
+def _nic_env(profile: dict, task_nics: list[list[str]], notes: list[str]) -> dict[str, str]:
+    """NCCL_IB_HCA: the NICs nearest the tasks' GPUs, exact names where a prefix would pick others too."""
     env: dict[str, str] = {}
     hcas: list[str] = []
     for nics in task_nics:
@@ -236,4 +266,4 @@ def plan_binding(profile: dict, gpus_per_task: int, tasks_per_node: int | None =
                          "mlx5_10/mlx5_11")
         notes.append("NCCL_IB_HCA lists the NICs nearest to the GPUs (PIX/PXB first, else PHB/NODE); per task: "
                      + "; ".join(f"task {i}: {','.join(x) or '-'}" for i, x in enumerate(task_nics)))
-    return {"tasks": tasks, "sbatch": sbatch, "srun": srun, "env": env, "notes": notes}
+    return env

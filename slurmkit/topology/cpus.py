@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
-from .model import Topology, format_cpulist, parse_cpulist
+from .model import Topology, format_cpulist, parse_cpulist, small_int
 
 
 @dataclass
@@ -94,9 +94,10 @@ def parse_lscpu_p(text: str, path: str | None = None) -> CpuLayout:
             v = parts[cols.index(name)].strip() if name in cols else ""
             if v == "" and optional:
                 return None
-            if not v.isdigit():
-                raise UsageError(f"{name} field {v!r} is not a number", path=where, line=i)
-            return int(v)
+            n = small_int(v)
+            if n is None:
+                raise UsageError(f"{name} field {v[:40]!r} is not a number", path=where, line=i)
+            return n
         rows.append((num("CPU"), num("CORE"), num("SOCKET"), num("NODE", optional=True)))
     if not rows:
         raise UsageError("no CPU rows", path=where)
@@ -106,7 +107,7 @@ def parse_lscpu_p(text: str, path: str | None = None) -> CpuLayout:
 
 
 _LSCPU_KV = re.compile(r"^\s*([^:]+?)\s*:\s*(.*?)\s*$")
-_NODE_LINE = re.compile(r"^NUMA node(\d+) CPU\(s\)$")
+_NODE_LINE = re.compile(r"\ANUMA node([0-9]{1,7}) CPU\(s\)\Z")
 
 
 def _derive(node_cpus: dict[int, list[int]], sockets: int | None, threads: int | None, source: str,
@@ -176,9 +177,10 @@ def parse_lscpu(text: str, path: str | None = None) -> CpuLayout:
         v, i = kv[key]
         if v in ("-", ""):
             return None
-        if not v.isdigit():
-            raise UsageError(f"{key}: {v!r} is not a number", path=where, line=i)
-        return int(v)
+        n = small_int(v)
+        if n is None:
+            raise UsageError(f"{key}: {v[:40]!r} is not a number", path=where, line=i)
+        return n
     if not nodes:
         cpus = kv.get("On-line CPU(s) list")
         if cpus:
@@ -188,7 +190,7 @@ def parse_lscpu(text: str, path: str | None = None) -> CpuLayout:
     return _derive(nodes, num("Socket(s)"), num("Thread(s) per core"), "lscpu", where)
 
 
-_NUMACTL_CPUS = re.compile(r"^node (\d+) cpus:\s*(.*)$")
+_NUMACTL_CPUS = re.compile(r"\Anode ([0-9]{1,7}) cpus:\s*(.*)\Z")
 
 
 def parse_numactl(text: str, path: str | None = None, sockets: int | None = None,
@@ -200,9 +202,10 @@ def parse_numactl(text: str, path: str | None = None, sockets: int | None = None
         m = _NUMACTL_CPUS.match(ln.strip())
         if m:
             vals = m.group(2).split()
-            if not all(v.isdigit() for v in vals):
-                raise UsageError(f"node {m.group(1)} cpus: not a list of numbers", path=where, line=i)
-            nodes[int(m.group(1))] = sorted(int(v) for v in vals)
+            ids = [small_int(v) for v in vals]
+            if None in ids or small_int(m.group(1)) is None:
+                raise UsageError(f"node {m.group(1)[:40]} cpus: not a list of numbers", path=where, line=i)
+            nodes[int(m.group(1))] = sorted(ids)
     if not nodes:
         raise UsageError("no `node N cpus:` lines (is this `numactl -H`?)", path=where)
     return _derive(nodes, sockets, threads, "numactl -H", where)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 # Path kinds from nearest to farthest (nvidia-smi legend). SOC is the pre-2017 name of SYS.
 PATH_RANK = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5, "SOC": 5}
-NV_RE = re.compile(r"^NV(\d+)$")
+NV_RE = re.compile(r"\ANV([0-9]{1,4})\Z")
 INTERCONNECTS = ("nvlink", "partial-nvlink", "pcie")
 
 
@@ -97,7 +97,13 @@ def format_cpulist(ids) -> str:
     return ",".join(out)
 
 
-_CPULIST_RE = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+_CPULIST_RE = re.compile(r"[0-9]{1,7}(-[0-9]{1,7})?(,[0-9]{1,7}(-[0-9]{1,7})?)*", re.ASCII)
+_SMALL_INT_RE = re.compile(r"[0-9]{1,7}", re.ASCII)
+
+
+def small_int(text: str) -> int | None:
+    """A CPU, core, socket or NUMA id: ASCII digits, at most 7 of them (not '²', not 4,300 digits); else None."""
+    return int(text) if _SMALL_INT_RE.fullmatch(text) else None
 
 
 def parse_cpulist(text: str) -> list[int] | None:
@@ -105,7 +111,7 @@ def parse_cpulist(text: str) -> list[int] | None:
     text = text.strip()
     if not text:
         return []
-    if not _CPULIST_RE.match(text):
+    if not _CPULIST_RE.fullmatch(text):
         return None
     out: list[int] = []
     for part in text.split(","):

@@ -17,13 +17,13 @@ from __future__ import annotations
 import re
 
 from ..errors import UsageError
-from .model import NV_RE, PATH_RANK, Gpu, Nic, Topology, format_cpulist, parse_cpulist
+from .model import NV_RE, PATH_RANK, Gpu, Nic, Topology, format_cpulist, parse_cpulist, small_int
 
 # ESC[...m and its remnant once a copy/paste dropped the ESC byte.
 _ESCAPE_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\[[0-9;]{1,8}m")
 _HEADER_TOKEN_RE = re.compile(r"CPU Affinity|NUMA Affinity|GPU NUMA ID|\S+")
-_GPU_RE = re.compile(r"^GPU(\d+)$")
-_NICN_RE = re.compile(r"^NIC(\d+)$")
+_GPU_RE = re.compile(r"\AGPU([0-9]{1,4})\Z")
+_NICN_RE = re.compile(r"\ANIC([0-9]{1,4})\Z")
 _NIC_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]*$")
 _MERGED_RE = re.compile(r"^(GPU|NIC)\d+(GPU|NIC|mlx5_)\d+$|^(?:mlx5_\d+){2,}$")
 _NIC_LEGEND_RE = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
@@ -102,61 +102,89 @@ def _split_gpu_affinity(vals: list[str], cols: list[str], lineno: int, path) -> 
                      path=path, line=lineno)
 
 
+MAX_DEVICES = 1024      # columns of a matrix: far past any node (an 8-GPU node with 8 NICs has 16)
+
+
 def parse_topo(text: str, path: str | None = None) -> Topology:
     """Parse `nvidia-smi topo -m` output. Raises UsageError naming path:line for anything it cannot trust."""
     where = path or "<topo>"
     lines = [strip_escapes(ln.rstrip("\r\n").rstrip("\r")) for ln in text.splitlines()]
+    hdr_i = _find_header(lines, where)
+    cols = _Columns(_HEADER_TOKEN_RE.findall(lines[hdr_i]), where, hdr_i + 1)
+    gpu_rows, nic_rows, end = _read_rows(lines, hdr_i, cols, where)
+    nic_legend, legend = _legends(lines, end, where)
+    gpus = _build_gpus(cols, gpu_rows, where)
+    _check_symmetry(cols, gpu_rows, nic_rows, where)
+    nics, warnings = _nics(cols, nic_rows, nic_legend, where)
+    topo = Topology(gpus=gpus, nics=nics, warnings=warnings, source=path)
+    if legend["seen"] and legend["pix"] and not legend["nv"]:
+        if not any(NV_RE.match(t) for g in gpus for t in g.links.values()):
+            topo.nvlink_shown = False
+            warnings.append("legend has no NV# line: this is `nvidia-smi topo -mp` (PCIe paths only); NVLink, if "
+                            "any, is not shown, so the interconnect below may understate the node")
+    warnings.extend(topology_warnings(topo))
+    return topo
 
-    # 1. the header: the first line whose first column names GPU0
-    hdr_i = None
+
+def _find_header(lines: list[str], where: str) -> int:
+    """1. the header: the first line whose first column names GPU0."""
     for i, ln in enumerate(lines):
         toks = _HEADER_TOKEN_RE.findall(ln)
         if toks and toks[0] == "GPU0" and (len(toks) == 1 or not _valid_token(toks[1])):
-            hdr_i = i
-            break
+            return i
         if toks and toks[0].startswith("GPU0") and _MERGED_RE.match(toks[0]):
-            hdr_i = i
-            break
-    if hdr_i is None:
-        raise UsageError("no `nvidia-smi topo -m` header found (a line of column names starting with GPU0)",
-                         path=where)
-    hline = hdr_i + 1
-    names = _HEADER_TOKEN_RE.findall(lines[hdr_i])
-    dev_cols: list[str] = []
-    aff_cols: list[str] = []
-    for name in names:
-        if name in AFFINITY_COLS:
-            if name in aff_cols:
-                raise UsageError(f"column {name!r} appears twice in the header", path=where, line=hline)
-            aff_cols.append(name)
-            continue
-        if aff_cols:
-            raise UsageError(f"unexpected column {name!r} after the affinity columns", path=where, line=hline)
-        if _MERGED_RE.match(name):
-            raise UsageError(f"column name {name!r} looks like two columns run together (a tab lost in a "
-                             f"paste); the matrix cannot be trusted", path=where, line=hline)
-        if not (_GPU_RE.match(name) or _NIC_NAME_RE.match(name)):
-            raise UsageError(f"unexpected column name {name!r}", path=where, line=hline)
-        if name in dev_cols:
-            raise UsageError(f"column {name!r} appears twice in the header", path=where, line=hline)
-        dev_cols.append(name)
-    order = [c for c in AFFINITY_COLS if c in aff_cols]
-    if aff_cols != order:
-        raise UsageError(f"affinity columns out of the usual order: {aff_cols}", path=where, line=hline)
-    gpu_cols = [c for c in dev_cols if _GPU_RE.match(c)]
-    nic_cols = [c for c in dev_cols if not _GPU_RE.match(c)]
-    if dev_cols[:len(gpu_cols)] != gpu_cols:
-        raise UsageError("GPU columns must come before NIC columns", path=where, line=hline)
-    if gpu_cols != [f"GPU{i}" for i in range(len(gpu_cols))]:
-        raise UsageError(f"GPU columns are not GPU0..GPU{len(gpu_cols) - 1} in order: {' '.join(gpu_cols)}",
-                         path=where, line=hline)
-    nicn = [c for c in nic_cols if _NICN_RE.match(c)]
-    if nicn and nicn != [f"NIC{i}" for i in range(len(nicn))]:
-        raise UsageError(f"NIC columns are not NIC0..NIC{len(nicn) - 1} in order: {' '.join(nicn)} "
-                         f"(a column lost or merged?)", path=where, line=hline)
-    ncols = len(dev_cols)
+            return i
+    raise UsageError("no `nvidia-smi topo -m` header found (a line of column names starting with GPU0)",
+                     path=where)
 
-    # 2. the rows, up to the first blank line
+
+class _Columns:
+    """The header's columns, checked: devices (GPUs, then NICs) and the affinity columns after them."""
+
+    def __init__(self, names: list[str], where: str, hline: int):
+        if len(names) > MAX_DEVICES:
+            raise UsageError(f"the header has {len(names)} columns, over the limit of {MAX_DEVICES}", path=where,
+                             line=hline)
+        dev_cols: list[str] = []
+        aff_cols: list[str] = []
+        for name in names:
+            if name in AFFINITY_COLS:
+                if name in aff_cols:
+                    raise UsageError(f"column {name!r} appears twice in the header", path=where, line=hline)
+                aff_cols.append(name)
+                continue
+            if aff_cols:
+                raise UsageError(f"unexpected column {name!r} after the affinity columns", path=where, line=hline)
+            if _MERGED_RE.match(name):
+                raise UsageError(f"column name {name!r} looks like two columns run together (a tab lost in a "
+                                 f"paste); the matrix cannot be trusted", path=where, line=hline)
+            if not (_GPU_RE.match(name) or _NIC_NAME_RE.match(name)):
+                raise UsageError(f"unexpected column name {name!r}", path=where, line=hline)
+            if name in dev_cols:
+                raise UsageError(f"column {name!r} appears twice in the header", path=where, line=hline)
+            dev_cols.append(name)
+        order = [c for c in AFFINITY_COLS if c in aff_cols]
+        if aff_cols != order:
+            raise UsageError(f"affinity columns out of the usual order: {aff_cols}", path=where, line=hline)
+        gpu_cols = [c for c in dev_cols if _GPU_RE.match(c)]
+        nic_cols = [c for c in dev_cols if not _GPU_RE.match(c)]
+        if dev_cols[:len(gpu_cols)] != gpu_cols:
+            raise UsageError("GPU columns must come before NIC columns", path=where, line=hline)
+        if gpu_cols != [f"GPU{i}" for i in range(len(gpu_cols))]:
+            raise UsageError(f"GPU columns are not GPU0..GPU{len(gpu_cols) - 1} in order: {' '.join(gpu_cols)}",
+                             path=where, line=hline)
+        nicn = [c for c in nic_cols if _NICN_RE.match(c)]
+        if nicn and nicn != [f"NIC{i}" for i in range(len(nicn))]:
+            raise UsageError(f"NIC columns are not NIC0..NIC{len(nicn) - 1} in order: {' '.join(nicn)} "
+                             f"(a column lost or merged?)", path=where, line=hline)
+        self.dev, self.aff, self.gpu, self.nic, self.nicn = dev_cols, aff_cols, gpu_cols, nic_cols, nicn
+        self.index = {c: i for i, c in enumerate(dev_cols)}
+
+
+def _read_rows(lines: list[str], hdr_i: int, cols: _Columns, where: str):
+    """2. the rows, up to the first blank line: ({GPUn: (line, cells, affinity)}, {NIC: (line, cells)}, end)."""
+    dev_cols, aff_cols = cols.dev, cols.aff
+    ncols = len(dev_cols)
     gpu_rows: dict[str, tuple[int, list[str], dict[str, str]]] = {}
     nic_rows: dict[str, tuple[int, list[str]]] = {}
     row_shape = None
@@ -172,10 +200,10 @@ def parse_topo(text: str, path: str | None = None) -> Topology:
         else:
             loose = False
         label = f[0].strip() if f else ""
-        if label not in dev_cols:
+        if label not in cols.index:
             if label.startswith("Legend") or label.startswith("NIC Legend"):
                 break
-            raise UsageError(f"row label {label!r} is not a column of the header", path=where, line=lineno)
+            raise UsageError(f"row label {label[:80]!r} is not a column of the header", path=where, line=lineno)
         if label in gpu_rows or label in nic_rows:
             raise UsageError(f"row {label} appears twice", path=where, line=lineno)
         cells = [c.strip() for c in f[1:1 + ncols]]
@@ -187,13 +215,14 @@ def parse_topo(text: str, path: str | None = None) -> Topology:
         for col, tok in zip(dev_cols, cells):
             if col == label:
                 if tok != "X":
-                    raise UsageError(f"row {label}: expected X on the diagonal, got {tok!r}", path=where,
+                    raise UsageError(f"row {label}: expected X on the diagonal, got {tok[:40]!r}", path=where,
                                      line=lineno)
             elif not _valid_token(tok):
                 hint = " (two cells run together: a tab lost in a paste?)" if _TOKEN_MERGED_RE.match(tok) else ""
-                raise UsageError(f"row {label}, column {col}: unknown link {tok!r}{hint}", path=where, line=lineno)
+                raise UsageError(f"row {label}, column {col}: unknown link {tok[:40]!r}{hint}", path=where,
+                                 line=lineno)
         rest = f[1 + ncols:]
-        if label in gpu_cols:
+        if label in cols.gpu:
             if loose and len([r for r in rest if r.strip()]) != len(aff_cols):
                 raise UsageError(f"row {label}: spaces are not on 8-column tab stops and the affinity fields "
                                  f"{rest!r} cannot be matched to {aff_cols}", path=where, line=lineno)
@@ -214,45 +243,46 @@ def parse_topo(text: str, path: str | None = None) -> Topology:
                                  f"{[r for r in rest if r.strip()]!r}", path=where, line=lineno)
             nic_rows[label] = (lineno, cells)
         i += 1
-
-    missing = [c for c in gpu_cols if c not in gpu_rows]
+    missing = [c for c in cols.gpu if c not in gpu_rows]
     if missing:
         raise UsageError(f"no row for {', '.join(missing)} (truncated capture?)", path=where,
                          line=min(len(lines), i + 1))
-    order_seen = [c for c in dev_cols if c in gpu_rows or c in nic_rows]
-    warnings: list[str] = []
+    return gpu_rows, nic_rows, i
 
-    # 3. legends after the matrix
+
+def _legends(lines: list[str], start: int, where: str) -> tuple[dict[str, str], dict[str, bool]]:
+    """3. legends after the matrix: the NIC Legend, and which legend lines are there (-m or -mp)."""
     nic_legend: dict[str, str] = {}
-    legend_seen = False
-    legend_nv = False
-    legend_pix = False
-    for j in range(i, len(lines)):
+    seen = {"seen": False, "nv": False, "pix": False}
+    for j in range(start, len(lines)):
         ln = lines[j]
         s = ln.strip()
         if s.startswith("Legend"):
-            legend_seen = True
+            seen["seen"] = True
         elif s.startswith("NV#"):
-            legend_nv = True
+            seen["nv"] = True
         elif s.startswith("PIX"):
-            legend_pix = True
+            seen["pix"] = True
         m = _NIC_LEGEND_RE.match(ln)
         if m:
             if m.group(1) in nic_legend:
                 raise UsageError(f"{m.group(1)} appears twice in the NIC Legend", path=where, line=j + 1)
             nic_legend[m.group(1)] = m.group(2)
+    return nic_legend, seen
 
-    # 4. build the model
+
+def _build_gpus(cols: _Columns, gpu_rows, where: str) -> list[Gpu]:
+    """4. build the model: each GPU's links, CPU and NUMA affinity, GPU NUMA ID."""
     gpus: list[Gpu] = []
-    for gi, col in enumerate(gpu_cols):
+    for gi, col in enumerate(cols.gpu):
         lineno, cells, aff = gpu_rows[col]
-        links = {c: t for c, t in zip(dev_cols, cells) if c != col}
+        links = {c: t for c, t in zip(cols.dev, cells) if c != col}
         cpu_text = aff.get("CPU Affinity", "")
         cpus: list[int] = []
         if cpu_text and cpu_text != "N/A":
             parsed = parse_cpulist(cpu_text)
             if parsed is None:
-                raise UsageError(f"{col}: CPU Affinity {cpu_text!r} is not a cpu list like 0-3,8", path=where,
+                raise UsageError(f"{col}: CPU Affinity {cpu_text[:80]!r} is not a cpu list like 0-3,8", path=where,
                                  line=lineno)
             cpus = parsed
         numa_text = aff.get("NUMA Affinity", "")
@@ -260,56 +290,56 @@ def parse_topo(text: str, path: str | None = None) -> Topology:
         if numa_text and numa_text != "N/A":
             parsed = parse_cpulist(numa_text)
             if parsed is None:
-                raise UsageError(f"{col}: NUMA Affinity {numa_text!r} is not a node list like 0 or 0-1",
+                raise UsageError(f"{col}: NUMA Affinity {numa_text[:80]!r} is not a node list like 0 or 0-1",
                                  path=where, line=lineno)
             numa = parsed
         gnid_text = aff.get("GPU NUMA ID", "")
         gnid = None
         if gnid_text and gnid_text != "N/A":
-            if not gnid_text.isdigit():
-                raise UsageError(f"{col}: GPU NUMA ID {gnid_text!r} is not a number or N/A", path=where,
+            gnid = small_int(gnid_text)
+            if gnid is None:
+                raise UsageError(f"{col}: GPU NUMA ID {gnid_text[:40]!r} is not a number or N/A", path=where,
                                  line=lineno)
-            gnid = int(gnid_text)
         gpus.append(Gpu(index=gi, cpus=cpus, numa=numa, links=links, gpu_numa_id=gnid,
                         cpu_affinity_text=cpu_text, line=lineno))
+    return gpus
 
-    # symmetry: a link read from a row must be the one read from the other device's row
+
+def _check_symmetry(cols: _Columns, gpu_rows, nic_rows, where: str) -> None:
+    """A link read from a row must be the one read from the other device's row."""
+    rows = {**{k: (v[0], v[1]) for k, v in gpu_rows.items()}, **nic_rows}
+    order_seen = [c for c in cols.dev if c in rows]
     for ai, a in enumerate(order_seen):
+        la, ra = rows[a]
         for b in order_seen[ai + 1:]:
-            ta = (gpu_rows.get(a) or nic_rows.get(a))[1][dev_cols.index(b)]
-            tb = (gpu_rows.get(b) or nic_rows.get(b))[1][dev_cols.index(a)]
+            lb, rb = rows[b]
+            ta, tb = ra[cols.index[b]], rb[cols.index[a]]
             if ta != tb:
-                la = (gpu_rows.get(a) or nic_rows.get(a))[0]
-                lb = (gpu_rows.get(b) or nic_rows.get(b))[0]
                 raise UsageError(f"matrix is not symmetric: {a}->{b} is {ta} (line {la}) but {b}->{a} is {tb} "
                                  f"(line {lb})", path=where, line=max(la, lb))
 
+
+def _nics(cols: _Columns, nic_rows, nic_legend: dict[str, str], where: str) -> tuple[list[Nic], list[str]]:
+    """The NICs with their device names (from the NIC Legend, or the column name itself), and warnings."""
+    warnings: list[str] = []
     nics = []
-    for c in nic_cols:
+    for c in cols.nic:
         if _NICN_RE.match(c):
             nics.append(Nic(name=c, device=nic_legend.get(c)))
         else:
             nics.append(Nic(name=c, device=c))
-    unknown = [c for c in nicn if c not in nic_legend]
+    unknown = [c for c in cols.nicn if c not in nic_legend]
     if unknown:
         warnings.append(f"no NIC Legend for {', '.join(unknown)}: their device names (mlx5_N) are unknown, so "
                         f"NCCL_IB_HCA cannot name them")
-    extra = [k for k in nic_legend if k not in nicn]
+    extra = [k for k in nic_legend if k not in cols.nicn]
     if extra:
         raise UsageError(f"NIC Legend names {', '.join(extra)}, which the matrix has no column for", path=where)
-    nic_missing = [c for c in nic_cols if c not in nic_rows]
+    nic_missing = [c for c in cols.nic if c not in nic_rows]
     if nic_rows and nic_missing:
         warnings.append(f"no matrix row for {', '.join(nic_missing)} (truncated capture?); GPU-NIC links come "
                         f"from the GPU rows")
-
-    topo = Topology(gpus=gpus, nics=nics, warnings=warnings, source=path)
-    if legend_seen and legend_pix and not legend_nv:
-        if not any(NV_RE.match(t) for g in gpus for t in g.links.values()):
-            topo.nvlink_shown = False
-            warnings.append("legend has no NV# line: this is `nvidia-smi topo -mp` (PCIe paths only); NVLink, if "
-                            "any, is not shown, so the interconnect below may understate the node")
-    warnings.extend(topology_warnings(topo))
-    return topo
+    return nics, warnings
 
 
 def _ranges(idx: list[int]) -> str:

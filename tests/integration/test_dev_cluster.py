@@ -47,7 +47,8 @@ def test_down_stops_every_daemon_also_after_a_reconfigure(cluster, tmp_path):
             r = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], env=env, capture_output=True, text=True,
                                timeout=30)
             states = r.stdout
-            if r.returncode == 0 and states.split().count("idle") == 2:
+            # ... and have written their pid files (a restarted slurmctld answers before it writes its own)
+            if r.returncode == 0 and states.split().count("idle") == 2 and "slurmctld" in pidfiles(d):
                 break
             time.sleep(1)
         assert states.split().count("idle") == 2, states

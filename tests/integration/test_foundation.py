@@ -1,5 +1,4 @@
 import json
-import os
 import time
 from datetime import datetime
 
@@ -39,8 +38,8 @@ def test_drain_shows_reason_user_and_time_then_resume(clean):
 
     clean.backend.resume("n2")
     rec = clean.wait_node("n2", lambda r: not r.flags)
-    # measured: 24.11 keeps the old reason on the resumed idle node, 22.05 and 26.05 clear it
-    assert rec.state == "IDLE" and rec.reason == (reason if clean.slurm == "24.11" else "")
+    # measured: 24.11 and 25.11 keep the old reason on the resumed idle node, 22.05 and 26.05 clear it
+    assert rec.state == "IDLE" and rec.reason == (reason if clean.slurm in ("24.11", "25.11") else "")
 
 
 @pytest.mark.compat("nodes")
@@ -95,7 +94,9 @@ def test_controller_down_fails_clearly_within_the_timeout(cluster, tmp_path):
     r = cluster.slurmkit("--config", str(cfg), "nodes", env=env)
     took = time.monotonic() - start
     assert r.returncode == 1
-    assert "sinfo" in r.stderr and ("timed out after 3s" in r.stderr or "controller" in r.stderr)
+    # 23.02+ list nodes with scontrol --json, older with sinfo --json: the error names the tool that failed
+    assert ("sinfo" in r.stderr or "scontrol" in r.stderr) and (
+        "timed out after 3s" in r.stderr or "controller" in r.stderr)
     assert "Traceback" not in r.stderr
     assert took < 3 + 5   # the command's timeout plus interpreter start and the kill grace
 

@@ -186,3 +186,20 @@ def test_dry_run_and_a_hostile_name_survive_sbatch(sk, cluster):
     job = int(r.stdout.strip())
     rec = cluster.wait_job(job, states=("COMPLETED", "FAILED"))
     assert rec.state == "COMPLETED" and rec.name == name
+
+
+@pytest.mark.parametrize("value", ["a\\b c", "ends with \\", "it's \\' # not a comment", "\\\\server\\share"])
+def test_backslashes_in_sbatch_values_reach_slurm_as_written(sk, cluster, value):
+    """sbatch's #SBATCH parser takes a backslash as an escape even inside quotes, and a trailing one aborted it
+    (issue 17 W5): the job name and a --comment extra come back from Slurm byte for byte."""
+    run, probe, tmp = sk
+    spec = tmp / "bs.yaml"
+    spec.write_text(json.dumps({"name": value, "command": ["true"], "gpus_per_node": 0,
+                                "output": f"{tmp}/o-%j.out", "sbatch": [f"--comment={value}"]}))
+    r = run("submit", str(spec), "--no-check")
+    assert r.returncode == 0, r.stderr
+    job = int(r.stdout.strip())
+    rec = cluster.wait_job(job, states=("COMPLETED", "FAILED"))
+    assert rec.name == value
+    show = cluster.run("scontrol", "show", "job", str(job)).stdout
+    assert f"Comment={value}" in show, show

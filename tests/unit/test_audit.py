@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from slurmkit import audit as A
+from slurmkit import config
+from slurmkit import drain
 from slurmkit.errors import UsageError
 from slurmkit.slurm.records import NodeRecord
 
@@ -40,6 +42,7 @@ def node(name="n1", state="IDLE", flags=("DRAIN",), reason="", user="root", when
     ("Prolog error", "slurm", "prolog-error"),
     ("Epilog error", "slurm", "epilog-error"),
     ("Kill task failed", "slurm", "kill-task-failed"),
+    ("Duplicate jobid", "slurm", "duplicate-jobid"),      # slurmctld's own drain (strings in its 22.05 binary)
     ("gres/gpu count reported lower than configured (0 < 1)", "slurm", "gres-count-low"),
     ("gres/gpu count repor", "slurm", "gres-count-low"),            # cut at 20 characters by sinfo -R
     ("gres/gpu GRES core s", "slurm", "gres-core-mismatch"),
@@ -64,8 +67,14 @@ def test_site_prefix_from_config():
 
 
 def test_check_of_tag():
-    assert [A.check_of_tag(t) for t in ("xid79", "ecc", "gpu_count", "nccl", None)] == \
+    assert [drain.check_of_tag(t) for t in ("xid79", "ecc", "gpu_count", "nccl", None)] == \
         ["xid", "ecc", "gpu_count", "nccl", None]
+    # one mapping for audit and the drain etiquette: an NVSwitch SXid drain is the xid check's
+    assert drain.check_of_tag("sxid20034") == "xid"
+    s = config.Settings()
+    for reason in ("slurmkit:sxid20034 NVSwitch", "slurmkit:gpu_procs left on the GPU", "slurmkit:xid79 GPU"):
+        cause, tag = TABLE.classify(reason, s.drain.prefix)
+        assert drain.check_of_tag(tag) == drain.check_of_reason(reason, s)
 
 
 NOW = local("2026-11-30T12:00:00")
@@ -183,19 +192,19 @@ def test_plan_resume():
     sk = entry_for(node("n2", reason="slurmkit:xid79 GPU gone", when="2026-11-30T11:00:00"))
     adm = entry_for(node("n1", reason="admin: PSU swap", user="alice", when="2026-11-30T10:00:00"))
     prolog = entry_for(node("n4", reason="Prolog error", user="slurm"))
-    d = A.plan_resume(sk, "n2", force=False, recheck=False, passed_since_drain=False)
+    d = drain.plan_resume(sk, "n2", force=False, recheck=False, passed_since_drain=False)
     assert d.action == "refuse" and "--recheck" in d.why
-    assert A.plan_resume(sk, "n2", force=False, recheck=False, passed_since_drain=True).action == "resume"
-    d = A.plan_resume(sk, "n2", force=False, recheck=True, passed_since_drain=False)
+    assert drain.plan_resume(sk, "n2", force=False, recheck=False, passed_since_drain=True).action == "resume"
+    d = drain.plan_resume(sk, "n2", force=False, recheck=True, passed_since_drain=False)
     assert (d.action, d.check) == ("recheck", "xid")
-    d = A.plan_resume(adm, "n1", force=False, recheck=True, passed_since_drain=False)
+    d = drain.plan_resume(adm, "n1", force=False, recheck=True, passed_since_drain=False)
     assert d.action == "refuse" and "alice" in d.why and "admin: PSU swap" in d.why
-    d = A.plan_resume(adm, "n1", force=True, recheck=False, passed_since_drain=False)
+    d = drain.plan_resume(adm, "n1", force=True, recheck=False, passed_since_drain=False)
     assert d.action == "resume" and "overriding" in d.why and "alice" in d.why
     assert d.overrides == {"by": "admin", "user": "alice", "reason": "admin: PSU swap", "time": "2026-11-30T10:00:00"}
-    d = A.plan_resume(prolog, "n4", force=False, recheck=False, passed_since_drain=False)
+    d = drain.plan_resume(prolog, "n4", force=False, recheck=False, passed_since_drain=False)
     assert d.action == "refuse" and "Slurm itself" in d.why and "Prolog error" in d.why
-    assert A.plan_resume(None, "n5", force=True, recheck=True, passed_since_drain=False).action == "skip"
+    assert drain.plan_resume(None, "n5", force=True, recheck=True, passed_since_drain=False).action == "skip"
 
 
 def test_passed_since():

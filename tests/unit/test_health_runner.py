@@ -350,3 +350,19 @@ def test_epilog_call_point_runs_the_sync_first_and_survives_its_failure(tmp_path
                                           + ["checkpoint-sync", "checkpoint-sync", "xid", "ecc", "gpu_procs"])
     assert recs[5]["status"] == "fail" and "bucket unreachable" in recs[5]["reason"]
     assert [c[1] for c in calls] == ["9", "9"]
+
+
+def test_a_pending_drain_record_that_cannot_be_read_is_still_a_pending_drain(tmp_path):
+    """Fail closed: a garbled or foreign pending-drain record never lets the next hook pass the node."""
+    s = config.Settings()
+    s.paths.state_dir = str(tmp_path)
+    assert drain.read_pending(s, "n1") is None
+    p = tmp_path / "pending-drain-n1.json"
+    for text in ("{not json", '{"reason": "admin: not ours"}', "[]"):
+        p.write_text(text)
+        rec = drain.read_pending(s, "n1")
+        assert rec is not None and rec["reason"].startswith("slurmkit:pending unreadable"), text
+    p.write_text('{"reason": "slurmkit:xid79 GPU 0000:5d:00 fell off the bus", "check": "xid"}')
+    assert drain.read_pending(s, "n1")["check"] == "xid"
+    drain.clear_pending(s, "n1")
+    assert drain.read_pending(s, "n1") is None

@@ -190,7 +190,15 @@ def test_catalog_is_data():
 
 # --- only new events count ---------------------------------------------------------------------------------
 
-def test_only_events_since_the_last_hook_count(tmp_path, monkeypatch):
+def acted(profile, r):
+    """What a hook does after it acted on the verdict (drained the node, or nothing to do): move the mark."""
+    if profile in ("prolog", "epilog") and r.commit:
+        r.commit()
+    return r
+
+
+def dmesg_from(tmp_path):
+    """Settings whose dmesg prints the file it returns (write the kernel log there)."""
     log = tmp_path / "dmesg.txt"
     tool = tmp_path / "dmesg"
     tool.write_text(f"#!/bin/sh\ncat {log}\n")
@@ -198,11 +206,29 @@ def test_only_events_since_the_last_hook_count(tmp_path, monkeypatch):
     s = config.Settings()
     s.tools.dmesg = str(tool)
     s.paths.state_dir = str(tmp_path / "state")
+    return s, log
+
+
+def test_an_unacted_fault_stays_new_until_the_hook_commits_its_mark(tmp_path):
+    s, log = dmesg_from(tmp_path)
+    log.write_text((FIX / "h100-hgx-xid79-fallen-off-bus-dmesg-multiline.txt").read_text())
+    first = run_checks(s, "epilog", only=["xid"], node="n9").results[0]
+    assert first.status == "fail" and first.commit is not None
+    # the drain failed: the hook does not commit, and the next hook and `check` see the fault again
+    again = run_checks(s, "prolog", only=["xid"], node="n9").results[0]
+    assert (again.status, again.code) == ("fail", "xid79")
+    assert run_checks(s, "full", only=["xid"], node="n9").results[0].status == "fail"
+    again.commit()                               # drained now: the mark moves
+    assert run_checks(s, "prolog", only=["xid"], node="n9").results[0].status == "ok"
+
+
+def test_only_events_since_the_last_hook_count(tmp_path, monkeypatch):
+    s, log = dmesg_from(tmp_path)
     real = (FIX / "h100-hgx-xid79-fallen-off-bus-dmesg-multiline.txt").read_text()
     log.write_text(real)
 
     def xid(profile):
-        return run_checks(s, profile, only=["xid"], node="n9").results[0]
+        return acted(profile, run_checks(s, profile, only=["xid"], node="n9").results[0])
 
     assert xid("full").status == "fail"        # `slurmkit check` reads...
     assert xid("full").status == "fail"        # ...without moving the mark
@@ -227,7 +253,7 @@ def test_a_log_file_is_read_from_where_the_last_hook_stopped(tmp_path):
     real = (FIX / "gpu-pci07-xid38-109-journalctl-polish-locale.txt").read_bytes()   # a journal/syslog format
 
     def xid(profile="prolog"):
-        return run_checks(s, profile, only=["xid"], node="n9").results[0]
+        return acted(profile, run_checks(s, profile, only=["xid"], node="n9").results[0])
 
     log.write_bytes(b"kwi 15 07:50:00 testowy kernel: Linux version 6.8 (boot)\n")
     assert xid().status == "ok"

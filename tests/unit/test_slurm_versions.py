@@ -1,7 +1,6 @@
-"""Every reader over real captures of Slurm 22.05.8, 24.11.5 and 26.05.5 (tests/fixtures/local/slurm-*/, made by
+"""Every reader over real captures of Slurm 22.05.8, 24.11.5, 25.11.7 and 26.05.5 (tests/fixtures/local/slurm-*/, made by
 dev/capture_slurm.py on the dev clusters), with the records each must give written out."""
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -11,12 +10,15 @@ from slurmkit.slurm.records import (NodeCaptureError, parse_node_capture, parse_
 from slurmkit.slurm.slurm_json import (SlurmFormatError, parse_nodes_json, parse_scontrol_nodes_json,
                                        parse_sinfo_json, parse_squeue_json, read_meta, load)
 
+pytestmark = pytest.mark.usefixtures("utc_local_time")
+
 LOCAL = Path(__file__).resolve().parent.parent / "fixtures" / "local"
-VERSIONS = {"22.05": ("22.05.8", 38), "24.11": ("24.11.5", 42), "26.05": ("26.05.5", 45)}
+VERSIONS = {"22.05": ("22.05.8", 38), "24.11": ("24.11.5", 42), "25.11": ("25.11.7", 44), "26.05": ("26.05.5", 45)}
 STATES = ["idle", "drained", "slurmkit-drain", "gpu-job", "resumed"]
 ADMIN = "admin: PSU swap ticket 4411"
 SK = "slurmkit:xid79 GPU 0000:3b:00 fell off the bus"
 IDLE = ("IDLE", "", None, 0)
+KEEPS_REASON = {"24.11", "25.11"}   # measured: after a resume the idle node keeps its reason there
 
 
 def expected(version: str, state: str) -> dict[str, tuple]:
@@ -29,8 +31,8 @@ def expected(version: str, state: str) -> dict[str, tuple]:
         n["n2"] = ("IDLE+DRAIN", SK, "root", 0)
     if i >= 3:
         n["n1"] = ("MIXED", "", None, 2)
-    if i >= 4:   # a resume: 24.11 keeps the old reason on the idle node, 22.05 and 26.05 clear it
-        n["n2"] = ("IDLE", SK, "root", 0) if version == "24.11" else IDLE
+    if i >= 4:   # a resume: 24.11 and 25.11 keep the old reason on the idle node, 22.05 and 26.05 clear it
+        n["n2"] = ("IDLE", SK, "root", 0) if version in KEEPS_REASON else IDLE
     return n
 
 
@@ -42,14 +44,6 @@ def got(recs):
     return {r.name: (r.state_text, r.reason, r.reason_user, r.gpus_used) for r in recs}
 
 
-@pytest.fixture(autouse=True)
-def utc(monkeypatch):
-    """The captures' text times are the controller's local time (UTC on the capture machine)."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def reason_times(version, state):
@@ -74,7 +68,7 @@ def test_scontrol_text_every_version(version, state):
     assert got(multi) == {k: v[:3] + (0,) for k, v in expected(version, state).items()}
 
 
-@pytest.mark.parametrize("version", ["24.11", "26.05"])
+@pytest.mark.parametrize("version", ["24.11", "25.11", "26.05"])
 @pytest.mark.parametrize("state", STATES)
 def test_scontrol_json_matches_text(version, state):
     doc = text(version, "scontrol-json-d-show-node", state)
@@ -103,7 +97,7 @@ def test_sinfo_json(version, state):
         with pytest.raises(NodeCaptureError):
             parse_node_capture(doc)
         return
-    if version == "24.11" and state == "resumed":
+    if version in KEEPS_REASON and state == "resumed":
         want["n2"] = IDLE   # grouped with n3 (in service): the group's kept reason is dropped, not given to n3
     recs = parse_sinfo_json(doc)
     assert got(recs) == want
@@ -226,16 +220,37 @@ def test_versions_table_is_complete():
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_audit_after_a_resume(version):
-    """24.11 keeps the old reason on the resumed idle node: audit must not call it out of service."""
+    """24.11/25.11 keep the old reason on the resumed idle node: audit must not call it out of service."""
     from datetime import datetime, timezone
 
     from slurmkit.audit import audit, load_causes
     stem = "sinfo-json" if version == "22.05" else "scontrol-json-d-show-node"
     recs = parse_node_capture(text(version, stem, "resumed"))[1]
     n2 = next(r for r in recs if r.name == "n2")
-    assert n2.reason == (SK if version == "24.11" else "")
+    assert n2.reason == (SK if version in KEEPS_REASON else "")
     entries = audit(recs, table=load_causes(), prefix="slurmkit:", now=datetime.now(timezone.utc))
     assert [(e.node.name, e.by) for e in entries] == [("n4", "admin")]
     entries = audit(parse_node_capture(text(version, stem, "gpu-job"))[1], table=load_causes(),
                     prefix="slurmkit:", now=datetime.now(timezone.utc))
     assert sorted((e.node.name, e.by, e.check) for e in entries) == [("n2", "slurmkit", "xid"), ("n4", "admin", None)]
+
+
+def test_23_02_lists_a_node_once_per_partition_merged():
+    """synthetic, in 23.02's v0.0.39 shape (meta.plugins, meta.Slurm, one group per partition): one record."""
+    def group(part, names, state, reason=None):
+        return {"node": {"state": state}, "nodes": {"nodes": names, "total": len(names)},
+                "cpus": {"allocated": 0, "total": 16 * len(names), "minimum": 16, "maximum": 16},
+                "gres": {"total": "gpu:8", "used": "gpu:0"}, "partition": {"name": part},
+                "reason": {"description": reason or "", "time": 1796118330 if reason else 0, "user": "root"}}
+    doc = {"meta": {"plugins": {"data_parser": "data_parser/v0.0.39"},
+                    "Slurm": {"version": {"major": 23, "minor": 2, "micro": 7}, "release": "23.02.7"}},
+           "sinfo": [group("gpu", ["n1", "n2"], ["IDLE"]), group("debug", ["n1"], ["IDLE"]),
+                     group("gpu", ["n4"], ["IDLE", "DRAIN"], ADMIN), group("debug", ["n4"], ["IDLE", "DRAIN"], ADMIN)],
+           "errors": [], "warnings": []}
+    import json
+    recs = parse_sinfo_json(json.dumps(doc))
+    assert [(r.name, r.state_text, r.partitions, r.reason, r.reason_user, r.cpus) for r in recs] == [
+        ("n1", "IDLE", ["gpu", "debug"], "", None, 16), ("n2", "IDLE", ["gpu"], "", None, 16),
+        ("n4", "IDLE+DRAIN", ["gpu", "debug"], ADMIN, "root", 16)]
+    assert recs[2].reason_time == "2026-12-01T09:45:30"
+    assert read_meta(doc).release == "23.02.7" and read_meta(doc).parser == 39

@@ -1,7 +1,5 @@
 """Property tests: any valid spec renders a script bash accepts and that delivers every value intact;
 any invalid spec exits 2 with a one-line message, never a traceback."""
-import contextlib
-import io
 import json
 import os
 import subprocess
@@ -13,7 +11,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from slurmkit import cli, config
+from slurmkit import config
 from slurmkit.jobs import render, spec as specmod
 
 REPO = Path(__file__).resolve().parents[2]
@@ -119,15 +117,8 @@ def test_every_value_reaches_the_job_intact(args, env, sweep, wrapped):
     assert got_env == dict(env, SKP_SWEEP=sweep[0])
 
 
-def _cli(argv):
-    err = io.StringIO()
-    out = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-        try:
-            cli.main(argv)
-        except SystemExit as e:
-            return e.code, out.getvalue(), err.getvalue()
-    return 0, out.getvalue(), err.getvalue()
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from clirun import run_cli as _cli  # noqa: E402
 
 
 BASE = {"command": ["true"], "gpus_per_node": 1, "time": "01:00:00", "nodes": 1, "launcher": "none",

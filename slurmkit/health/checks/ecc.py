@@ -5,7 +5,7 @@ memory, and ECC mode "Unknown Error". Input: `nvidia-smi -q` text (any layout, d
 from __future__ import annotations
 
 from .. import nvsmi
-from ..base import Result, is_unknown_error, is_yes, to_int
+from ..base import Result, is_na, is_unknown_error, is_yes, to_int
 from ..context import NoData
 
 NAME = "ecc"
@@ -73,7 +73,7 @@ def _gpu_findings_q(tree, s) -> tuple[list[str], dict]:
     for key, msg in (("Channel Repair Pending", "channel repair pending (GPU reset needed)"),
                      ("Unrepairable Memory", "unrepairable memory (RMA)")):
         v = (errs.get_ci(key) if isinstance(errs, nvsmi.Node) else None) or tree.get_ci(key)
-        if v is not None:
+        if isinstance(v, str):            # a value; a section of that name (junk, a paste) is not one
             ev[key.lower().replace(" ", "_")] = v
             if is_yes(v):
                 f.append(msg)
@@ -136,14 +136,16 @@ def evaluate(text: str, s, columns: list[str] | None = None) -> Result:
         for g in q["gpus"]:
             f, ev = _gpu_findings_q(g["tree"], s)
             gid = nvsmi.short_bus(g["bus_id"]) or "?"
-            if any(v is not None for v in ev.values()):
+            # an all-N/A GPU says nothing; nor does a section header where a value belongs
+            if any((isinstance(v, list) and v) or (isinstance(v, (str, int)) and (not is_na(v) or is_unknown_error(v)))
+                   for v in ev.values()):
                 found_any = True
             per_gpu.append({"gpu": gid, **ev})
             findings += [f"GPU {gid}: {x}" for x in f]
         if not found_any:
             if q["errors"]:
                 return Result(NAME, "fail", f"nvidia-smi: {q['errors'][-1]}", {"errors": q["errors"]}, code="ecc")
-            raise NoData("no ECC fields in this input")
+            raise NoData("no ECC fields in this input (or every ECC field reads N/A)")
     ev = {"gpus": per_gpu}
     if findings:
         ev["findings"] = findings

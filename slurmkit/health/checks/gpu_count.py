@@ -12,9 +12,9 @@ NAME = "gpu_count"
 def expected_for(settings, node: str) -> int | None:
     per = settings.gpu_count.per_node
     if per:
-        from ...slurm import expand_hostlist   # ClusterShell only when a site uses per-node counts
+        from ...hostlist import contains   # ClusterShell only when a site uses per-node counts
         for expr, n in per.items():
-            if node in expand_hostlist(expr):
+            if contains(expr, node):   # bounded: a pattern, never expanded past the limit
                 return n
     return settings.gpu_count.expected
 
@@ -31,12 +31,17 @@ def evaluate(text: str, expected: int | None) -> Result:
         if not ids and attached is None and not errs:
             raise NoData("no GPU list in this input (expected `nvidia-smi -q` or `-L` output)")
     ev = {"visible": seen, "attached": attached, "expected": expected, "gpus": ids}
+    blind = [] if listed else [g["bus_id"] for g in q["gpus"] if g["bus_id"] and not g["tree"].readable()]
     if errs:
         ev["errors"] = errs
         return Result(NAME, "fail", f"nvidia-smi: {errs[-1]}", ev, code="gpu_count")
     if expected is not None and seen != expected:
         return Result(NAME, "fail", f"{seen} of {expected} GPUs visible", ev, code="gpu_count")
     why = f"{seen} GPUs visible" + ("" if expected is not None else " (no expected count configured)")
+    if blind:
+        # a GPU whose every field reads N/A is listed, not working: say so, never a plain ok
+        ev["unreadable"] = blind
+        return Result(NAME, "warn", f"{why}; nvidia-smi reads nothing but N/A for {', '.join(blind[:8])}", ev)
     return Result(NAME, "ok", why, ev)
 
 

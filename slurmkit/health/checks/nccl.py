@@ -19,9 +19,9 @@ _BENIGN = ("falling back to simple order",)
 
 def expected_for(s, node: str) -> float | None:
     if s.profiles:
-        from ...slurm import expand_hostlist
+        from ...hostlist import contains
         for expr, v in s.profiles.items():
-            if node in expand_hostlist(expr):
+            if contains(expr, node):   # bounded: a pattern, never expanded past the limit
                 return v
     return s.expected_busbw_gbps
 
@@ -30,12 +30,18 @@ def evaluate(text: str, expected: float | None, s) -> Result:
     p = parse.parse(text)
     avg = p["avg_bus_bandwidth_gbps"]
     ev = {k: p[k] for k in ("avg_bus_bandwidth_gbps", "avg_source", "peak_busbw_gbps", "rows", "max_size",
-                            "out_of_bounds", "wrong", "failures", "nccl_version")}
+                            "out_of_bounds", "wrong", "failures", "nccl_version", "footer")}
+    if p["unreadable"]:
+        ev["unreadable"] = p["unreadable"][:10]
     ev["warnings"] = p["warnings"][:10]
     ev["expected_gbps"] = expected
     serious = [w for w in p["warnings"] if not any(b in w for b in _BENIGN)]
     if p["failures"]:
         return Result(NAME, "fail", f"all_reduce_perf failed: {p['failures'][0]}", ev, code="nccl")
+    if p["unreadable"]:
+        # nan, inf, 1e400: a number we cannot trust is not a bandwidth, and never a healthy one
+        raise NoData(f"unreadable all_reduce_perf output: {p['unreadable'][0]}"
+                     + (f" (and {len(p['unreadable']) - 1} more)" if len(p["unreadable"]) > 1 else ""))
     if avg is None:
         if serious:
             return Result(NAME, "fail", f"NCCL WARN {serious[0][:120]}", ev, code="nccl")
@@ -50,6 +56,9 @@ def evaluate(text: str, expected: float | None, s) -> Result:
         return Result(NAME, "warn", f"NCCL WARN {serious[0][:120]}", ev)
     note = f"avg bus bandwidth {avg:g} GB/s" + (f" (expected {expected:g})" if expected is not None
                                                  else " (no expected value configured)")
+    if not p["footer"]:
+        note += (f"; computed from {p['rows']} rows up to {p['max_size']} bytes: the capture has no "
+                 "`# Avg bus bandwidth` footer (truncated?)")
     return Result(NAME, "ok", note, ev)
 
 

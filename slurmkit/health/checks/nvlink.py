@@ -12,10 +12,14 @@ NAME = "nvlink"
 def evaluate(status_text: str, errors_text: str, s) -> Result:
     st = parse.parse_status(status_text)
     errs = parse.parse_errors(errors_text) if errors_text else {}
-    if not st and not errs:
-        if status_text.strip() and "GPU" not in status_text:
-            raise NoData("no NVLink status in this input")
-        return Result(NAME, "ok", "no NVLink on this node", {"links": {}})
+    if not st:
+        # no `GPU N:` line at all (an empty file, random bytes, another tool's output): nothing was read, which is
+        # not "no NVLink" (a GPU without NVLink is still listed, with no links)
+        raise NoData("no NVLink status in this input (expected `nvidia-smi nvlink -s` output: `GPU N: ...` lines)")
+    if errors_text and errors_text.strip() and not errs:
+        raise NoData("no NVLink error counters in the `nvidia-smi nvlink -e` input (no `GPU N:` lines)")
+    if not any(st.values()):
+        return Result(NAME, "ok", f"no NVLink on this node ({len(st)} GPUs listed, no links)", {"links": {}})
     findings = []
     for gpu, links in st.items():
         bad = [f"{n} {v}" for n, v in sorted(links.items()) if v in ("inactive", "down")]

@@ -73,11 +73,21 @@ def evaluate(text: str, s) -> Result:
             if q["errors"]:
                 return Result(NAME, "fail", f"nvidia-smi: {q['errors'][-1]}", {"errors": q["errors"]}, code="pcie")
             raise NoData("no PCIe link info in this input")
+    # a GPU whose link width reads N/A (or nothing) was not judged: never counted as a good link
+    blind = [p["gpu"] for p in per if p.get("width.current", p.get("width")) is None]
+    if blind and len(blind) == len(per) and not findings:
+        raise NoData(f"no readable PCIe link width in this input (N/A for {', '.join(map(str, blind[:8]))})")
     ev = {"gpus": per}
     if findings:
         ev["findings"] = findings
         return Result(NAME, s.status, "; ".join(findings), ev, code="pcie")
-    return Result(NAME, "ok", f"{len(per)} links at their max width", ev)
+    if blind:
+        ev["unreadable"] = blind
+        return Result(NAME, "warn", f"link width unreadable (N/A) for GPU {', '.join(map(str, blind[:8]))}; "
+                      f"{len(per) - len(blind)} other link(s) at their max width", ev)
+    n = len(per)
+    return Result(NAME, "ok", f"{n} GPU link{'s' if n != 1 else ''} at {'their' if n != 1 else 'its'} max width",
+                  ev)
 
 
 def run(ctx) -> Result:

@@ -1,8 +1,9 @@
 """xid: the node's kernel-log check. NVIDIA Xid and NVSwitch SXid events graded by the Xid catalog
 (slurmkit/data/xid_catalog.json), and GPU failures logged without an Xid line (fallen off the bus, GPU lost,
-RmInitAdapter/probe/GSP failures, fatal PCIe AER) graded by slurmkit/data/kernlog_signatures.json. Live, only events new since the last prolog/epilog on this node count (a small
-state file under paths.state_dir), so an old Xid does not drain a node forever; `slurmkit check` reads without
-moving that mark. A captured file is graded whole."""
+RmInitAdapter/probe/GSP failures, fatal PCIe AER) graded by slurmkit/data/kernlog_signatures.json. Live, only
+events new since the last prolog/epilog on this node count (a small state file under paths.state_dir), so an old
+Xid does not drain a node forever. The mark moves only when a hook calls the result's `commit` after acting on the
+verdict; `slurmkit check` reads without moving it. A captured file is graded whole."""
 from __future__ import annotations
 
 import json
@@ -117,10 +118,7 @@ def run(ctx) -> Result:
         text, mark = read_from(s.log_file, state.get("file"))
         events = parse(text, s)
         res = evaluate(events, events, s)
-        nxt = dict(state, file=mark)
-        if ctx.profile in ("prolog", "epilog", "health") and nxt != state:
-            _save(path, nxt)
-        return res
+        return _deferred(res, path, state, dict(state, file=mark))
     text = ctx.text(NAME, "dmesg")
     events = parse(text, s)
     if not ctx.live:
@@ -130,9 +128,14 @@ def run(ctx) -> Result:
     boot = _boot_id()
     new = kernlog.new_events(events, state, boot)
     res = evaluate(new, events, s)
-    nxt = kernlog.next_state(events, boot)
-    if ctx.profile in ("prolog", "epilog", "health") and nxt != state:   # only hooks move the mark; `check` only reads
-        _save(path, nxt)
+    return _deferred(res, path, state, kernlog.next_state(events, boot))
+
+
+def _deferred(res: Result, path: str, state: dict, nxt: dict) -> Result:
+    """Attach the mark move to the result instead of making it: only a hook that acted on the verdict calls
+    `res.commit()` (`slurmkit check` never does), so an Xid whose drain failed stays new for the next run."""
+    if nxt != state:
+        res.commit = lambda: _save(path, nxt)
     return res
 
 
