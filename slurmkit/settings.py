@@ -458,6 +458,10 @@ class EfficiencySettings(Section):
     hung_power_ratio: float = num(0.35, 0.01, 1)  # ... while power is under this share of the board's limit ...
     hung_seconds: float = num(300.0, 0.1, DAY)  # ... for this long in a row
     held_memory_mib: float = num(1024.0, 0, 1 << 24)  # an idle GPU holding more than this is "memory held"
+    profiling: bool = True            # also run `dcgmi dmon -e 1002,1004,1005` (SM/tensor/DRAM activity) where it works
+    dcgm_start_timeout: float = num(30.0, 1, 3600)  # seconds for dcgmi's first sample; past it: no profiling fields
+    sm_busy_util_pct: float = num(80.0, 1, 100)  # "busy running little": utilisation mean at or above this ...
+    sm_low_active_pct: float = num(20.0, 0, 100)  # ... while DCGM's SM activity mean is under this (a finding)
     samples_max_bytes: int = num(4 << 20, 64 << 10, 1 << 30)  # a job's sample file; past it, half resolution
     log_max_bytes: int = num(64 << 20, 1 << 20, 1 << 40)  # the job-efficiency log; past it, it rotates to .1
     log: str | None = None            # default: efficiency.jsonl beside paths.health_log

@@ -4,6 +4,7 @@ Standard library only (no click, jinja2, paramiko, yaml): the hooks' import path
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -50,6 +51,10 @@ def start(settings, environ) -> int | None:
                 "--gpus", ",".join(map(str, gpus)), "--out", out, "--interval", str(eff.interval),
                 "--max-bytes", str(eff.samples_max_bytes), "--tool", tool, "--backend", eff.backend,
                 "--watchdog", str(eff.watchdog_interval), "--start-grace", str(eff.start_grace)]
+        if getattr(eff, "profiling", False):
+            dcgmi = settings.tools.dcgmi
+            argv += ["--dcgmi", json.dumps([dcgmi] if isinstance(dcgmi, str) else list(dcgmi)),
+                     "--dcgm-start-timeout", str(eff.dcgm_start_timeout)]
         env = {k: v for k, v in environ.items() if k.startswith(("SLURM", "SLURMKIT", "PATH", "CUDA"))}
         pid = proc.spawn_detached(argv, env=env)
         fd = os.open(pidf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)

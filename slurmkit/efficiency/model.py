@@ -31,18 +31,28 @@ class GpuSeries:
     power: list[float | None] = field(default_factory=list)    # W
     sm_active: list[float | None] = field(default_factory=list)   # DCGM 1002, %
     tensor_active: list[float | None] = field(default_factory=list)   # DCGM 1004, %
+    dram_active: list[float | None] = field(default_factory=list)     # DCGM 1005, %
+    # the profiling lists above are aligned with t when one dcgmi capture gave everything; the sampler's own
+    # dcgmi child runs on its own clock, so its values are appended by add_profile() (means only, no time)
     mem_total: float | None = None      # MiB
     power_limit: float | None = None    # W
     processes: list[dict] = field(default_factory=list)    # {"pid", "name", "used_mib"} from compute-apps / pmon
     mig: bool = False
 
-    def add(self, *, t=None, util=None, mem_used=None, power=None, sm_active=None, tensor_active=None) -> None:
+    def add(self, *, t=None, util=None, mem_used=None, power=None, sm_active=None, tensor_active=None,
+            dram_active=None) -> None:
         self.t.append(t)
         self.util.append(util)
         self.mem_used.append(mem_used)
         self.power.append(power)
         self.sm_active.append(sm_active)
         self.tensor_active.append(tensor_active)
+        self.dram_active.append(dram_active)
+
+    def add_profile(self, sm_active=None, tensor_active=None, dram_active=None) -> None:
+        self.sm_active.append(sm_active)
+        self.tensor_active.append(tensor_active)
+        self.dram_active.append(dram_active)
 
 
 @dataclass

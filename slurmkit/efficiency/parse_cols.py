@@ -105,6 +105,7 @@ def parse_pmon(text: str, *, path: str = "<capture>") -> Capture:
 
 # dcgmi dmon column names -> (attribute, scale): ratios (0..1) become %
 DCGM = {"GPUTL": ("util", 1.0), "SMACT": ("sm_active", 100.0), "TENSO": ("tensor_active", 100.0),
+        "DRAMA": ("dram_active", 100.0),
         "POWER": ("power", 1.0), "FBUSD": ("mem_used", 1.0)}
 
 

@@ -2,7 +2,8 @@
 
     {"time", "job_id", "node", "user", "account", "partition", "start", "end", "seconds", "interval", "backend",
      "gpus": [per-GPU summary], "verdict", "gpu_hours", "gpu_hours_by_state": {"idle": ..}, "findings",
-     "next_steps", "series": {"0": [util, ...]}, "stride", "mfu"}
+     "next_steps", "series": {"0": [util, ...]}, "stride", "mfu",
+     "profiling": {"source": "dcgmi", "state": "ok" | "unavailable" | "off", "why"}}
 
 Bounded: past efficiency.log_max_bytes the log is renamed to <log>.1 (one generation kept) before the append.
 Standard library only (the epilog writes it).
@@ -48,6 +49,8 @@ def load_samples(text: str) -> tuple[Capture, dict]:
             t, idx, util, mem, pw = obj
             g = cap.gpu(idx, index=idx)
             g.add(t=t, util=util, mem_used=mem, power=pw)
+        elif isinstance(obj, list) and len(obj) == 6 and obj[2] == "dcgm" and isinstance(obj[1], int):
+            cap.gpu(obj[1], index=obj[1]).add_profile(*obj[3:])
         elif isinstance(obj, dict):
             if "v" in obj and not head:
                 head = obj
@@ -59,6 +62,11 @@ def load_samples(text: str) -> tuple[Capture, dict]:
                 end = obj
             elif "stride" in obj:
                 head["stride"] = obj["stride"]
+            elif obj.get("dcgm") == "ok":
+                head["profiling"] = {"source": "dcgmi", "state": "ok"}
+            elif obj.get("event") == "dcgm-unavailable":      # a node without DCGM: said, not a fault
+                head["profiling"] = {"source": "dcgmi", "state": "unavailable", "why": obj.get("error")}
+                cap.note(f"no SM/tensor activity: {obj.get('error')}")
             elif obj.get("event"):
                 cap.note(f"sampler: {obj['event']} {obj.get('error') or obj.get('rc') or ''}".strip(), severity="warn")
     for i in head.get("gpus", []):           # a GPU the job holds that never answered is unknown, not absent
@@ -67,6 +75,14 @@ def load_samples(text: str) -> tuple[Capture, dict]:
     if end:
         head["end_reason"] = end.get("why")
     return cap, head
+
+
+def _profiling(head: dict) -> dict:
+    if head.get("profiling"):
+        return head["profiling"]
+    if head.get("dcgm"):
+        return {"source": "dcgmi", "state": "unavailable", "why": "dcgmi gave no sample before the sampler stopped"}
+    return {"source": "dcgmi", "state": "off", "why": "efficiency.profiling is off"}
 
 
 def _downsample(vals: list, n: int = SERIES_POINTS) -> list:
@@ -97,6 +113,7 @@ def build(cap: Capture, head: dict, th: Thresholds, *, environ, node: str, end: 
            "start": round(start, 3), "end": round(end, 3), "seconds": round(seconds, 3),
            "interval": cap.interval, "backend": head.get("backend"), "stride": head.get("stride", 1),
            "sampler_end": head.get("end_reason"),
+           "profiling": _profiling(head),
            "gpus": doc["gpus"], "verdict": doc["verdict"], "gpu_hours": round(n * seconds / 3600.0, 6),
            "gpu_hours_by_state": by_state, "findings": doc["findings"], "next_steps": doc["next_steps"],
            "series": {str(k): _downsample(g.util) for k, g in cap.gpus.items()}, "mfu": mfu}
@@ -177,5 +194,6 @@ def report_for_job(settings, job_id: int, *, node: str | None = None, thresholds
                    "seconds": max(r.get("seconds") or 0 for r in latest.values()),
                    "gpu_hours": round(sum(r.get("gpu_hours") or 0 for r in latest.values()), 6)},
            "gpus": gpus, "verdict": job_verdict([g["state"] for g in gpus]), "findings": findings,
-           "next_steps": steps, "mfu": first.get("mfu"), "records": len(recs)}
+           "next_steps": steps, "mfu": first.get("mfu"), "records": len(recs),
+           "profiling": first.get("profiling")}
     return doc, series

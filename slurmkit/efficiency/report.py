@@ -37,13 +37,18 @@ def text(doc: dict, series: dict | None = None, *, color: bool = False) -> str:
     elif doc.get("source"):
         out.append(f"{doc['source']['path']} ({doc['source']['format']})")
     rows = []
+    prof = any(g.get("sm_active_mean") is not None for g in doc["gpus"])   # DCGM's SM / tensor activity
     for g in doc["gpus"]:
         rows.append([g["index"], g["state"], g["samples"], _f(g["util_mean"], "%"), _f(g["util_max"], "%"),
                      _f(g["mem_used_mib_max"], " MiB"), _f(g["power_mean_w"], " W"), _f(g["power_limit_w"], " W"),
-                     _f(g.get("idle_minutes")),
-                     sparkline((series or {}).get(g["index"], []) or [])])
-    out.append(table(rows, ["GPU", "STATE", "N", "MEAN", "MAX", "MEM MAX", "POWER", "LIMIT", "IDLE MIN",
-                            "UTILISATION"]))
+                     _f(g.get("idle_minutes"))]
+                    + ([_f(g.get("sm_active_mean"), "%"), _f(g.get("tensor_active_mean"), "%")] if prof else [])
+                    + [sparkline((series or {}).get(g["index"], []) or [])])
+    out.append(table(rows, ["GPU", "STATE", "N", "MEAN", "MAX", "MEM MAX", "POWER", "LIMIT", "IDLE MIN"]
+                     + (["SM ACT", "TENSOR"] if prof else []) + ["UTILISATION"]))
+    p = doc.get("profiling")
+    if p and p.get("state") != "ok":
+        out.append(f"SM/tensor activity: {p.get('state')} ({p.get('why')})")
     if doc.get("mfu") is not None:
         m = doc["mfu"]
         out.append(f"MFU: {_f(m.get('mfu_pct'), ' %')} ({m.get('detail', '')})")

@@ -4,6 +4,9 @@ The prolog starts it detached (its own session, so it survives the prolog's exit
 its samples into the job's record. Per allocated GPU it samples utilisation, memory used and power through NVML
 (`nvidia-ml-py`, no process per sample) where that imports, else ONE long-running
 `nvidia-smi --query-gpu=... --format=csv,noheader,nounits -lms N` child whose lines it reads as they come.
+With --dcgmi, beside it ONE long-running `dcgmi dmon -e 1002,1004,1005 -d MS -i GPUS` child adds DCGM's
+profiling fields (SM active, tensor pipe active, DRAM active) per GPU; where dcgmi is missing, fails, or prints
+no sample within --dcgm-start-timeout, the sampler goes on without them and writes why.
 
 It never outlives its job: a watchdog looks for the job's slurmstepd (`slurmstepd: [ID.batch]`, `[ID.0]`, ...)
 and exits once it is gone (or never appeared within --start-grace). Output is bounded: past --max-bytes the
@@ -11,7 +14,9 @@ file is rewritten at half the resolution and the sampler keeps every second tick
 
 File format (JSON lines): a header {"v": 1, "job_id", "gpus", "interval", "backend", "start"}; one
 {"gpu": i, "uuid", "name", "power_limit", "mem_total"} per GPU; samples [t, gpu, util, mem_used_mib, power_w];
-an {"end": t, "why": ...} line when it stops. Standard library only.
+profiling samples [t, gpu, "dcgm", sm_active_pct, tensor_active_pct, dram_active_pct]; a {"dcgm": "ok"} line once
+dcgmi gave its first sample, or {"event": "dcgm-unavailable", "error": ...} when it did not; an {"end": t,
+"why": ...} line when it stops. Standard library only.
 """
 from __future__ import annotations
 
@@ -23,6 +28,8 @@ import subprocess
 import sys
 import threading
 import time
+
+from .sampler_dcgm import run_dcgm
 
 FIELDS = "index,uuid,name,utilization.gpu,memory.used,memory.total,power.draw,power.limit"
 MAX_LINE = 4096
@@ -67,8 +74,11 @@ class Writer:
 
     def __init__(self, path: str, max_bytes: int, header: dict):
         self.path, self.max_bytes = path, max_bytes
-        self.stride, self.tick = 1, 0
+        self.stride = 1
+        self.ticks: dict = {}        # per kind of sample (nvidia-smi/NVML, dcgm): each kind keeps its own stride
         self.meta_seen: set = set()
+        self.lock = threading.RLock()     # the dcgmi reader writes from its own thread
+        self.closed = False
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         self.f = os.fdopen(fd, "w", encoding="utf-8")
         self.write(header)
@@ -76,35 +86,39 @@ class Writer:
 
     def write(self, obj) -> None:
         line = json.dumps(obj, separators=(",", ":")) + "\n"
-        self.f.write(line)
-        self.f.flush()
-        self.size = getattr(self, "size", 0) + len(line)
+        with self.lock:
+            if self.closed:
+                return
+            self.f.write(line)
+            self.f.flush()
+            self.size = getattr(self, "size", 0) + len(line)
 
     def gpu_meta(self, idx, **meta) -> None:
         if idx not in self.meta_seen:
             self.meta_seen.add(idx)
             self.write({"gpu": idx, **meta})
 
-    def sample(self, row: list, new_tick: bool) -> None:
-        if new_tick:
-            self.tick += 1
-        if self.tick % self.stride:
-            return
-        self.write(row)
-        if self.size > self.max_bytes:
-            self._halve()
+    def sample(self, row: list, new_tick: bool, kind: str = "gpu") -> None:
+        with self.lock:
+            tick = self.ticks[kind] = self.ticks.get(kind, 0) + (1 if new_tick else 0)
+            if tick % self.stride:
+                return
+            self.write(row)
+            if self.size > self.max_bytes:
+                self._halve()
 
     def _halve(self) -> None:
         self.f.close()
         with open(self.path, encoding="utf-8") as f:
             lines = f.readlines()
-        keep, ticks, last_t = [], 0, None
+        keep, ticks, last_t = [], {}, {}
         for ln in lines:
             if ln.startswith("["):
                 t = ln.split(",", 1)[0]
-                if t != last_t:
-                    ticks, last_t = ticks + 1, t
-                if ticks % 2:
+                kind = "dcgm" if ',"dcgm",' in ln else "gpu"     # every second tick of each kind goes
+                if t != last_t.get(kind):
+                    ticks[kind], last_t[kind] = ticks.get(kind, 0) + 1, t
+                if ticks[kind] % 2:
                     continue
             keep.append(ln)
         tmp = self.path + ".tmp"
@@ -117,11 +131,13 @@ class Writer:
         self.size = self.f.tell()
 
     def close(self, why: str) -> None:
-        try:
-            self.write({"end": time.time(), "why": why})
-            self.f.close()
-        except (OSError, ValueError):
-            pass
+        with self.lock:
+            try:
+                self.write({"end": time.time(), "why": why})
+                self.closed = True
+                self.f.close()
+            except (OSError, ValueError):
+                pass
 
 
 def nvml_available() -> bool:
@@ -183,7 +199,7 @@ def _s(v):
 
 
 def sample_smi(tool: str, gpus: list[int], interval: float, w: Writer, stop: threading.Event,
-               child: list) -> str:
+               child: dict) -> str:
     argv = [tool, f"--query-gpu={FIELDS}", "--format=csv,noheader,nounits", "-lms", str(max(1, int(interval * 1000)))]
     env = dict(os.environ)
     env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
@@ -197,7 +213,7 @@ def sample_smi(tool: str, gpus: list[int], interval: float, w: Writer, stop: thr
         except OSError as e:
             w.write({"event": "tool-missing", "error": str(e)})
             return "tool-missing"
-        child[:] = [p]
+        child["nvidia-smi"] = p
         last_t = None
         for line in iter(lambda: p.stdout.readline(MAX_LINE), ""):
             cells = [c.strip() for c in line.split(",")]
@@ -235,6 +251,8 @@ def main(argv=None) -> int:
     ap.add_argument("--watchdog", type=float, default=5.0)
     ap.add_argument("--start-grace", type=float, default=120.0)
     ap.add_argument("--proc-root", default="/proc")
+    ap.add_argument("--dcgmi", default="", help="dcgmi's argv as JSON (a list) or one path; empty: no profiling")
+    ap.add_argument("--dcgm-start-timeout", type=float, default=30.0)
     a = ap.parse_args(argv)
     gpus = [int(x) for x in a.gpus.split(",") if x.strip().isdigit()]
     backend = a.backend
@@ -242,18 +260,20 @@ def main(argv=None) -> int:
         backend = "nvml" if nvml_available() else "nvidia-smi"
     if backend == "nvml" and a.backend == "nvml" and not nvml_available():
         backend = "nvidia-smi"            # asked for NVML on a node without it: still sample, and say so below
+    dcgm_argv = _tool_argv(a.dcgmi)
     w = Writer(a.out, a.max_bytes, {"v": 1, "job_id": a.job, "gpus": gpus, "interval": a.interval,
-                                    "backend": backend, "start": time.time(), "pid": os.getpid()})
+                                    "backend": backend, "start": time.time(), "pid": os.getpid(),
+                                    "dcgm": bool(dcgm_argv)})
     if backend != a.backend and a.backend == "nvml":
         w.write({"event": "nvml-unavailable", "error": "nvidia-ml-py missing or NVML did not initialise"})
     stop = threading.Event()
     why = ["stopped"]
-    child: list = []
+    child: dict = {}
 
     def halt(reason: str) -> None:
         why[0] = reason
         stop.set()
-        for p in child:
+        for p in list(child.values()):
             try:
                 p.kill()
             except OSError:
@@ -277,6 +297,9 @@ def main(argv=None) -> int:
                 return halt("job never started")
 
     threading.Thread(target=watchdog, daemon=True).start()
+    if dcgm_argv:
+        threading.Thread(target=run_dcgm, daemon=True,
+                         args=(dcgm_argv, gpus, a.interval, a.dcgm_start_timeout, w, stop, child)).start()
     try:
         if backend == "nvml":
             sample_nvml(gpus, a.interval, w, stop)
@@ -286,8 +309,21 @@ def main(argv=None) -> int:
                 why[0] = r
     except Exception as e:  # noqa: BLE001 - a sampler failure is a record, never a hang
         why[0] = f"error: {type(e).__name__}: {e}"
+    if not stop.is_set():
+        halt(why[0])                      # nvidia-smi gave up: no dcgmi child outlives the sampler either
     w.close(why[0])
     return 0
+
+
+def _tool_argv(spec: str) -> list[str]:
+    spec = spec.strip()
+    if spec.startswith("["):
+        try:
+            v = json.loads(spec)
+        except ValueError:
+            return []
+        return [str(x) for x in v] if isinstance(v, list) else []
+    return [spec] if spec else []
 
 
 if __name__ == "__main__":

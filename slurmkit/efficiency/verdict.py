@@ -5,6 +5,8 @@
   idle       utilisation <= idle_util_pct in at least idle_fraction of the samples (memory held or not)
   underused  mean utilisation under underused_util_pct
   busy       the rest
+  (finding) utilisation mean >= sm_busy_util_pct while DCGM's SM activity mean < sm_low_active_pct: the GPU is
+             "busy" running little (few SMs occupied: small kernels, launch-bound, a spin-wait); not a state
   unknown    fewer than min_samples readable samples, or no utilisation at all (MIG, N/A, a compute-apps list)
 
 A job's verdict is its worst GPU's, in that order (hung, idle, unknown, underused, busy).
@@ -26,6 +28,8 @@ class Thresholds:
     hung_seconds: float = 300.0
     min_samples: int = 3
     held_memory_mib: float = 1024.0
+    sm_busy_util_pct: float = 80.0
+    sm_low_active_pct: float = 20.0
 
     @classmethod
     def from_settings(cls, eff) -> "Thresholds":
@@ -34,6 +38,11 @@ class Thresholds:
 
 def _valid(xs):
     return [x for x in xs if x is not None]
+
+
+def _mean(xs) -> float | None:
+    v = _valid(xs)
+    return round(sum(v) / len(v), 1) if v else None
 
 
 def interval_of(g: GpuSeries, default: float | None) -> float | None:
@@ -73,8 +82,8 @@ def gpu_summary(g: GpuSeries, th: Thresholds, *, interval: float | None, power_l
          "mem_total_mib": g.mem_total,
          "power_mean_w": round(sum(pows) / len(pows), 1) if pows else None,
          "power_limit_w": limit,
-         "sm_active_mean": round(sum(_valid(g.sm_active)) / len(_valid(g.sm_active)), 1)
-         if _valid(g.sm_active) else None,
+         "sm_active_mean": _mean(g.sm_active), "tensor_active_mean": _mean(g.tensor_active),
+         "dram_active_mean": _mean(g.dram_active), "profile_samples": len(_valid(g.sm_active)),
          "idle_minutes": None, "processes": g.processes or None}
     idle_n = sum(1 for u in utils if u <= th.idle_util_pct)
     if dt:
@@ -103,6 +112,14 @@ def gpu_summary(g: GpuSeries, th: Thresholds, *, interval: float | None, power_l
     return s
 
 
+def low_sm(g: dict, th: Thresholds) -> bool:
+    """High utilisation, low SM activity, each from enough samples (DCGM present)."""
+    u, sm = g.get("util_mean"), g.get("sm_active_mean")
+    return (u is not None and sm is not None and g.get("samples", 0) >= th.min_samples
+            and g.get("profile_samples", 0) >= th.min_samples
+            and u >= th.sm_busy_util_pct and sm < th.sm_low_active_pct)
+
+
 def job_verdict(states: list[str]) -> str:
     if not states:
         return "unknown"
@@ -113,7 +130,7 @@ def _gib(mib: float) -> str:
     return f"{mib / 1024:.1f} GiB" if mib >= 1024 else f"{mib:g} MiB"
 
 
-def next_steps(gpus: list[dict], verdict: str) -> list[str]:
+def next_steps(gpus: list[dict], verdict: str, th: Thresholds | None = None) -> list[str]:
     """What to do next, in the words of the job's owner."""
     out = []
     n = len(gpus)
@@ -135,6 +152,11 @@ def next_steps(gpus: list[dict], verdict: str) -> list[str]:
         elif g["state"] == "underused":
             out.append(f"GPU {g['index']} averaged {g['util_mean']:g} %: likely data-starved (more DataLoader workers, "
                        "pinned memory, a larger batch) or CPU-bound")
+    for g in gpus:
+        if th is not None and g["state"] != "hung" and low_sm(g, th):
+            out.append(f"GPU {g['index']} is busy running little ({g['sm_active_mean']:g} % SM activity): small "
+                       "kernels or a launch-bound loop (a larger batch, CUDA graphs, torch.compile); profile it with "
+                       "Nsight Systems")
     if verdict == "unknown" and not out:
         out.append("not enough data for a verdict: run longer, lower efficiency.interval, or capture with "
                    "`nvidia-smi --query-gpu=index,utilization.gpu,memory.used,power.draw,power.limit --format=csv -l 10`")
@@ -152,8 +174,14 @@ def summarize(cap: Capture, th: Thresholds, *, interval: float | None = None,
         if g["state"] != "busy":
             findings.append({"severity": "warn" if g["state"] in ("idle", "hung", "underused") else "info",
                              "gpu": g["index"], "line": None, "text": f"GPU {g['index']} {g['state']}: {g['evidence']}"})
+        if low_sm(g, th):
+            findings.append({"severity": "warn", "gpu": g["index"], "line": None,
+                             "text": f"GPU {g['index']}: {g['util_mean']:g}% utilisation but "
+                                     f"{g['sm_active_mean']:g}% SM activity"
+                                     + (f", {g['tensor_active_mean']:g}% tensor activity"
+                                        if g.get("tensor_active_mean") is not None else "")})
     if cap.snapshot and gpus:
         findings.append({"severity": "info", "gpu": None, "line": None,
                          "text": "one sample per GPU: a moment, not the job's history"})
     return {"format": cap.format, "gpus": gpus, "verdict": verdict, "findings": findings,
-            "next_steps": next_steps(gpus, verdict)}
+            "next_steps": next_steps(gpus, verdict, th)}

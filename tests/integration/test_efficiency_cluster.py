@@ -103,6 +103,15 @@ def test_four_jobs_get_their_verdicts(clean):
     assert any("GPU 3 held 56.6 GiB at 0 %: the job asked for 4 GPUs and used 3" in s for s in idle["next_steps"])
     hung = recs["n4"]
     assert all(g["state"] == "hung" and g["power_limit_w"] == 700 for g in hung["gpus"])
+    # DCGM's profiling fields through the sampler's dcgmi dmon child (SYNTHETIC series in eff-busy and eff-hung)
+    for node in ("n1", "n4"):
+        assert recs[node]["profiling"]["state"] == "ok", recs[node]["profiling"]
+        assert all(g["sm_active_mean"] is not None and g["tensor_active_mean"] is not None for g in recs[node]["gpus"])
+    assert all(g["sm_active_mean"] < 10 for g in hung["gpus"])
+    assert any("utilisation but" in f["text"] and "% SM activity" in f["text"] for f in hung["findings"])
+    assert not any("% SM activity" in f["text"] for f in recs["n1"]["findings"])
+    # a node whose dcgmi answers nothing useful (eff-underused has no dmon response): sampled all the same, and said
+    assert recs["n2"]["profiling"]["state"] == "unavailable" and recs["n2"]["profiling"]["why"]
     # no sampler outlived its job, no sample file left behind
     for jid in jobs.values():
         assert _sampler_pids(jid) == []

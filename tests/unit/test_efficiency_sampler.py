@@ -108,6 +108,7 @@ def test_hooks_do_nothing_for_cpu_jobs_or_when_disabled(tmp_path):
 
 def test_hook_modules_stay_light():
     code = ("import sys\nimport slurmkit.efficiency.hooks, slurmkit.efficiency.record, slurmkit.efficiency.sampler, "
+            "slurmkit.efficiency.sampler_dcgm, "
             "slurmkit.efficiency.mfu, slurmkit.efficiency.steps\n"
             "print(sorted(m for m in ('click', 'yaml', 'jinja2', 'paramiko', 'ClusterShell') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60, cwd=str(REPO))
