@@ -19,8 +19,11 @@ SCENARIOS = {"n1": ("eff-busy", 2, "busy"), "n2": ("eff-underused", 2, "underuse
              "n3": ("eff-idle1of4", 4, "idle"), "n4": ("eff-hung", 2, "hung")}
 
 
-def _log(cluster) -> Path:
-    return cluster.dir / "slurmkit" / "efficiency.jsonl"      # beside the dev cluster's health log
+def _log(cluster) -> str:
+    """The job-efficiency log, in the health log's layout (the dev cluster's: one file per node)."""
+    from slurmkit import config
+    from slurmkit.efficiency import record
+    return record.log_path(config.load(str(cluster.site_config)))
 
 
 def _state_dir(cluster) -> Path:
@@ -28,10 +31,8 @@ def _state_dir(cluster) -> Path:
 
 
 def _records(cluster, job_id):
-    p = _log(cluster)
-    if not p.exists():
-        return []
-    return [r for r in map(json.loads, p.read_text().splitlines()) if r.get("job_id") == job_id]
+    from slurmkit.efficiency import record
+    return [r for r in record.read(_log(cluster)) if r.get("job_id") == job_id]
 
 
 def _wait_record(cluster, job_id, timeout=90):
