@@ -464,7 +464,7 @@ class EfficiencySettings(Section):
     sm_low_active_pct: float = num(20.0, 0, 100)  # ... while DCGM's SM activity mean is under this (a finding)
     samples_max_bytes: int = num(4 << 20, 64 << 10, 1 << 30)  # a job's sample file; past it, half resolution
     log_max_bytes: int = num(64 << 20, 1 << 20, 1 << 40)  # the job-efficiency log; past it, it rotates to .1
-    log: str | None = None            # default: efficiency.jsonl beside paths.health_log
+    log: str | None = None            # default: beside paths.health_log, in its layout (efficiency/ or .jsonl)
     watchdog_interval: float = num(5.0, 0.1, 3600)  # seconds between the sampler's "is my job still here?" checks
     start_grace: float = num(120.0, 1, DAY)  # a job whose steps never appear in this long is gone
     steps_dir: str = "/tmp"           # where report_step() leaves a job's FLOPs (slurmkit-steps.<job id>) for MFU
