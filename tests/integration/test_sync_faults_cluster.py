@@ -348,6 +348,8 @@ def test_two_jobs_of_one_name_keep_each_others_checkpoints(clean, sync_user):
     wait_for(lambda: (src / ".saved").exists(), f"job {b} to save its first checkpoints")
     cluster.backend.requeue(b, start_now=True)
     first = wait_for(lambda: sync_records(settings, b), f"job {b}'s first sync record")[-1]
+    assert visible(dest) == ["step-0000000001", "step-0000000002", "step-0000000003",   # A's are all still there
+                             "step-0000000004", "step-0000000005", "step-0000000006"], first
     assert first["status"] == "ok" and first["evidence"]["copied"] == \
         ["step-0000000006", "step-0000000005", "step-0000000004"], first
     assert first["evidence"]["kept_other_jobs"] == ["step-0000000001", "step-0000000002", "step-0000000003"]
