@@ -70,9 +70,11 @@ def drive(cluster, job: int, until=("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT
 
 @pytest.mark.compat("run/requeue")
 def test_timeout_requeues_and_resumes_to_the_uninterrupted_state(clean, tmp_path):
-    target, delay = 200, 0.25        # ~50 s of steps: more than fits before the signal of a 1-minute job
+    # ~50 s of steps: more than fits before the signal, which comes 20 s into each run; the signal leaves 100 s
+    # (not 40) to checkpoint, requeue and exit, so a loaded CI machine does not hit the limit itself
+    target, delay = 200, 0.25
     ck, out = tmp_path / "ck", tmp_path / "job.out"
-    job = clean.sbatch(job_script(ck, target, delay, 10), "--time=1", "--signal=B:USR2@40", "--requeue",
+    job = clean.sbatch(job_script(ck, target, delay, 10), "--time=2", "--signal=B:USR2@100", "--requeue",
                        "--open-mode=append", f"--output={out}")
     rec, shortened = drive(clean, job)
     log = out.read_text()
