@@ -118,9 +118,12 @@ def test_an_admins_drain_is_never_touched(fresh):
 
 def test_a_busy_node_runs_only_the_checks_that_cannot_disturb_its_job(fresh):
     c = fresh
+    started = c.dir / "busy-job-started"
+    started.unlink(missing_ok=True)
     jid = c.run("sbatch", "--parsable", "-w", "n2", "--gres=gpu:8", "--output=/dev/null", "--wrap",
-                "sleep 120").stdout.strip()
-    c.wait(lambda: c.node("n2").state in ("ALLOCATED", "MIXED"), what="n2 busy")
+                f"touch {started}; sleep 120").stdout.strip()
+    # the script itself runs: its prolog is over (ALLOCATED comes before the prolog, which must see a healthy node)
+    c.wait(lambda: started.exists(), what="n2's job running its script")
     c.dev("scenario", "n2", "procs-left")               # its job's processes are on the GPUs: no finding
     time.sleep(4)                                        # a run that began while n2 was idle has ended
     n = len(c.records("n2", context="health"))
