@@ -24,6 +24,7 @@ import json
 import os
 import re
 import socket
+import stat
 from datetime import datetime, timezone
 from typing import Iterable, Iterator
 
@@ -50,12 +51,14 @@ def record(*, check: str, status: str, reason: str = "", evidence: dict | None =
 
 # -- layout ---------------------------------------------------------------------------------------------------------
 def per_node(path: str) -> bool:
-    """True when `path` names a per-node log directory, False for the single-file layout."""
-    if os.path.isdir(path) or path.endswith(os.sep):
+    """True when `path` names a per-node log directory, False for the single-file layout. One stat, not an
+    isdir then an exists: a directory another node's hook is making between the two read as a file."""
+    if path.endswith(os.sep):
         return True
-    if os.path.exists(path):
-        return False
-    return not path.lower().endswith(SINGLE_FILE_SUFFIXES)
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return not path.lower().endswith(SINGLE_FILE_SUFFIXES)
 
 
 def node_file(directory: str, node: str) -> str:
