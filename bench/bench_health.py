@@ -15,20 +15,12 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PY = REPO / ".venv" / "bin" / "python"
-
-
-def timed(argv, env) -> float:
-    t0 = time.perf_counter()
-    r = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120)
-    dt = time.perf_counter() - t0
-    if r.returncode != 0:
-        raise SystemExit(f"{argv[0]} failed ({r.returncode}): {r.stderr.strip()}")
-    return dt
+sys.path.insert(0, str(REPO / "bench"))
+from bench_prolog import timed  # noqa: E402  (one timer for both benchmarks; bench/ is not a package)
 
 
 def main() -> None:
