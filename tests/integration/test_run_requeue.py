@@ -70,13 +70,14 @@ def drive(cluster, job: int, until=("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT
 
 @pytest.mark.compat("run/requeue")
 def test_timeout_requeues_and_resumes_to_the_uninterrupted_state(clean, tmp_path):
-    # ~50 s of steps: more than fits before the signal, which comes 20 s into each run; the signal leaves 100 s
-    # (not 40) to checkpoint, requeue and exit, so a loaded CI machine does not hit the limit itself
-    target, delay = 200, 0.25
+    # ~90 s of steps. The signal is due 20 s into each run, but slurmctld checks time limits only every 30-60 s
+    # (26.05 under CI load: a 50 s job once finished before its signal came), so the work outlasts the latest
+    # check; the signal leaves 100 s (not 40) to checkpoint, requeue and exit on a loaded machine
+    target, delay = 360, 0.25
     ck, out = tmp_path / "ck", tmp_path / "job.out"
     job = clean.sbatch(job_script(ck, target, delay, 10), "--time=2", "--signal=B:USR2@100", "--requeue",
                        "--open-mode=append", f"--output={out}")
-    rec, shortened = drive(clean, job)
+    rec, shortened = drive(clean, job, timeout=420)
     log = out.read_text()
     assert rec.state == "COMPLETED", (rec, log)
     assert rec.restarts >= 1 and shortened >= 1, log
