@@ -273,6 +273,9 @@ class InstallSettings(Section):
     wheel_dir: str = "/opt/slurmkit/wheels"         # the wheels the venv is built from
     stamp_path: str = "/etc/slurmkit/installed.json"  # what is installed (the version stamp)
     python: str = "python3"                         # the node's Python that creates the venv
+    # build the node venv once on this host and ship it as one tarball (unpacked on the node) to every node
+    # whose Python matches this one (version, ABI, machine); the others get the wheels and build it themselves
+    prebuilt_venv: bool = True
     prolog_src: str | None = None                   # local script to install (default: the repo's prolog/prolog)
     epilog_src: str | None = None                   # (default: the repo's epilog/epilog)
     health_src: str | None = None                   # (default: the repo's health/health, the HealthCheckProgram)

@@ -74,7 +74,7 @@ def install(ctx: Ctx, nodelist, partition, dry_run, parallel, as_json, rollback,
     if not nodes:
         raise UsageError("no nodes: give --nodes HOSTLIST and/or --from-slurm PARTITION")
 
-    wh = None
+    wh = pl = None
     prolog = epilog = health = site_config = b""
     if not rollback:
         psrc, esrc, hsrc = bundle.hook_sources(inst)
@@ -88,13 +88,17 @@ def install(ctx: Ctx, nodelist, partition, dry_run, parallel, as_json, rollback,
             raise UsageError(f"cannot read the site config to push: {e.strerror}", path=str(cfg)) from None
         wh = bundle.wheelhouse(inst, say=ctx.say)
         ctx.say(f"bundle {wh.bundle_id}: slurmkit {wh.version}, {len(wh.wheels)} wheels from {wh.directory}")
+        if inst.prebuilt_venv:
+            from ..install import payload
+            pl = payload.build(wh, bundle.cache_root(), say=ctx.say)
+            ctx.say(f"prebuilt venv for {pl.python.describe()}: {len(pl.data)} bytes from {pl.path}")
 
     def say(msg):
         click.echo(f"slurmkit: {msg}", err=True)
 
     connect = functools.partial(ssh.connect, install=inst, accept_new=accept_new_host_keys, say=say)
     job = Job(inst, wh, prolog, epilog, site_config, connect, dry_run=dry_run, do_verify=do_verify,
-              do_rollback=rollback, health=health)
+              do_rollback=rollback, health=health, payload=pl)
     width = parallel or inst.parallel
     waves = -(-len(nodes) // width)
     if len(nodes) > width:
@@ -114,7 +118,9 @@ def install(ctx: Ctx, nodelist, partition, dry_run, parallel, as_json, rollback,
     if as_json:
         from ..output import emit_json
         emit_json({"ok": not failed, "dry_run": dry_run, "rollback": rollback,
-                   "bundle": {"id": wh.bundle_id, "slurmkit_version": wh.version} if wh else None,
+                   "bundle": {"id": wh.bundle_id, "slurmkit_version": wh.version,
+                              "prebuilt_venv": {"sha256": pl.sha256, "bytes": len(pl.data),
+                                                "python": pl.python.describe()} if pl else None} if wh else None,
                    "summary": {"nodes": len(results), "ok": len(results) - len(failed), "failed": len(failed),
                                "by_status": counts, "failed_nodes": retry["hostlist"], "retry": retry["command"],
                                "seconds": round(took, 2), "parallel": width, "waves": waves},

@@ -12,7 +12,7 @@ import os
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import SlurmkitError, UsageError
@@ -24,14 +24,15 @@ SOURCE_DATE_EPOCH = "315532800"   # 1980-01-01: wheels built twice from the same
 @dataclass(frozen=True)
 class Artifact:
     """One file as it must be on the node."""
-    role: str        # prolog | epilog | config | wheel | stamp
+    role: str        # prolog | epilog | config | wheel | payload | stamp
     path: str        # absolute path on the node
-    data: bytes
-    mode: int        # permission bits; owner is always root (uid 0, gid 0)
+    data: bytes = field(repr=False)
+    mode: int = 0o644  # permission bits; owner is always root (uid 0, gid 0)
+    digest: str = ""   # sha256 of data when the caller has it already (a large payload: hashed once)
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
+        return self.digest or hashlib.sha256(self.data).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -76,27 +77,33 @@ def hook_text(script: bytes, lay: Layout) -> bytes:
     return first + b"\n" + pre.encode() + rest if sep else first + b"\n" + pre.encode()
 
 
-def stamp_bytes(lay: Layout, wh: Wheelhouse, files: list[Artifact]) -> bytes:
+def stamp_bytes(lay: Layout, wh: Wheelhouse, files: list[Artifact], bundle_id: str | None = None) -> bytes:
     """The version stamp: deterministic (no time in it), so an unchanged install leaves it unchanged."""
+    bundle_id = bundle_id or wh.bundle_id
     doc = {
         "slurmkit_version": wh.version,
-        "bundle": wh.bundle_id,
-        "venv": lay.venv_for(wh.bundle_id),
+        "bundle": bundle_id,
+        "venv": lay.venv_for(bundle_id),
+        "venv_from": "prebuilt" if any(a.role == "payload" for a in files) else "wheels",
         "files": {a.path: a.sha256 for a in sorted(files, key=lambda a: a.path)},
     }
     return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
 
 
 def artifacts(lay: Layout, wh: Wheelhouse, prolog: bytes, epilog: bytes, site_config: bytes,
-              health: bytes = b"") -> list[Artifact]:
-    """Every file for one node, the stamp last (the health script when there is one)."""
-    out = [Artifact("wheel", f"{lay.wheel_dir}/{w.name}", w.read_bytes(), 0o644) for w in wh.wheels]
+              health: bytes = b"", payload=None, bundle_id: str | None = None) -> list[Artifact]:
+    """Every file for one node, the stamp last (the health script when there is one). With a payload (the
+    prebuilt venv's tarball, payload.py) it goes instead of the wheels."""
+    if payload is not None:
+        out = [Artifact("payload", lay.payload, payload.data, 0o644, payload.sha256)]
+    else:
+        out = [Artifact("wheel", f"{lay.wheel_dir}/{w.name}", w.read_bytes(), 0o644) for w in wh.wheels]
     out += [Artifact("config", lay.config, site_config, 0o644),
             Artifact("prolog", lay.prolog, hook_text(prolog, lay), 0o755),
             Artifact("epilog", lay.epilog, hook_text(epilog, lay), 0o755)]
     if health:
         out.append(Artifact("health", lay.health, hook_text(health, lay), 0o755))
-    out.append(Artifact("stamp", lay.stamp, stamp_bytes(lay, wh, out), 0o644))
+    out.append(Artifact("stamp", lay.stamp, stamp_bytes(lay, wh, out, bundle_id), 0o644))
     return out
 
 
@@ -164,6 +171,11 @@ def _pinned(names: list[str]) -> list[str]:
     return out
 
 
+def cache_root() -> Path:
+    """Where the admin host keeps what it builds for the nodes (wheelhouses, prebuilt venvs)."""
+    return Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "slurmkit"
+
+
 def wheelhouse(install, *, cache_dir: Path | None = None, say=lambda m: None, timeout: float = 600,
                build: bool = False) -> Wheelhouse:
     """install.wheelhouse when set (unless `build`); else build one (cached by what goes in): slurmkit's own wheel
@@ -173,7 +185,7 @@ def wheelhouse(install, *, cache_dir: Path | None = None, say=lambda m: None, ti
         return _read_wheelhouse(Path(install.wheelhouse).expanduser(), "install.wheelhouse")
     src = source_tree()
     pins = _pinned(list(install.node_packages))
-    cache = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "slurmkit" / "wheelhouse"
+    cache = cache_dir or cache_root() / "wheelhouse"
     cache.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=cache))
     try:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 PREV = ".slurmkit-prev"      # suffix of the kept previous version of a file (and of the venv link)
 COMPLETE = ".slurmkit-bundle"  # file inside a finished venv: the bundle id it was built from
+PAYLOAD = "slurmkit-venv.tar.gz"  # the prebuilt venv's tarball, in install.wheel_dir
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,11 @@ class Layout:
 
     def venv_for(self, bundle_id: str) -> str:
         return f"{self.venv}-{bundle_id}"
+
+    @property
+    def payload(self) -> str:
+        """The prebuilt venv's tarball (install.prebuilt_venv), kept beside the wheels."""
+        return posixpath.join(self.wheel_dir, PAYLOAD)
 
     @property
     def python(self) -> str:

@@ -115,7 +115,10 @@ def plan_node(lay: Layout, arts: list[Artifact], remote: dict[str, RemoteFile], 
     built = complete.exists and complete.sha256 is not None
     if not built:
         plan.build_venv = want_venv
-        plan.changes.append(Change("build-venv", want_venv, f"slurmkit {version} from {sum(a.role == 'wheel' for a in arts) - 1} wheels"))
+        pl = [a for a in arts if a.role == "payload"]
+        how = (f"unpacked from the prebuilt venv ({len(pl[0].data)} bytes)" if pl else
+               f"from {sum(a.role == 'wheel' for a in arts) - 1} wheels")
+        plan.changes.append(Change("build-venv", want_venv, f"slurmkit {version} {how}"))
     if not (link.exists and link.link in (want_venv, posixpath.basename(want_venv))):
         plan.switch_venv = want_venv
         plan.changes.append(Change("switch-venv", lay.venv, f"{link.link or '(none)'} -> {want_venv}"))

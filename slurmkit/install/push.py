@@ -4,8 +4,10 @@ Order on a node, so that a failure leaves the live files as they were and nothin
   1. stage: every changed file is uploaded under a temporary name next to its target (`.NAME.slurmkit-tmp-X`),
      created exclusively, mode set, owner root; then all staged files are hashed on the node (sha256sum) and
      compared with what was sent. Any failure removes every staged file.
-  2. wheels are committed (inert until a venv uses them), the venv is built in venv-<bundle> (a new directory:
-     the live venv is untouched) and its import checked.
+  2. wheels (or the prebuilt venv's tarball) are committed (inert until a venv uses them), the venv is built in
+     venv-<bundle> (a new directory: the live venv is untouched) and its import checked. With the prebuilt venv
+     (install.prebuilt_venv, payload.py) the node's Python is probed first; where it fits, "built" is `tar -x`
+     plus bin/python and pyvenv.cfg; where it does not, the node gets the wheels and builds as before.
   3. config and hooks are committed: `ln -f FILE FILE.slurmkit-prev` keeps the old version, then an atomic rename
      puts the new one in place (the path never disappears, a running prolog sees old or new, never half).
   4. the venv link is switched atomically (a new link renamed over the old one), the old target kept as
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 
 from .bundle import Artifact, Wheelhouse, artifacts
 from .layout import COMPLETE, PREV, Layout
+from .payload import PROBE, Payload, PyId, misfit, parse_probe, pyvenv_cfg
 from .plan import (Change, NodePlan, RemoteFile, RollbackPlan, parse_sha256sum, parse_stamp, plan_node,
                    plan_rollback)
 from .ssh import HostKeyRefused, NodeError, Transport
@@ -140,6 +143,9 @@ def switch_link(t: Transport, link: str, target: str, current: str | None, token
     t.rename(tmp, link)
 
 
+# what a new venv must import before it goes live (it prints the version it holds)
+IMPORT_CHECK = "import slurmkit.cli, yaml, click; print(slurmkit.__version__)"
+
 # Runs on the node as `python3 -c VENV_SCRIPT VDIR INSTALLER_WHEEL WHEEL...`: fixed code, paths as argv, one
 # round trip for what would be three commands (create the venv, install the wheels, check the import).
 VENV_SCRIPT = """\
@@ -148,7 +154,8 @@ vdir, installer, wheels = sys.argv[1], sys.argv[2], sys.argv[3:]
 venv.EnvBuilder(with_pip=False, symlinks=True).create(vdir)
 py = os.path.join(vdir, "bin", "python")
 steps = [([py, "-m", "installer", "--no-compile-bytecode", *wheels], dict(os.environ, PYTHONPATH=installer)),
-         ([py, "-c", "import slurmkit.cli, yaml, click; print(slurmkit.__version__)"], None)]
+         ([py, "-c", %r], None)]
+""" % IMPORT_CHECK + """\
 for argv, env in steps:
     r = subprocess.run(argv, env=env, capture_output=True, text=True)
     if r.returncode:
@@ -194,8 +201,41 @@ def build_venv(t: Transport, lay: Layout, wh: Wheelhouse, vdir: str, python: str
         raise
 
 
+def probe_python(t: Transport, python: str, timeout: float) -> PyId:
+    """The node's interpreter, as the prebuilt venv needs to know it (payload.PROBE, ~20 ms on the node)."""
+    r = t.run([python, "-I", "-c", PROBE], timeout=timeout).check()
+    try:
+        return parse_probe(r.stdout)
+    except ValueError as e:
+        raise NodeError(f"{python} on the node: {e}") from None
+
+
+def unpack_venv(t: Transport, lay: Layout, node_py: PyId, version: str, vdir: str, timeout: float,
+                leftover: bool) -> None:
+    """A new venv at vdir from the prebuilt tarball (committed at lay.payload, its sha256 checked when staged):
+    `tar -x`, then what is the node's own (bin/python, pyvenv.cfg), then the same import check as a build."""
+    try:
+        if leftover:                                      # a half-unpacked one from an interrupted run
+            t.run(["rm", "-rf", "--", vdir]).check()
+        t.mkdir(vdir, 0o755)
+        t.run(["tar", "-xzf", lay.payload, "-C", vdir], timeout=timeout).check()
+        t.symlink(node_py.base_executable, posixpath.join(vdir, "bin", "python"))
+        t.put(pyvenv_cfg(node_py), posixpath.join(vdir, "pyvenv.cfg"), 0o644)
+        r = t.run([posixpath.join(vdir, "bin", "python"), "-c", IMPORT_CHECK], timeout=timeout).check()
+        if r.stdout.strip() != version:
+            raise NodeError(f"{vdir}: slurmkit {r.stdout.strip()!r} imports, expected {version}")
+        t.put((posixpath.basename(vdir) + "\n").encode(), posixpath.join(vdir, COMPLETE), 0o644)
+    except BaseException:
+        try:
+            t.run(["rm", "-rf", "--", vdir])
+        except NodeError:
+            pass
+        raise
+
+
 def apply(t: Transport, lay: Layout, plan: NodePlan, wh: Wheelhouse, remote: dict[str, RemoteFile],
-          install) -> None:
+          install, node_py: PyId | None = None) -> None:
+    """node_py: the node's interpreter when the venv comes from the prebuilt payload (else built from wheels)."""
     if plan.problems:
         raise NodeError("; ".join(plan.problems))
     token = secrets.token_hex(4)
@@ -205,15 +245,18 @@ def apply(t: Transport, lay: Layout, plan: NodePlan, wh: Wheelhouse, remote: dic
             makedirs(t, d)
     staged = stage(t, plan.uploads, token)     # the stamp too (staged now, committed last)
     left = dict(staged)
-    order = ([a for a in plan.uploads if a.role == "wheel"], [a for a in plan.uploads if a.role not in
-                                                              ("wheel", "stamp")])
+    inert = ("wheel", "payload")                 # committed first: nothing runs them until the venv is built
+    order = ([a for a in plan.uploads if a.role in inert], [a for a in plan.uploads if a.role not in
+                                                            (*inert, "stamp")])
     try:
         for a in order[0]:
             commit(t, a.path, staged[a.path], remote[a.path].exists)
             del left[a.path]
-        if plan.build_venv:
-            build_venv(t, lay, wh, plan.build_venv, install.python, install.command_timeout,
-                       remote.get(plan.build_venv, RemoteFile("", False)).exists)
+        leftover = remote.get(plan.build_venv, RemoteFile("", False)).exists
+        if plan.build_venv and node_py is not None:
+            unpack_venv(t, lay, node_py, wh.version, plan.build_venv, install.command_timeout, leftover)
+        elif plan.build_venv:
+            build_venv(t, lay, wh, plan.build_venv, install.python, install.command_timeout, leftover)
         for a in order[1]:
             commit(t, a.path, staged[a.path], remote[a.path].exists)
             del left[a.path]
@@ -294,6 +337,7 @@ class Job:
     site_config: bytes
     connect: object
     health: bytes = b""
+    payload: Payload | None = None   # the prebuilt venv (install.prebuilt_venv); None: every node builds its own
     dry_run: bool = False
     do_verify: bool = False
     do_rollback: bool = False
@@ -331,14 +375,29 @@ def run_node(node: str, job: Job) -> NodeResult:
     return res
 
 
-def _install_node(t: Transport, lay: Layout, job: Job, res: NodeResult) -> None:
+def _plan(t: Transport, lay: Layout, job: Job, pl: Payload | None) -> tuple[list[Artifact], dict, NodePlan]:
     wh = job.wheelhouse
-    arts = artifacts(lay, wh, job.prolog, job.epilog, job.site_config, job.health)
-    venv = lay.venv_for(wh.bundle_id)
+    bundle_id = wh.bundle_id
+    arts = artifacts(lay, wh, job.prolog, job.epilog, job.site_config, job.health, payload=pl, bundle_id=bundle_id)
+    venv = lay.venv_for(bundle_id)
     dirs = sorted({posixpath.dirname(a.path) for a in arts} | {posixpath.dirname(lay.venv)})
     remote = gather(t, [a.path for a in arts] + [lay.venv, lay.venv + PREV, venv, posixpath.join(venv, COMPLETE),
                         *dirs])
-    plan = plan_node(lay, arts, remote, wh.bundle_id, wh.version)
+    return arts, remote, plan_node(lay, arts, remote, bundle_id, wh.version)
+
+
+def _install_node(t: Transport, lay: Layout, job: Job, res: NodeResult) -> None:
+    wh = job.wheelhouse
+    arts, remote, plan = _plan(t, lay, job, job.payload)
+    node_py = None
+    if job.payload is not None and plan.changed:
+        # the node's Python decides: the prebuilt venv where it fits, else the wheels and a build on the node
+        node_py = probe_python(t, job.install.python, job.install.command_timeout)
+        why = misfit(job.payload.python, node_py)
+        if why:
+            res.note = f"venv built on the node from the wheels: {why}"
+            node_py = None
+            arts, remote, plan = _plan(t, lay, job, None)
     res.changes = plan.changes
     if plan.problems:
         raise NodeError("; ".join(plan.problems))
@@ -348,7 +407,7 @@ def _install_node(t: Transport, lay: Layout, job: Job, res: NodeResult) -> None:
     if job.dry_run:
         res.status = "would-change"
         return
-    apply(t, lay, plan, wh, remote, job.install)
+    apply(t, lay, plan, wh, remote, job.install, node_py)
     res.status, res.version = "changed", wh.version
 
 

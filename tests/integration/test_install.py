@@ -3,6 +3,7 @@ pid even when a test fails), and the dev cluster's slurmd running the prolog it 
 
 Each node installs under <tmp>/nodes/<node>/ (install.root) since all "nodes" share this machine's filesystem.
 """
+import hashlib
 import json
 import os
 import subprocess
@@ -254,6 +255,7 @@ def test_a_new_bundle_gets_a_new_venv_and_rollback_switches_back(site, tmp_path)
     r, doc = site.install("--nodes", "n[1-2]", "--json")
     assert r.returncode == 0, r.stderr
     venv_a = f"venv-{doc['bundle']['id']}"
+    payload_a = doc["bundle"]["prebuilt_venv"]["sha256"]
     # a second wheelhouse: the same wheels, click's re-zipped with a comment (valid, other bytes: a new bundle)
     wh = bundle.wheelhouse(config.loads(site.config.read_text()).install)
     other = tmp_path / "wheelhouse-b"
@@ -281,7 +283,34 @@ def test_a_new_bundle_gets_a_new_venv_and_rollback_switches_back(site, tmp_path)
         assert by_node(doc)[n]["status"] == "rolled-back"
         assert os.readlink(site.path(n, "/opt/slurmkit/venv")) == venv_a
         assert json.loads(site.path(n, "/etc/slurmkit/installed.json").read_text())["venv"].endswith(venv_a)
-        assert b"rebuilt" not in site.path(n, f"/opt/slurmkit/wheels/{click.name}").read_bytes()
+        # the prebuilt venv's tarball is the first bundle's again (the second one kept as .slurmkit-prev)
+        tarball = site.path(n, "/opt/slurmkit/wheels/slurmkit-venv.tar.gz")
+        assert hashlib.sha256(tarball.read_bytes()).hexdigest() == payload_a
+        assert hashlib.sha256(Path(str(tarball) + ".slurmkit-prev").read_bytes()).hexdigest() != payload_a
+
+
+def test_without_the_prebuilt_venv_each_node_builds_its_own_from_the_wheels(site):
+    site.write_config(prebuilt_venv=False)
+    r, doc = site.install("--nodes", "n[1-2]", "--json")
+    assert r.returncode == 0, r.stderr + r.stdout[-2000:]
+    assert doc["bundle"]["prebuilt_venv"] is None
+    for n in ("n1", "n2"):
+        on_node = sorted(p.name for p in site.path(n, "/opt/slurmkit/wheels").iterdir())
+        assert [w.split("-")[0] for w in on_node if w.startswith(("slurmkit-", "installer-"))] == \
+            ["installer", "slurmkit"] and all(w.endswith(".whl") for w in on_node)
+        build = [c for c in by_node(doc)[n]["changes"] if c["action"] == "build-venv"]
+        assert len(build) == 1 and f"from {len(on_node) - 1} wheels" in build[0]["detail"]
+        assert json.loads(site.path(n, "/etc/slurmkit/installed.json").read_text())["venv_from"] == "wheels"
+        v = subprocess.run([str(site.path(n, "/opt/slurmkit/venv/bin/slurmkit")), "--version"],
+                           capture_output=True, text=True, timeout=30)
+        assert v.stdout.strip() == f"slurmkit, version {doc['bundle']['slurmkit_version']}", v.stderr
+    # switched on again: the venv of this bundle is there (built from the wheels), so the tarball comes, the
+    # site config (its prebuilt_venv line) and the stamp change; nothing is rebuilt
+    site.write_config()
+    r, doc = site.install("--nodes", "n1", "--json")
+    assert r.returncode == 0, r.stderr
+    assert [(c["action"], Path(c["path"]).name) for c in doc["nodes"][0]["changes"]] == \
+        [("create", "slurmkit-venv.tar.gz"), ("update", "config.yaml"), ("update", "installed.json")]
 
 
 def test_the_ssh_agent_is_used_when_no_key_file_is_named(site, tmp_path):

@@ -1,0 +1,218 @@
+"""The prebuilt venv: built ONCE on the admin host from the wheelhouse, shipped to every node as one tarball.
+
+Building the venv on each node (pypa/installer unpacking the wheels, then the import check compiling bytecode)
+costs each node ~0.7 CPU-seconds; unpacking a tarball that already holds the installed files and their bytecode
+costs it a `tar -x`. The tree is only usable by a node whose Python runs the same bytecode and binary modules as
+the admin's: same implementation and minor version (cache_tag), same ABI (SOABI), same machine. So every node is
+asked first (PROBE, ~20 ms) and a node that differs gets the wheels and builds its venv itself, as before.
+
+What depends on the node's own interpreter is not in the tarball: bin/python (a link to the node's base Python)
+and pyvenv.cfg (its `home`), written on the node from the probe's answer. The console scripts start with a
+relocatable `/bin/sh` trampoline (the python next to the script), so one tarball fits every node's venv path.
+The archive is deterministic (sorted, owner root, fixed times, gzip without a timestamp) and cached next to the
+wheelhouse by what goes in, so a rerun ships the very same bytes.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import os
+import platform
+import shutil
+import sys
+import sysconfig
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import SlurmkitError
+from .bundle import SOURCE_DATE_EPOCH, Wheelhouse
+
+_EPOCH = int(SOURCE_DATE_EPOCH)
+
+# Runs on the node as `<install.python> -I -c PROBE`: what decides whether the admin's tree fits, and where the
+# node's interpreter is. Fixed code, no argument.
+PROBE = """\
+import json, os, sys, sysconfig
+print(json.dumps({"cache_tag": sys.implementation.cache_tag, "soabi": sysconfig.get_config_var("SOABI") or "",
+                  "machine": os.uname().machine, "version": "%d.%d.%d" % sys.version_info[:3],
+                  "base_executable": getattr(sys, "_base_executable", "") or sys.executable}))
+"""
+
+# the first lines of every console script: sh runs the python next to the (resolved) script; Python reads them
+# as a string literal. The same trampoline as pip's and uv's for relocatable scripts.
+TRAMPOLINE = ("#!/bin/sh\n"
+              "'''exec' \"$(dirname -- \"$(realpath -- \"$0\")\")/python\" \"$0\" \"$@\"\n"
+              "' '''\n")
+
+
+@dataclass(frozen=True)
+class PyId:
+    """What a tree of installed files and bytecode needs of the interpreter that runs it."""
+    cache_tag: str          # cpython-311: bytecode magic and implementation
+    soabi: str              # cpython-311-x86_64-linux-gnu: the binary modules' ABI
+    machine: str            # x86_64
+    version: str            # 3.11.7
+    base_executable: str    # the interpreter a venv's bin/python links to
+
+    @property
+    def minor(self) -> str:
+        return ".".join(self.version.split(".")[:2])
+
+    def describe(self) -> str:
+        return f"Python {self.version} ({self.soabi or self.cache_tag}, {self.machine})"
+
+
+def parse_probe(text: str) -> PyId:
+    """The probe's output -> PyId; ValueError saying what came back when it is not the probe's answer."""
+    try:
+        doc = json.loads(text.strip().splitlines()[-1]) if text.strip() else None
+    except ValueError:
+        doc = None
+    keys = ("cache_tag", "soabi", "machine", "version", "base_executable")
+    if not isinstance(doc, dict) or not all(isinstance(doc.get(k), str) for k in keys):
+        raise ValueError(f"the Python probe printed {text.strip()[:200]!r}, not its JSON answer")
+    if not doc["base_executable"].startswith("/") or "\n" in doc["base_executable"]:
+        raise ValueError(f"the Python probe named interpreter {doc['base_executable']!r}: not an absolute path")
+    if len(doc["version"].split(".")) != 3:
+        raise ValueError(f"the Python probe reported version {doc['version']!r}")
+    return PyId(*(doc[k] for k in keys))
+
+
+def here() -> PyId:
+    """This (the admin's) interpreter: the one that builds the tree and compiles its bytecode."""
+    return PyId(sys.implementation.cache_tag, sysconfig.get_config_var("SOABI") or "", platform.machine(),
+                "%d.%d.%d" % sys.version_info[:3], getattr(sys, "_base_executable", "") or sys.executable)
+
+
+def misfit(built: PyId, node: PyId) -> str | None:
+    """Why a tree built by `built` cannot run on `node` (None: it can)."""
+    for what, a, b in (("implementation/version", built.cache_tag, node.cache_tag), ("ABI", built.soabi, node.soabi),
+                       ("machine", built.machine, node.machine)):
+        if a != b:
+            return f"the node's {node.describe()} differs from the admin's {built.describe()} ({what})"
+    return None
+
+
+def pyvenv_cfg(node: PyId) -> bytes:
+    """pyvenv.cfg for a venv run by the node's interpreter (what `python -m venv` writes, less `command`)."""
+    home = os.path.dirname(node.base_executable)
+    return (f"home = {home}\ninclude-system-site-packages = false\nversion = {node.version}\n"
+            f"executable = {node.base_executable}\n").encode()
+
+
+def site_packages(py: PyId) -> str:
+    return f"lib/python{py.minor}/site-packages"
+
+
+@dataclass(frozen=True)
+class Payload:
+    path: Path              # the tarball on the admin host (in the cache)
+    sha256: str
+    python: PyId            # the admin interpreter it was built with
+    bundle_id: str
+    data: bytes = field(repr=False, default=b"")
+
+
+# -- building it (admin side) -----------------------------------------------------------------------------------
+
+def _import_installer(wh: Wheelhouse) -> None:
+    """pypa/installer: the admin's own, else the one in the wheelhouse (a pure-Python wheel imports as a zip)."""
+    try:
+        import installer  # noqa: F401
+        return
+    except ImportError:
+        pass
+    sys.path.insert(0, str(wh.installer))
+    try:
+        import installer.destinations  # noqa: F401
+        import installer.scripts  # noqa: F401
+        import installer.sources  # noqa: F401
+    finally:
+        sys.path.remove(str(wh.installer))
+
+
+def _install_wheels(wh: Wheelhouse, tree: Path, py: PyId) -> None:
+    """Every wheel but installer's into tree (a venv layout), console scripts with the relocatable trampoline."""
+    _import_installer(wh)
+    import installer
+    from installer.destinations import SchemeDictionaryDestination
+    from installer.scripts import Script
+    from installer.sources import WheelFile
+
+    class Relocatable(SchemeDictionaryDestination):
+        def write_script(self, name, module, attr, section):
+            _, code = Script(name, module, attr, section).generate("/bin/false", "posix")
+            body = code.split(b"\n", 1)[1]
+            with io.BytesIO(TRAMPOLINE.encode() + body) as stream:
+                return self.write_to_fs("scripts", name, stream, is_executable=True)
+
+    sp = tree / site_packages(py)
+    scheme = {"purelib": str(sp), "platlib": str(sp), "headers": str(tree / "include" / "site"),
+              "scripts": str(tree / "bin"), "data": str(tree)}
+    dest = Relocatable(scheme, interpreter="/bin/false", script_kind="posix")   # no bytecode yet: see build()
+    for w in wh.to_install:
+        with WheelFile.open(w) as src:
+            installer.install(src, dest, {"INSTALLER": b"slurmkit\n"})
+    for f in (tree / "bin").iterdir():
+        if not f.is_symlink() and f.read_bytes().startswith(b"#!/bin/false"):    # a wheel's own script with a `#!python` line
+            raise SlurmkitError(f"a wheel ships script {f.name} with a #!python line; a prebuilt venv cannot "
+                                "relocate it: set install.prebuilt_venv: false")
+
+
+def _compile(tree: Path, py: PyId) -> None:
+    """Fixed mtimes first, then timestamp bytecode (checked at import against the fixed mtime tar restores)."""
+    import compileall
+    import py_compile
+    for p in sorted(tree.rglob("*")):
+        if not p.is_symlink():
+            os.utime(p, (_EPOCH, _EPOCH))
+    ok = compileall.compile_dir(str(tree / site_packages(py)), quiet=2, workers=1,
+                                invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+    if not ok:
+        raise SlurmkitError("building the prebuilt venv: some installed module does not compile")
+    for p in tree.rglob("__pycache__"):
+        os.utime(p, (_EPOCH, _EPOCH))
+
+
+def _tar(tree: Path, out: Path) -> None:
+    def norm(ti: tarfile.TarInfo) -> tarfile.TarInfo:
+        ti.uid = ti.gid = 0
+        ti.uname = ti.gname = "root"
+        ti.mtime = _EPOCH
+        ti.mode &= 0o755
+        return ti
+
+    with open(out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, compresslevel=6) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for p in sorted(tree.rglob("*"), key=lambda p: p.relative_to(tree).as_posix()):
+            tf.add(p, arcname=p.relative_to(tree).as_posix(), recursive=False, filter=norm)
+
+
+def build(wh: Wheelhouse, cache_dir: Path, say=lambda m: None) -> Payload:
+    """The tarball of a venv tree with every wheel installed and compiled, for nodes whose Python fits here()."""
+    py = here()
+    key = hashlib.sha256(f"{wh.bundle_id}\n{py}\n".encode()).hexdigest()[:16]
+    out = cache_dir / "payload" / f"{key}.tar.gz"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        say(f"building the prebuilt venv for {py.describe()} in {out}")
+        tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=out.parent))
+        try:
+            tree = tmp / "venv"
+            (tree / "bin").mkdir(parents=True)
+            os.symlink("python", tree / "bin" / "python3")
+            os.symlink("python", tree / "bin" / f"python{py.minor}")
+            if sys.maxsize > 2 ** 32:
+                os.symlink("lib", tree / "lib64")
+            _install_wheels(wh, tree, py)
+            _compile(tree, py)
+            _tar(tree, tmp / "out.tar.gz")
+            os.replace(tmp / "out.tar.gz", out)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    data = out.read_bytes()
+    return Payload(out, hashlib.sha256(data).hexdigest(), py, wh.bundle_id, data)
