@@ -41,6 +41,15 @@ def sshd_cpu(fleet: Fleet) -> float:
     return tot / os.sysconf("SC_CLK_TCK")
 
 
+def relay_cpu(fleet) -> float:
+    """CPU seconds of the user-space delay line (netfleet's relay: this test machine's stand-in for the wire)."""
+    p = getattr(fleet, "relay", None)
+    if p is None or p.poll() is not None:
+        return 0.0
+    f = Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in f[11:13]) / os.sysconf("SC_CLK_TCK")
+
+
 def run(cfg: Path, nodes: str, cpu: dict, *extra: str) -> float:
     r0 = os.times()
     t0 = time.monotonic()
@@ -62,6 +71,10 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=16)
     ap.add_argument("--netns", action="store_true", help="one network namespace per node (root, iproute2)")
     ap.add_argument("--delay-ms", type=float, default=10.0, help="with --netns: one-way delay per hop")
+    ap.add_argument("--venv", choices=("prebuilt", "wheels"), default="prebuilt",
+                    help="prebuilt: the venv built once here, one tarball per node (install.prebuilt_venv, the "
+                         "default); wheels: every node builds its own from the wheels (the former way)")
+    ap.add_argument("--no-sequential", action="store_true", help="skip the --parallel 1 run")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="slurmkit-bench-install-"))
     N = a.nodes
@@ -80,18 +93,20 @@ def main() -> None:
     print(f"fleet: {where}")
     try:
         cfg = tmp / "site.yaml"
-        cfg.write_text("slurm:\n  timeout: 10\n" + fleet.install_config(parallel=min(N, 64)))
+        cfg.write_text("slurm:\n  timeout: 10\n" + fleet.install_config(parallel=min(N, 64),
+                                                                         prebuilt_venv=a.venv == "prebuilt"))
         run(cfg, "b01", {})                              # warm-up: builds (or finds) the cached wheelhouse
         fresh: dict[int, list[float]] = {1: [], N: []}
         rerun: dict[int, list[float]] = {1: [], N: []}
-        cpu = {k: {"client": [], "nodes": []} for k in ("fresh1", f"fresh{N}", "rerun1", f"rerun{N}")}
+        cpu = {k: {"client": [], "nodes": [], "relay": []} for k in ("fresh1", f"fresh{N}", "rerun1", f"rerun{N}")}
 
         def timed(kind, n, nodes):
             c = {}
-            s0 = sshd_cpu(fleet)
+            s0, r0 = sshd_cpu(fleet), relay_cpu(fleet)
             dt = run(cfg, nodes, c)
             cpu[f"{kind}{n}"]["client"].append(c["client"])
             cpu[f"{kind}{n}"]["nodes"].append(sshd_cpu(fleet) - s0)
+            cpu[f"{kind}{n}"]["relay"].append(relay_cpu(fleet) - r0)
             (fresh if kind == "fresh" else rerun)[n].append(dt)
 
         seq = []
@@ -101,26 +116,34 @@ def main() -> None:
                 fleet.root.mkdir()
                 timed("fresh", n, nodes)
                 timed("rerun", n, nodes)
-            shutil.rmtree(fleet.root, ignore_errors=True)     # the same 16 one at a time: what fan-out buys
-            fleet.root.mkdir()
-            seq.append(run(cfg, many_list, {}, "--parallel", "1"))
+            if not a.no_sequential:
+                shutil.rmtree(fleet.root, ignore_errors=True)     # the same N one at a time: what fan-out buys
+                fleet.root.mkdir()
+                seq.append(run(cfg, many_list, {}, "--parallel", "1"))
     finally:
         fleet.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     med = {k: {n: statistics.median(v) for n, v in d.items()} for k, d in (("fresh", fresh), ("rerun", rerun))}
     cmed = {k: {w: statistics.median(v) for w, v in d.items()} for k, d in cpu.items()}
-    print(f"cpus: {os.cpu_count()}, load: {os.getloadavg()[0]:.2f}, rounds: {a.rounds} (median)")
+    print(f"venv: {a.venv}, cpus: {os.cpu_count()}, load: {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
+          f"rounds: {a.rounds} (median)")
     print(f"{'wall time':44}{'1 node':>10}{f'{N} nodes':>10}{f'{N}/1':>8}")
     for k, label in (("fresh", "install (fresh nodes)"), ("rerun", "rerun (nothing to do)")):
         one, many = med[k][1], med[k][N]
         print(f"{label:44}{one:9.2f}s{many:9.2f}s{many / one:7.2f}x")
-    print(f"{f'install, {N} nodes, --parallel 1':44}{'':10}{statistics.median(seq):9.2f}s"
-          f"{statistics.median(seq) / med['fresh'][1]:7.2f}x  (one node at a time)")
+    if seq:
+        print(f"{f'install, {N} nodes, --parallel 1':44}{'':10}{statistics.median(seq):9.2f}s"
+              f"{statistics.median(seq) / med['fresh'][1]:7.2f}x  (one node at a time)")
     print(f"{'CPU seconds':44}{'1 node':>10}{f'{N} nodes':>10}{f'{N}/1':>8}")
     for k, label in (("fresh", "install"), ("rerun", "rerun")):
-        for w, wl in (("client", "slurmkit (admin side)"), ("nodes", f"sshd + node side ({N} 'nodes')")):
+        for w, wl in (("client", "slurmkit (admin side)"), ("nodes", f"sshd + node side ({N} 'nodes')"),
+                      ("relay", "delay line (stand-in for the wire)")):
             one, many = cmed[f"{k}1"][w], cmed[f"{k}{N}"][w]
             print(f"{label + ': ' + wl:44}{one:9.2f}s{many:9.2f}s{many / max(one, 0.01):7.2f}x")
+    for k in ("fresh", "rerun"):
+        per = {n: cmed[f"{k}{n}"]["nodes"] / n for n in (1, N)}
+        print(f"{k}: CPU-s per node on the node side (sshd and all it ran): {per[1]:.3f} (1 node), "
+              f"{per[N]:.3f} ({N} nodes)")
     for k in ("fresh", "rerun"):
         ratio = med[k][N] / med[k][1]
         print(f"ratio {N}/1 ({k}): {ratio:.2f}x (target <= 3x): {'met' if ratio <= 3 else 'NOT met'}")

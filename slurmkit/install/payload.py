@@ -115,6 +115,7 @@ class Payload:
     python: PyId            # the admin interpreter it was built with
     bundle_id: str
     data: bytes = field(repr=False, default=b"")
+    binary_modules: tuple[str, ...] = ()   # the tree's compiled extension modules (yaml._yaml, ...)
 
 
 # -- building it (admin side) -----------------------------------------------------------------------------------
@@ -215,4 +216,30 @@ def build(wh: Wheelhouse, cache_dir: Path, say=lambda m: None) -> Payload:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     data = out.read_bytes()
-    return Payload(out, hashlib.sha256(data).hexdigest(), py, wh.bundle_id, data)
+    return Payload(out, hashlib.sha256(data).hexdigest(), py, wh.bundle_id, data, binary_modules(data, py))
+
+
+def binary_modules(data: bytes, py: PyId) -> tuple[str, ...]:
+    """The dotted names of the extension modules in the tarball: what the node's import check loads (the pure
+    Python was compiled here by the same minor version; a binary module is what a node can still refuse)."""
+    sp = site_packages(py) + "/"
+    out = []
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tf:
+        for name in tf.getnames():
+            if name.startswith(sp) and name.endswith(".so"):
+                rel = name[len(sp):].split("/")
+                mod = rel[-1].split(".", 1)[0]
+                if all(p.isidentifier() for p in rel[:-1]) and mod.isidentifier():
+                    out.append(".".join([*rel[:-1], mod]))
+    return tuple(sorted(out))
+
+
+# Runs on the node as `<venv>/bin/python -c IMPORT_CHECK MODULE...`: the payload's binary modules load on this
+# node's Python, and slurmkit imports from the venv (prints its version). Fixed code, module names as argv.
+IMPORT_CHECK = """\
+import importlib, sys
+for m in sys.argv[1:]:
+    importlib.import_module(m)
+import slurmkit
+print(slurmkit.__version__)
+"""

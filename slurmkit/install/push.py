@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from .bundle import Artifact, Wheelhouse, artifacts
 from .layout import COMPLETE, PREV, Layout
+from .payload import IMPORT_CHECK as PAYLOAD_CHECK
 from .payload import PROBE, Payload, PyId, misfit, parse_probe, pyvenv_cfg
 from .plan import (Change, NodePlan, RemoteFile, RollbackPlan, parse_sha256sum, parse_stamp, plan_node,
                    plan_rollback)
@@ -210,10 +211,11 @@ def probe_python(t: Transport, python: str, timeout: float) -> PyId:
         raise NodeError(f"{python} on the node: {e}") from None
 
 
-def unpack_venv(t: Transport, lay: Layout, node_py: PyId, version: str, vdir: str, timeout: float,
+def unpack_venv(t: Transport, lay: Layout, pl: Payload, node_py: PyId, version: str, vdir: str, timeout: float,
                 leftover: bool) -> None:
     """A new venv at vdir from the prebuilt tarball (committed at lay.payload, its sha256 checked when staged):
-    `tar -x`, then what is the node's own (bin/python, pyvenv.cfg), then the same import check as a build."""
+    `tar -x`, then what is the node's own (bin/python, pyvenv.cfg), then an import check of what could still
+    fail on this node (the binary modules, slurmkit itself): 50 ms, not the CLI's 100 (`--verify` runs it all)."""
     try:
         if leftover:                                      # a half-unpacked one from an interrupted run
             t.run(["rm", "-rf", "--", vdir]).check()
@@ -221,7 +223,8 @@ def unpack_venv(t: Transport, lay: Layout, node_py: PyId, version: str, vdir: st
         t.run(["tar", "-xzf", lay.payload, "-C", vdir], timeout=timeout).check()
         t.symlink(node_py.base_executable, posixpath.join(vdir, "bin", "python"))
         t.put(pyvenv_cfg(node_py), posixpath.join(vdir, "pyvenv.cfg"), 0o644)
-        r = t.run([posixpath.join(vdir, "bin", "python"), "-c", IMPORT_CHECK], timeout=timeout).check()
+        r = t.run([posixpath.join(vdir, "bin", "python"), "-c", PAYLOAD_CHECK, *pl.binary_modules],
+                  timeout=timeout).check()
         if r.stdout.strip() != version:
             raise NodeError(f"{vdir}: slurmkit {r.stdout.strip()!r} imports, expected {version}")
         t.put((posixpath.basename(vdir) + "\n").encode(), posixpath.join(vdir, COMPLETE), 0o644)
@@ -234,8 +237,9 @@ def unpack_venv(t: Transport, lay: Layout, node_py: PyId, version: str, vdir: st
 
 
 def apply(t: Transport, lay: Layout, plan: NodePlan, wh: Wheelhouse, remote: dict[str, RemoteFile],
-          install, node_py: PyId | None = None) -> None:
-    """node_py: the node's interpreter when the venv comes from the prebuilt payload (else built from wheels)."""
+          install, payload: Payload | None = None, node_py: PyId | None = None) -> None:
+    """payload, node_py: the prebuilt venv and the node's interpreter it fits (else the venv is built from the
+    wheels)."""
     if plan.problems:
         raise NodeError("; ".join(plan.problems))
     token = secrets.token_hex(4)
@@ -253,8 +257,8 @@ def apply(t: Transport, lay: Layout, plan: NodePlan, wh: Wheelhouse, remote: dic
             commit(t, a.path, staged[a.path], remote[a.path].exists)
             del left[a.path]
         leftover = remote.get(plan.build_venv, RemoteFile("", False)).exists
-        if plan.build_venv and node_py is not None:
-            unpack_venv(t, lay, node_py, wh.version, plan.build_venv, install.command_timeout, leftover)
+        if plan.build_venv and payload is not None and node_py is not None:
+            unpack_venv(t, lay, payload, node_py, wh.version, plan.build_venv, install.command_timeout, leftover)
         elif plan.build_venv:
             build_venv(t, lay, wh, plan.build_venv, install.python, install.command_timeout, leftover)
         for a in order[1]:
@@ -407,7 +411,7 @@ def _install_node(t: Transport, lay: Layout, job: Job, res: NodeResult) -> None:
     if job.dry_run:
         res.status = "would-change"
         return
-    apply(t, lay, plan, wh, remote, job.install, node_py)
+    apply(t, lay, plan, wh, remote, job.install, job.payload if node_py else None, node_py)
     res.status, res.version = "changed", wh.version
 
 
