@@ -1,0 +1,90 @@
+"""The prebuilt venv built from the real wheelhouse (pip wheel of this checkout, as `install` does) and
+installed through LocalTransport: a node whose Python fits gets the tarball and a working venv, one whose Python
+differs gets the wheels. (The sshd fleet tests run the same over SSH: test_install.py.)"""
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from slurmkit import config
+from slurmkit.install import payload
+from slurmkit.install.bundle import Wheelhouse
+from slurmkit.install.layout import COMPLETE, layout
+from slurmkit.install.push import Job, run_node
+from slurmkit.install.ssh import LocalTransport, RunResult
+
+HERE = payload.here()
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    from slurmkit.install import bundle
+    inst = config.loads("install:\n  python: /usr/bin/python3\n").install
+    wh = bundle.wheelhouse(inst)
+    return wh, payload.build(wh, tmp_path_factory.mktemp("cache"))
+
+
+def test_the_tarball_is_built_once_and_is_the_same_bytes_again(built, tmp_path):
+    wh, pl = built
+    again = payload.build(wh, pl.path.parent.parent)
+    assert again.path == pl.path and again.sha256 == pl.sha256
+    with tarfile.open(pl.path) as tf:
+        members = tf.getmembers()
+    assert all(m.uid == 0 and m.gid == 0 and not m.name.startswith(("/", "..")) for m in members)
+    names = {m.name for m in members}
+    assert "bin/slurmkit" in names and "bin/python" not in names and "pyvenv.cfg" not in names
+    sp = payload.site_packages(pl.python)
+    assert any(n.startswith(f"{sp}/slurmkit/__pycache__/") and n.endswith(".pyc") for n in names)
+    assert "yaml._yaml" in pl.binary_modules
+
+
+def test_a_node_whose_python_fits_gets_the_tarball_and_a_working_venv(built, tmp_path):
+    wh, pl = built
+    inst = config.loads(f"install:\n  root: {tmp_path}/nodes/{{node}}\n  python: {sys.executable}\n").install
+    job = Job(inst, wh, b"#!/bin/sh\n", b"#!/bin/sh\n", b"slurm: {}\n", lambda n: LocalTransport(n), payload=pl)
+    r = run_node("n1", job)
+    assert r.status == "changed" and r.note == "", r.error
+    lay = layout(inst, "n1")
+    assert Path(lay.payload).read_bytes() == pl.data and not list(Path(lay.wheel_dir).glob("*.whl"))
+    assert json.loads(Path(lay.stamp).read_text())["venv_from"] == "prebuilt"
+    # the console script finds the venv's python through the link, whatever the venv's path
+    v = subprocess.run([f"{lay.venv}/bin/slurmkit", "--version"], capture_output=True, text=True, timeout=60)
+    assert v.stdout.strip() == f"slurmkit, version {wh.version}", v.stderr
+    assert run_node("n1", job).status == "unchanged"
+
+
+class OtherPython(LocalTransport):
+    """A node whose python3 is another minor version (synthetic: the probe's answer is replaced)."""
+
+    def run(self, argv, timeout=None):
+        if argv[1:3] == ["-I", "-c"] and argv[3] == payload.PROBE:
+            doc = {"cache_tag": "cpython-399", "soabi": "cpython-399-x86_64-linux-gnu", "machine": HERE.machine,
+                   "version": "3.99.0", "base_executable": "/usr/bin/python3.99"}
+            return RunResult(tuple(argv), 0, json.dumps(doc) + "\n", "")
+        return super().run(argv, timeout)
+
+
+def test_a_node_whose_python_differs_gets_the_wheels_instead(built, tmp_path):
+    _, pl = built
+    whd = tmp_path / "wh"       # synthetic wheels, their venv already "built": the fallback's choice is the point
+    whd.mkdir()
+    for name in ("slurmkit-0.1.0-py3-none-any.whl", "installer-1.1.0-py3-none-any.whl"):
+        (whd / name).write_bytes(b"synthetic " + name.encode())
+    wh = Wheelhouse(whd, tuple(sorted(whd.glob("*.whl"))), "0.1.0")
+    inst = config.loads(f"install:\n  root: {tmp_path}/nodes/{{node}}\n  python: /usr/bin/python3\n").install
+    lay = layout(inst, "n1")
+    vdir = Path(lay.venv_for(wh.bundle_id))
+    vdir.mkdir(parents=True)
+    (vdir / COMPLETE).write_text(vdir.name + "\n")
+    job = Job(inst, wh, b"#!/bin/sh\n", b"#!/bin/sh\n", b"slurm: {}\n", lambda n: OtherPython(n), payload=pl)
+    r = run_node("n1", job)
+    assert r.status == "changed", r.error
+    assert "from the wheels" in r.note and "3.99.0" in r.note
+    assert not Path(lay.payload).exists()
+    assert sorted(p.name for p in Path(lay.wheel_dir).iterdir()) == sorted(p.name for p in whd.iterdir())
+    assert json.loads(Path(lay.stamp).read_text())["venv_from"] == "wheels"
+    again = run_node("n1", job)
+    assert again.status == "unchanged" and again.changes == []
