@@ -181,18 +181,15 @@ def prune_venv(t: Transport, lay: Layout, old_prev: RemoteFile | None, keep) -> 
         pass   # disk hygiene only: never fail an install for it
 
 
-def build_venv(t: Transport, lay: Layout, wh: Wheelhouse, vdir: str, python: str, timeout: float,
-               leftover: bool) -> None:
-    """A new venv at vdir from the wheels (pypa/installer run from its own wheel: no pip, no index).
-    Bytecode: the import check compiles what the CLI imports; the rest compiles on first use (as root)."""
-    wheels = [f"{lay.wheel_dir}/{w.name}" for w in wh.to_install]
+def _new_venv(t: Transport, vdir: str, version: str, leftover: bool, fill) -> None:
+    """fill() makes the venv in the new directory vdir and returns what its import check printed (slurmkit's
+    version); then the venv is marked complete. Any failure removes vdir (the live venv is another directory)."""
     try:
-        if leftover:                                      # a half-built one from an interrupted run
+        if leftover:                                      # a half-made one from an interrupted run
             t.run(["rm", "-rf", "--", vdir]).check()
-        r = t.run([python, "-c", VENV_SCRIPT, vdir, f"{lay.wheel_dir}/{wh.installer.name}", *wheels],
-                  timeout=timeout).check()
-        if r.stdout.strip() != wh.version:
-            raise NodeError(f"{vdir}: slurmkit {r.stdout.strip()!r} imports, expected {wh.version}")
+        printed = fill().strip()
+        if printed != version:
+            raise NodeError(f"{vdir}: slurmkit {printed!r} imports, expected {version}")
         t.put((posixpath.basename(vdir) + "\n").encode(), posixpath.join(vdir, COMPLETE), 0o644)
     except BaseException:
         try:
@@ -200,6 +197,16 @@ def build_venv(t: Transport, lay: Layout, wh: Wheelhouse, vdir: str, python: str
         except NodeError:
             pass
         raise
+
+
+def build_venv(t: Transport, lay: Layout, wh: Wheelhouse, vdir: str, python: str, timeout: float,
+               leftover: bool) -> None:
+    """A new venv at vdir from the wheels (pypa/installer run from its own wheel: no pip, no index).
+    Bytecode: the import check compiles what the CLI imports; the rest compiles on first use (as root)."""
+    wheels = [f"{lay.wheel_dir}/{w.name}" for w in wh.to_install]
+    _new_venv(t, vdir, wh.version, leftover, lambda: t.run(
+        [python, "-c", VENV_SCRIPT, vdir, f"{lay.wheel_dir}/{wh.installer.name}", *wheels], timeout=timeout
+    ).check().stdout)
 
 
 def probe_python(t: Transport, python: str, timeout: float) -> PyId:
@@ -216,24 +223,14 @@ def unpack_venv(t: Transport, lay: Layout, pl: Payload, node_py: PyId, version: 
     """A new venv at vdir from the prebuilt tarball (committed at lay.payload, its sha256 checked when staged):
     `tar -x`, then what is the node's own (bin/python, pyvenv.cfg), then an import check of what could still
     fail on this node (the binary modules, slurmkit itself): 50 ms, not the CLI's 100 (`--verify` runs it all)."""
-    try:
-        if leftover:                                      # a half-unpacked one from an interrupted run
-            t.run(["rm", "-rf", "--", vdir]).check()
+    def fill() -> str:
         t.mkdir(vdir, 0o755)
         t.run(["tar", "-xzf", lay.payload, "-C", vdir], timeout=timeout).check()
         t.symlink(node_py.base_executable, posixpath.join(vdir, "bin", "python"))
         t.put(pyvenv_cfg(node_py), posixpath.join(vdir, "pyvenv.cfg"), 0o644)
-        r = t.run([posixpath.join(vdir, "bin", "python"), "-c", PAYLOAD_CHECK, *pl.binary_modules],
-                  timeout=timeout).check()
-        if r.stdout.strip() != version:
-            raise NodeError(f"{vdir}: slurmkit {r.stdout.strip()!r} imports, expected {version}")
-        t.put((posixpath.basename(vdir) + "\n").encode(), posixpath.join(vdir, COMPLETE), 0o644)
-    except BaseException:
-        try:
-            t.run(["rm", "-rf", "--", vdir])
-        except NodeError:
-            pass
-        raise
+        return t.run([posixpath.join(vdir, "bin", "python"), "-c", PAYLOAD_CHECK, *pl.binary_modules],
+                     timeout=timeout).check().stdout
+    _new_venv(t, vdir, version, leftover, fill)
 
 
 def apply(t: Transport, lay: Layout, plan: NodePlan, wh: Wheelhouse, remote: dict[str, RemoteFile],

@@ -1,6 +1,6 @@
 """The prebuilt venv built from the real wheelhouse (pip wheel of this checkout, as `install` does) and
-installed through LocalTransport: a node whose Python fits gets the tarball and a working venv, one whose Python
-differs gets the wheels. (The sshd fleet tests run the same over SSH: test_install.py.)"""
+installed through LocalTransport: a node whose Python fits gets the tarball and a working venv (one whose Python
+differs: tests/unit/test_install_payload.py; the sshd fleet tests run the same over SSH: test_install.py)."""
 import json
 import subprocess
 import sys
@@ -11,13 +11,9 @@ import pytest
 
 from slurmkit import config
 from slurmkit.install import payload
-from slurmkit.install.bundle import Wheelhouse
-from slurmkit.install.layout import COMPLETE, layout
+from slurmkit.install.layout import layout
 from slurmkit.install.push import Job, run_node
-from slurmkit.install.ssh import LocalTransport, RunResult
-
-HERE = payload.here()
-
+from slurmkit.install.ssh import LocalTransport
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
@@ -54,37 +50,3 @@ def test_a_node_whose_python_fits_gets_the_tarball_and_a_working_venv(built, tmp
     v = subprocess.run([f"{lay.venv}/bin/slurmkit", "--version"], capture_output=True, text=True, timeout=60)
     assert v.stdout.strip() == f"slurmkit, version {wh.version}", v.stderr
     assert run_node("n1", job).status == "unchanged"
-
-
-class OtherPython(LocalTransport):
-    """A node whose python3 is another minor version (synthetic: the probe's answer is replaced)."""
-
-    def run(self, argv, timeout=None):
-        if argv[1:3] == ["-I", "-c"] and argv[3] == payload.PROBE:
-            doc = {"cache_tag": "cpython-399", "soabi": "cpython-399-x86_64-linux-gnu", "machine": HERE.machine,
-                   "version": "3.99.0", "base_executable": "/usr/bin/python3.99"}
-            return RunResult(tuple(argv), 0, json.dumps(doc) + "\n", "")
-        return super().run(argv, timeout)
-
-
-def test_a_node_whose_python_differs_gets_the_wheels_instead(built, tmp_path):
-    _, pl = built
-    whd = tmp_path / "wh"       # synthetic wheels, their venv already "built": the fallback's choice is the point
-    whd.mkdir()
-    for name in ("slurmkit-0.1.0-py3-none-any.whl", "installer-1.1.0-py3-none-any.whl"):
-        (whd / name).write_bytes(b"synthetic " + name.encode())
-    wh = Wheelhouse(whd, tuple(sorted(whd.glob("*.whl"))), "0.1.0")
-    inst = config.loads(f"install:\n  root: {tmp_path}/nodes/{{node}}\n  python: /usr/bin/python3\n").install
-    lay = layout(inst, "n1")
-    vdir = Path(lay.venv_for(wh.bundle_id))
-    vdir.mkdir(parents=True)
-    (vdir / COMPLETE).write_text(vdir.name + "\n")
-    job = Job(inst, wh, b"#!/bin/sh\n", b"#!/bin/sh\n", b"slurm: {}\n", lambda n: OtherPython(n), payload=pl)
-    r = run_node("n1", job)
-    assert r.status == "changed", r.error
-    assert "from the wheels" in r.note and "3.99.0" in r.note
-    assert not Path(lay.payload).exists()
-    assert sorted(p.name for p in Path(lay.wheel_dir).iterdir()) == sorted(p.name for p in whd.iterdir())
-    assert json.loads(Path(lay.stamp).read_text())["venv_from"] == "wheels"
-    again = run_node("n1", job)
-    assert again.status == "unchanged" and again.changes == []

@@ -1,16 +1,21 @@
 """The prebuilt venv (payload.py): what a node's Python must answer to get it (pure; building it from a real
 wheelhouse and installing it: tests/integration/test_install_prebuilt.py)."""
+import dataclasses
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from slurmkit.install import payload
-from slurmkit.install.payload import PyId, misfit, parse_probe, pyvenv_cfg
+from slurmkit.install.payload import Payload, PyId, misfit, parse_probe, pyvenv_cfg
+from slurmkit.install.push import run_node
+from slurmkit.install.ssh import LocalTransport, RunResult
+from test_install_push import fake_node  # noqa: F401  (the fixture: a node under tmp_path, its venv built)
 
 HERE = payload.here()
 
@@ -62,3 +67,30 @@ def test_parse_probe_answers_or_raises_valueerror(text):
     except ValueError:
         return
     assert got.base_executable.startswith("/")
+
+
+class OtherPython(LocalTransport):
+    """A node whose python3 is another minor version (synthetic: the probe's answer is replaced)."""
+
+    def run(self, argv, timeout=None):
+        if argv[1:3] == ["-I", "-c"] and argv[3] == payload.PROBE:
+            doc = {"cache_tag": "cpython-399", "soabi": "cpython-399-x86_64-linux-gnu", "machine": HERE.machine,
+                   "version": "3.99.0", "base_executable": "/usr/bin/python3.99"}
+            return RunResult(tuple(argv), 0, json.dumps(doc) + "\n", "")
+        return super().run(argv, timeout)
+
+
+def test_a_node_whose_python_differs_gets_the_wheels_instead(fake_node, tmp_path):
+    lay, job, root = fake_node      # synthetic wheels whose venv is "built" already: the choice is the point
+    j = job()
+    synthetic = Payload(tmp_path / "unused.tar.gz", "0" * 64, HERE, j.wheelhouse.bundle_id, b"synthetic tarball")
+    j = dataclasses.replace(j, payload=synthetic, connect=lambda n: OtherPython(n))
+    r = run_node("n1", j)
+    assert r.status == "changed", r.error
+    assert "from the wheels" in r.note and "3.99.0" in r.note
+    assert not Path(lay.payload).exists()
+    assert sorted(p.name for p in Path(lay.wheel_dir).iterdir()) == \
+        sorted(w.name for w in j.wheelhouse.wheels)
+    assert json.loads(Path(lay.stamp).read_text())["venv_from"] == "wheels"
+    again = run_node("n1", j)
+    assert again.status == "unchanged" and again.changes == []
