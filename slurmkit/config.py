@@ -142,9 +142,17 @@ def _typename(tp) -> str:
     return str(tp)
 
 
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
 def _hints(cls) -> dict[str, Any]:
-    mod = sys.modules.get(cls.__module__)
-    return typing.get_type_hints(cls, vars(mod) if mod else None)
+    """The class's resolved field types, computed once per class (get_type_hints evaluates every annotation's
+    string again on each call: most of a spec's load time in a process that submits many)."""
+    hints = _HINTS.get(cls)
+    if hints is None:
+        mod = sys.modules.get(cls.__module__)
+        hints = _HINTS[cls] = typing.get_type_hints(cls, vars(mod) if mod else None)
+    return hints
 
 
 def _key_text(knode, path: str) -> str:

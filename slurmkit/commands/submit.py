@@ -4,7 +4,6 @@ Kept light: `submit` imports click, PyYAML, Jinja2 and the Slurm CLI backend; no
 """
 from __future__ import annotations
 
-import os
 import sys
 
 import click
@@ -16,15 +15,9 @@ set_option = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
                                "value is YAML (a number, a string, a list [1, 2]).")
 
 
-def _render(ctx: Ctx, spec_path: str, sets):
-    from ..jobs import render, spec as specmod
-    spec = specmod.load(spec_path, sets)
-    stem = os.path.basename(spec_path)
-    r = render.render(spec, ctx.settings, spec_name=stem)
-    ctx.say(f"template {r.template}")
-    for n in r.notes:
-        ctx.say(n)
-    return spec, r
+def _render(ctx: Ctx, spec_path: str, sets, nodes=None):
+    from ..jobs.pipeline import build
+    return build(spec_path, ctx.settings, sets, nodes=nodes, say=ctx.say)
 
 
 @click.command("render")
@@ -48,12 +41,11 @@ def submit(ctx: Ctx, spec_path, sets, dry_run, as_json, no_check):
     """Render a job spec, check it against the cluster, and submit it; print the job id."""
     check = ctx.settings.submit.check_cluster and not no_check
     backend = ctx.backend()
-    nodes = _background(backend.nodes) if check else None   # sinfo runs while the spec is read and rendered
-    spec, r = _render(ctx, spec_path, sets)
-    if nodes is not None:
-        from ..jobs.check import check_request
-        check_request(spec, r.partition, r.cpus_per_node, nodes())
-        ctx.say(f"the cluster has room for the request ({spec.nodes} node(s) x {spec.gpus_per_node} GPU(s))")
+    nodes = None
+    if check:   # sinfo runs while the spec is read and rendered
+        from ..jobs.pipeline import background
+        nodes = background(backend.nodes)
+    _, r = _render(ctx, spec_path, sets, nodes)
     if dry_run:
         if as_json:
             from ..output import emit_json
@@ -69,25 +61,3 @@ def submit(ctx: Ctx, spec_path, sets, dry_run, as_json, no_check):
     else:
         click.echo(job_id)
 
-
-def _background(fn):
-    """Run fn in a thread (it waits on a subprocess, so it overlaps with our own work); the returned function
-    joins and returns its result or raises its exception."""
-    import threading
-    box: dict = {}
-
-    def target():
-        try:
-            box["value"] = fn()
-        except BaseException as e:   # re-raised in the caller's thread
-            box["error"] = e
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-
-    def result():
-        t.join()
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
-    return result
