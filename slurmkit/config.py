@@ -15,7 +15,6 @@ The names of slurmkit/settings.py are re-exported here (`config.Settings`, `conf
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 import sys
 import types
@@ -205,6 +204,7 @@ def _convert(node, tp, key: str, path: str, lines: dict[str, int], *, budget: _B
             k = _key_text(knode, path)
             sub = f"{key}.{k}" if key else k
             if k not in names:
+                import difflib   # only for a hint on an error: off the start-up path
                 hint = difflib.get_close_matches(k, names, n=1)
                 msg = f"unknown key '{sub}'"
                 msg += f"; did you mean '{hint[0]}'?" if hint else f" (expected one of: {', '.join(names)})"
@@ -245,6 +245,7 @@ def _convert(node, tp, key: str, path: str, lines: dict[str, int], *, budget: _B
         allowed = typing.get_args(tp)
         if node.value in [str(a) for a in allowed]:
             return next(a for a in allowed if str(a) == node.value)
+        import difflib   # only for a hint on an error: off the start-up path
         hint = difflib.get_close_matches(node.value, [str(a) for a in allowed], n=1)
         msg = f"{label}: expected {_typename(tp)}, got {node.value!r}"
         raise UsageError(msg + (f"; did you mean {hint[0]!r}?" if hint else ""), path=path, line=_line(node))

@@ -21,7 +21,6 @@ limit) are in `validate`, and report the line of the key they are about.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import itertools
 import re
 import typing
@@ -288,6 +287,7 @@ def _apply_set(root, item: str) -> str:
         if dataclasses.is_dataclass(tp):
             names = [f.name for f in dataclasses.fields(tp) if not f.metadata.get("internal")]
             if part not in names:
+                import difflib   # only for a hint on an error: off the start-up path
                 hint = difflib.get_close_matches(part, names, n=1)
                 raise UsageError(f"{where}: unknown key '{'.'.join(parts[:i + 1])}'"
                                  + (f"; did you mean '{hint[0]}'?" if hint else ""))
