@@ -2,6 +2,7 @@
 without importing click (its import is a good part of a submit's start-up); every other command line, and any
 option the fast path does not know (-h, -v, a typo), goes to the click CLI (slurmkit/cli.py), which has the help,
 the usage errors and the other commands. Both run the same code (commands/submit_core.py); tests compare them.
+A command line seen before with the same files runs from the submission cache (slurmkit/jobs/submitcache.py).
 
 Fast path: `slurmkit [--config FILE] submit [--set K=V]... [--dry-run] [--json] [--no-check] [--] JOB.yaml` and
 `slurmkit [--config FILE] render [--set K=V]... [--] JOB.yaml`.
@@ -76,13 +77,17 @@ def main(argv: list[str] | None = None) -> None:
     from .context import Ctx
     from .errors import SlurmkitError
     ctx = Ctx(config, 0)
+    opts = {"dry_run": "--dry-run" in flags, "as_json": "--json" in flags, "no_check": "--no-check" in flags}
     try:
         from .commands import submit_core
-        if cmd == "render":
-            submit_core.render_main(ctx, spec_path, tuple(sets))
+        from .jobs import submitcache
+        store = submitcache.key_for(config, spec_path, sets)
+        if submit_core.from_cache(store, cmd, spec_path, echo=_echo, **(opts if cmd == "submit" else {})):
+            pass
+        elif cmd == "render":
+            submit_core.render_main(ctx, spec_path, tuple(sets), store=store)
         else:
-            submit_core.submit_main(ctx, spec_path, tuple(sets), dry_run="--dry-run" in flags,
-                                    as_json="--json" in flags, no_check="--no-check" in flags, echo=_echo)
+            submit_core.submit_main(ctx, spec_path, tuple(sets), echo=_echo, store=store, **opts)
         sys.stdout.flush()
     except SlurmkitError as e:
         _echo(f"slurmkit: error: {e}", err=True)

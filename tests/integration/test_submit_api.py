@@ -67,3 +67,33 @@ def test_bad_specs_raise_with_file_and_line_and_nothing_is_submitted(clean, tmp_
         slurmkit.submit({"command": ["true"], "nodes": 5, "partition": "gpu"})
     assert e.value.path == "<dict>" and "5 nodes requested, but partition gpu has 4" in str(e.value)
     assert clean.run("squeue", "-h", "-o", "%i").stdout.strip() == ""            # nothing reached Slurm
+
+
+@pytest.mark.compat("submit")
+def test_the_cli_resubmits_from_its_cache_and_still_checks_the_live_cluster(clean, tmp_path):
+    """`slurmkit submit` of the same spec again runs from the submission cache (no loaders), yet the check
+    against the cluster is asked every time: a node that failed since is seen, with the full path's message."""
+    import json
+    import sys
+    spec = tmp_path / "four.yaml"
+    spec.write_text("name: four\npartition: gpu\nnodes: 4\ngpus_per_node: 1\ntime: '10:00'\ncommand: [true]\n"
+                    "output: /dev/null\nsbatch: [--hold]\n")
+    env = dict(clean.env, XDG_CACHE_HOME=str(tmp_path / "cache"))
+
+    def submit():
+        return clean.run(sys.executable, "-m", "slurmkit", "submit", "--json", str(spec), check=False, env=env)
+    first, second = submit(), submit()
+    assert first.returncode == second.returncode == 0, first.stderr + second.stderr
+    a, b = json.loads(first.stdout), json.loads(second.stdout)
+    assert a["script"] == b["script"] and a["job_id"] != b["job_id"]
+    assert len(list((tmp_path / "cache" / "slurmkit" / "submit").glob("*.json"))) == 1
+    queued = clean.run("squeue", "-h", "-o", "%i").stdout.split()
+    assert {str(a["job_id"]), str(b["job_id"])} <= set(queued)
+    clean.run("scontrol", "update", "NodeName=n4", "State=FAIL", "Reason=test_submit_api")
+    try:
+        r = submit()
+        assert r.returncode == 2 and r.stdout == ""
+        assert r.stderr == (f"slurmkit: error: {spec}:3: nodes: 4 nodes requested, but partition gpu has 3 with 1 "
+                            "GPUs or more; refused before submission\n")
+    finally:
+        clean.run("scontrol", "update", "NodeName=n4", "State=RESUME", check=False)

@@ -81,3 +81,78 @@ def test_other_command_lines_go_to_click():
     assert rc == 0 and out.startswith("Usage: slurmkit submit [OPTIONS] JOB.yaml")
     rc, out, err = run_entry(["submit", "--no-chek", SPEC])
     assert rc == 2 and "Did you mean '--no-check'?" in err
+
+
+# --- the submission cache: a resubmission skips the loaders, and never serves a script its files no longer make --
+
+@pytest.fixture
+def site(tmp_path):
+    """A site config of our own, with a site template dir and a copy of the dev topology profile."""
+    import shutil
+    d = tmp_path / "site"
+    (d / "templates").mkdir(parents=True)
+    shutil.copy(REPO / "dev" / "topology" / "dev-2s8c-8gpu-synthetic.json", d / "profile.json")
+    cfg = d / "site.yaml"
+    cfg.write_text("submit:\n  template_dirs: [templates]\n  profiles: {gpu: profile.json}\n")
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: j\npartition: gpu\ngpus_per_node: 8\ntasks_per_node: 2\nlauncher: srun\n"
+                    "command: [python, t.py]\n")
+    return cfg, spec
+
+
+def entries(tmp_path):
+    return sorted((tmp_path / "cache" / "slurmkit" / "submit").glob("*.json"))
+
+
+def test_a_second_run_comes_from_the_cache_and_says_the_same(site, tmp_path):
+    cfg, spec = site
+    argv = ["--config", str(cfg), "render", str(spec)]
+    first = run_entry(argv)
+    assert first[0] == 0 and len(entries(tmp_path)) == 1
+    assert run_entry(argv) == first == run_cli(argv)
+    argv = ["--config", str(cfg), "submit", "--dry-run", "--no-check", str(spec), "--set", "nodes=2"]
+    assert run_entry(argv) == run_entry(argv) == run_cli(argv)
+    assert len(entries(tmp_path)) == 2                       # one per command line (the --set is part of it)
+
+
+def test_a_changed_file_is_never_served_stale(site, tmp_path):
+    import json
+    import os
+    cfg, spec = site
+    argv = ["--config", str(cfg), "render", str(spec)]
+    base = run_entry(argv)[1]
+    spec.write_text(spec.read_text().replace("name: j", "name: k"))        # the spec
+    assert "--job-name=k" in run_entry(argv)[1]
+    cfg.write_text(cfg.read_text() + "  signal_lead: 300\n")               # the site config
+    assert "USR2@300" in run_entry(argv)[1]
+    # a template of the same name in an earlier directory of the search path shadows the built-in one
+    (cfg.parent / "templates" / "torchrun.sbatch.j2").write_text("#!/bin/bash\n# site torchrun\n")
+    spec.write_text(spec.read_text().replace("launcher: srun", "launcher: torchrun"))
+    assert run_entry(argv)[1] == "#!/bin/bash\n# site torchrun\n"
+    (cfg.parent / "templates" / "torchrun.sbatch.j2").write_text("#!/bin/bash\n# edit torchrun\n")  # same size
+    os.utime(cfg.parent / "templates" / "torchrun.sbatch.j2", ns=(1, 1))
+    assert run_entry(argv)[1] == "#!/bin/bash\n# edit torchrun\n"
+    # the topology profile: fewer GPUs on the node now
+    prof = json.loads((cfg.parent / "profile.json").read_text())
+    prof["gpus"] = prof["gpus"][:4]
+    (cfg.parent / "profile.json").write_text(json.dumps(prof))
+    rc, out, err = run_entry(argv)
+    assert rc == 2 and "8 GPUs per node, but the nodes of partition gpu have 4" in err
+    assert (rc, out, err) == run_cli(argv)
+    assert base.startswith("#!/bin/bash\n")
+
+
+def test_no_cache_means_no_entry(site, tmp_path, monkeypatch):
+    cfg, spec = site
+    monkeypatch.setenv("SLURMKIT_NO_CACHE", "1")
+    argv = ["--config", str(cfg), "render", str(spec)]
+    assert run_entry(argv) == run_cli(argv) and entries(tmp_path) == []
+
+
+def test_a_spec_that_is_not_a_regular_file_goes_the_full_way(tmp_path):
+    import os
+    fifo = tmp_path / "job.yaml"
+    os.mkfifo(fifo)
+    argv = ["render", str(fifo)]
+    rc, out, err = run_entry(argv)
+    assert rc == 2 and (rc, out, err) == run_cli(argv)
