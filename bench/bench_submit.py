@@ -4,9 +4,11 @@
 
   sbatch                 `sbatch --parsable job.sh` of the script slurmkit renders (the floor)
   python -I -c pass      one interpreter start-up (the unit of the CLI target)
-  slurmkit submit (CLI)  `slurmkit submit job.yaml`: start-up, spec, template (render cache hit), the cluster check
+  slurmkit submit (CLI)  `slurmkit submit job.yaml` again: start-up, the submission cache (no spec loader), the cluster check
                          (sinfo), sbatch; also a new spec each time (`--set env.BENCH_RUN=i`: Jinja, compiled
-                         templates from the bytecode cache) and --no-check.       target: <= sbatch + 3 start-ups
+                         templates from the bytecode cache), --no-check, and the same through click
+                         (`python -m slurmkit.cli`: the console script before slurmkit/entry.py)
+                                                                          target: <= sbatch + 3 start-ups
   submitit fresh         a fresh Python process that imports submitit and submits an equivalent job
                                                                      target: slurmkit submit >= 1.5x faster
   submitit in-process    `SlurmExecutor.submit(fn)` inside this running Python (the Nth submit)
@@ -141,6 +143,9 @@ def _cases(tmp: Path) -> dict:
         "slurmkit submit, new spec": lambda: timed([sk, "submit", str(spec), "--set",
                                                     f"env.BENCH_RUN={next(counter)}"])(),
         "slurmkit submit --no-check": timed([sk, "submit", "--no-check", str(spec)]),
+        # the same command line through click (what the console script ran before the lean entry)
+        "slurmkit submit via click (-m slurmkit.cli)": timed([sys.executable, "-m", "slurmkit.cli", "submit",
+                                                             str(spec)]),
         "submitit, fresh process": timed([sys.executable, str(fresh)]),
         "submitit, in-process Nth": in_process(lambda: ex.submit(_noop)),
         "slurmkit API, in-process Nth": in_process(lambda: client.submit(spec, env={"BENCH_RUN": str(next(counter))})),
@@ -175,7 +180,7 @@ def _run(a, tmp: Path) -> int:
     print(f"{a.rounds} interleaved rounds, ms: wall median (min-max), CPU median; held jobs on "
           f"{os.environ['SLURM_CONF']}; load average {load} on {os.cpu_count()} CPUs")
     for k, v in times.items():
-        print(f"  {k:40s} {statistics.median(v) * 1000:7.1f}  ({min(v) * 1000:.1f}-{max(v) * 1000:.1f})  "
+        print(f"  {k:44s} {statistics.median(v) * 1000:7.1f}  ({min(v) * 1000:.1f}-{max(v) * 1000:.1f})  "
               f"CPU {statistics.median(cpu[k]) * 1000:7.1f}")
     listing = next(k for k in cases if k.startswith("sinfo --version"))
     # the wall median says what a user waits on this machine now; the wall minimum is the closest to an idle
