@@ -9,29 +9,8 @@ import sys
 import click
 
 from . import __version__
+from .context import Ctx
 from .errors import SlurmkitError
-
-
-class Ctx:
-    def __init__(self, config: str | None, verbose: int):
-        self.config_arg = config
-        self.verbose = verbose
-        self._settings = None
-
-    @property
-    def settings(self):
-        if self._settings is None:
-            from . import config
-            self._settings = config.load(self.config_arg)
-        return self._settings
-
-    def say(self, msg: str) -> None:
-        if self.verbose:
-            click.echo(f"slurmkit: {msg}", err=True)
-
-    def backend(self):
-        from . import slurm
-        return slurm.get_backend(self.settings, verbose=self.say if self.verbose else None)
 
 
 pass_ctx = click.make_pass_decorator(Ctx)
@@ -76,7 +55,7 @@ class LazyGroup(click.Group):
 @click.pass_context
 def cli(ctx, config, verbose):
     """Make Slurm GPU clusters safe and cheap to run."""
-    ctx.obj = Ctx(config, verbose)
+    ctx.obj = Ctx(config, verbose, echo=lambda m: click.echo(m, err=True))
 
 
 def main(argv=None) -> None:

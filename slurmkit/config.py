@@ -15,7 +15,6 @@ The names of slurmkit/settings.py are re-exported here (`config.Settings`, `conf
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 import sys
 import types
@@ -142,9 +141,17 @@ def _typename(tp) -> str:
     return str(tp)
 
 
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
 def _hints(cls) -> dict[str, Any]:
-    mod = sys.modules.get(cls.__module__)
-    return typing.get_type_hints(cls, vars(mod) if mod else None)
+    """The class's resolved field types, computed once per class (get_type_hints evaluates every annotation's
+    string again on each call: most of a spec's load time in a process that submits many)."""
+    hints = _HINTS.get(cls)
+    if hints is None:
+        mod = sys.modules.get(cls.__module__)
+        hints = _HINTS[cls] = typing.get_type_hints(cls, vars(mod) if mod else None)
+    return hints
 
 
 def _key_text(knode, path: str) -> str:
@@ -197,6 +204,7 @@ def _convert(node, tp, key: str, path: str, lines: dict[str, int], *, budget: _B
             k = _key_text(knode, path)
             sub = f"{key}.{k}" if key else k
             if k not in names:
+                import difflib   # only for a hint on an error: off the start-up path
                 hint = difflib.get_close_matches(k, names, n=1)
                 msg = f"unknown key '{sub}'"
                 msg += f"; did you mean '{hint[0]}'?" if hint else f" (expected one of: {', '.join(names)})"
@@ -237,6 +245,7 @@ def _convert(node, tp, key: str, path: str, lines: dict[str, int], *, budget: _B
         allowed = typing.get_args(tp)
         if node.value in [str(a) for a in allowed]:
             return next(a for a in allowed if str(a) == node.value)
+        import difflib   # only for a hint on an error: off the start-up path
         hint = difflib.get_close_matches(node.value, [str(a) for a in allowed], n=1)
         msg = f"{label}: expected {_typename(tp)}, got {node.value!r}"
         raise UsageError(msg + (f"; did you mean {hint[0]!r}?" if hint else ""), path=path, line=_line(node))

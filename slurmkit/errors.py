@@ -19,10 +19,16 @@ class UsageError(SlurmkitError):
     def __init__(self, message: str, *, path: str | None = None, line: int | None = None):
         self.path = path
         self.line = line
+        self.message = message   # without the `file:line: ` prefix
         where = ""
         if path is not None:
             where = f"{path}:{line}: " if line is not None else f"{path}: "
         super().__init__(where + message)
+
+
+class SpecError(UsageError):
+    """A job spec slurmkit will not submit (bad YAML, a wrong type, a value out of range, a request the cluster
+    cannot hold): `.path` and `.line` say where (`line` is None for a `--set`/keyword override or a dict spec)."""
 
 
 class CommandError(SlurmkitError):

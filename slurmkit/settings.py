@@ -366,8 +366,9 @@ class XidSettings(Section):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        from .health.kernlog.signatures import validate_extra
-        validate_extra(self.signatures_extra)
+        if self.signatures_extra:   # the kernel-log modules only when there is something to check (submit's start-up)
+            from .health.kernlog.signatures import validate_extra
+            validate_extra(self.signatures_extra)
 
 
 @section

@@ -5,8 +5,6 @@ Slurm would accept most impossible requests and leave them pending forever (or r
 """
 from __future__ import annotations
 
-import difflib
-
 from ..errors import UsageError
 
 # nodes in these states cannot run anything soon; drained nodes may come back, so they still count for "exists"
@@ -20,6 +18,7 @@ def check_request(spec, partition: str | None, cpus_per_node: int | None, record
         parts = sorted({p for r in records for p in r.partitions})
         nodes = [r for r in records if partition in r.partitions]
         if not nodes:
+            import difflib   # only for a hint on an error: off the start-up path
             hint = difflib.get_close_matches(partition, parts, n=1)
             msg = f"{partition!r} does not exist on this cluster"
             msg += f"; did you mean {hint[0]!r}?" if hint else f" (partitions: {', '.join(parts) or 'none'})"

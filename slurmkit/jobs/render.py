@@ -41,6 +41,9 @@ class Rendered:
     partition: str | None = None
     cpus_per_node: int | None = None   # what the options ask of each node, for the check against the cluster
     context: dict = field(default_factory=dict)
+    profile_path: str | None = None    # the topology profile read, if any
+    template_dirs: list[str] = field(default_factory=list)
+    template_deps: list = field(default_factory=list)   # [name, path, mtime_ns, size] of each template read
 
 
 def opt(name: str, value=None) -> str:
@@ -136,7 +139,7 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
     tasks, gpus_per_task = _shape(spec)
     sb = _Options()
     _base_options(sb, spec, name, partition, tasks)
-    srun_bind, bind_env = _bind(sb, spec, settings, partition, tasks, gpus_per_task, notes)
+    srun_bind, bind_env, profile_path = _bind(sb, spec, settings, partition, tasks, gpus_per_task, notes)
     lead = _preemption(sb, spec, sub)
     grid = spec.sweep_grid()
     if grid:
@@ -167,7 +170,7 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
         "name": name,
     }
     return Rendered(script="", template=kind, notes=notes, partition=partition, context=ctx,
-                    cpus_per_node=cpus_per_node)
+                    cpus_per_node=cpus_per_node, profile_path=profile_path)
 
 
 def comment_text(text: str) -> str:
@@ -234,8 +237,9 @@ def _base_options(sb: _Options, spec: JobSpec, name: str, partition, tasks: int)
 
 
 def _bind(sb: _Options, spec: JobSpec, settings, partition, tasks: int, gpus_per_task: int,
-          notes: list[str]) -> tuple[list[str], dict[str, str]]:
-    """CPU/GPU binding from the partition's topology profile: sbatch options (into `sb`), srun options, env."""
+          notes: list[str]) -> tuple[list[str], dict[str, str], str | None]:
+    """CPU/GPU binding from the partition's topology profile: sbatch options (into `sb`), srun options, env, and
+    the profile's path (None: no profile)."""
     gpn = spec.gpus_per_node
     launcher = spec.launcher
     srun_bind: list[str] = []
@@ -299,7 +303,7 @@ def _bind(sb: _Options, spec: JobSpec, settings, partition, tasks: int, gpus_per
         sb.put("--chdir", spec.workdir)
     if spec.output:
         sb.put("--output", spec.output)
-    return srun_bind, bind_env
+    return srun_bind, bind_env, profile_path
 
 
 def _preemption(sb: _Options, spec: JobSpec, sub) -> int:
@@ -479,6 +483,7 @@ def render(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
     else:
         r.notes.append("script from the render cache (same templates, same inputs)")
     r.script = script
+    r.template_dirs, r.template_deps = cache.dirs, cache.deps
     return r
 
 
@@ -507,6 +512,7 @@ class _ScriptCache:
     def __init__(self, tname: str, dirs: list[str], ctx: dict):
         self.dirs = dirs
         self.path = None
+        self.deps: list | None = None   # what the script was made from, once known (a hit, or a put)
         if os.environ.get("SLURMKIT_NO_CACHE"):
             return
         try:   # the builtin module: hashlib pulls in OpenSSL, a few ms of start-up
@@ -519,14 +525,8 @@ class _ScriptCache:
         self.path = os.path.join(base, "slurmkit", "scripts", sha256(key.encode()).hexdigest() + ".json")
 
     def _resolve(self, name: str):
-        for d in self.dirs:
-            p = os.path.join(d, name)
-            try:
-                st = os.stat(p)
-            except OSError:
-                continue
-            return p, st.st_mtime_ns, st.st_size
-        return None
+        from .submitcache import resolve_template
+        return resolve_template(self.dirs, name)
 
     def get(self) -> str | None:
         if not self.path:
@@ -537,6 +537,7 @@ class _ScriptCache:
             for name, path, mtime, size in entry["deps"]:
                 if self._resolve(name) != (path, mtime, size):
                     return None
+            self.deps = entry["deps"]
             return entry["script"]
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -550,6 +551,7 @@ class _ScriptCache:
             if res is None or os.path.abspath(res[0]) != os.path.abspath(filename):
                 return   # loaded from somewhere we cannot re-check: do not cache
             deps.append([name, *res])
+        self.deps = deps
         try:
             os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
             tmp = f"{self.path}.{os.getpid()}.tmp"

@@ -21,14 +21,13 @@ limit) are in `validate`, and report the line of the key they are about.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import itertools
 import re
 import typing
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..errors import UsageError
+from ..errors import SpecError, UsageError
 
 # Validation patterns match the whole value (`\Z`, not `$`, which lets a trailing newline through) and ASCII
 # digits only (`\d` is any Unicode digit: "٣:٠٠:٠٠" is not a Slurm time). Numbers have a bounded length.
@@ -101,12 +100,12 @@ class JobSpec:
     lines: dict[str, int] = field(default_factory=dict, metadata={"internal": True})
     set_keys: list[str] = field(default_factory=list, metadata={"internal": True})   # given with --set
 
-    def error(self, key: str, msg: str) -> UsageError:
-        """A UsageError about `key`: `file:line: key: msg`, or `--set key: msg` when --set gave the value."""
+    def error(self, key: str, msg: str) -> SpecError:
+        """A SpecError about `key`: `file:line: key: msg`, or `--set key: msg` when --set gave the value."""
         top = key.split(".")[0].split("[")[0]
         if key in self.set_keys or top in self.set_keys:
-            return UsageError(f"--set {key}: {msg}")
-        return UsageError(f"{key}: {msg}", path=self.source, line=self.lines.get(key) or self.lines.get(top))
+            return SpecError(f"--set {key}: {msg}")
+        return SpecError(f"{key}: {msg}", path=self.source, line=self.lines.get(key) or self.lines.get(top))
 
     def sweep_grid(self) -> list[dict[str, str]]:
         """The sweep as one dict per array task, in a stable order (the cartesian product, first key slowest)."""
@@ -133,17 +132,37 @@ def time_seconds(text: str) -> int:
 # --- loading -----------------------------------------------------------------------------------------------------
 
 def load(path: str, sets: list[str] | tuple[str, ...] = ()) -> JobSpec:
+    """Read, parse and validate the spec file at `path`; every problem with it is a SpecError (file:line)."""
     from ..bounded import read_bytes
-    data = read_bytes(path, limit=SPEC_LIMIT, what="job spec")
+    with _as_spec_error():
+        data = read_bytes(path, limit=SPEC_LIMIT, what="job spec")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise UsageError(f"cannot read job spec: not UTF-8 ({e.reason} at byte {e.start})", path=path) from None
+        raise SpecError(f"cannot read job spec: not UTF-8 ({e.reason} at byte {e.start})", path=path) from None
     return loads(text, path, sets)
 
 
 def loads(text: str, path: str = "<spec>", sets: list[str] | tuple[str, ...] = ()) -> JobSpec:
-    """Parse and validate a spec; each `key=value` in `sets` (dotted keys, YAML values) overrides the file."""
+    """Parse and validate a spec; each `key=value` in `sets` (dotted keys, YAML values) overrides the file.
+    Every problem is a SpecError (a UsageError, exit 2) naming the file and line, or the `--set` item."""
+    with _as_spec_error():
+        return _loads(text, path, sets)
+
+
+class _as_spec_error:
+    """Re-raise a plain UsageError (the typed loader's, the bounded reader's) as the SpecError it is here."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, tp, e, tb):
+        if isinstance(e, UsageError) and not isinstance(e, SpecError):
+            raise SpecError(getattr(e, "message", str(e)), path=e.path, line=e.line) from None
+        return False
+
+
+def _loads(text: str, path: str, sets) -> JobSpec:
     import yaml
 
     from .. import config
@@ -268,6 +287,7 @@ def _apply_set(root, item: str) -> str:
         if dataclasses.is_dataclass(tp):
             names = [f.name for f in dataclasses.fields(tp) if not f.metadata.get("internal")]
             if part not in names:
+                import difflib   # only for a hint on an error: off the start-up path
                 hint = difflib.get_close_matches(part, names, n=1)
                 raise UsageError(f"{where}: unknown key '{'.'.join(parts[:i + 1])}'"
                                  + (f"; did you mean '{hint[0]}'?" if hint else ""))

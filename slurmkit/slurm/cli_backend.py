@@ -21,6 +21,55 @@ def _excerpt(text: str) -> str:
     return repr(text[:200] + ("..." if len(text) > 200 else "")) if text else "an empty answer"
 
 
+# --- `sinfo --version` across processes ------------------------------------------------------------------------
+# The version is a property of the sinfo binary: kept under $XDG_CACHE_HOME/slurmkit/sinfo-version.json by the
+# binary's path, device, inode, size and mtime, so every CLI command (submit's cluster check, nodes, audit) spares
+# one process; a new or replaced sinfo is a new key. SLURMKIT_NO_CACHE=1 turns it off.
+
+def _version_key(bin_dir: str | None) -> str | None:
+    import shutil
+    if os.environ.get("SLURMKIT_NO_CACHE"):
+        return None
+    path = os.path.join(bin_dir, "sinfo") if bin_dir else shutil.which("sinfo")
+    try:
+        st = os.stat(path) if path else None
+    except OSError:
+        return None
+    return f"{os.path.realpath(path)}:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}" if st else None
+
+
+def _version_file() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "slurmkit", "sinfo-version.json")
+
+
+def _cached_version(key: str | None) -> str | None:
+    if key is None:
+        return None
+    import json
+    try:
+        with open(_version_file(), encoding="utf-8") as f:
+            v = json.load(f).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return v if isinstance(v, str) and _major_minor(v) else None
+
+
+def _store_version(key: str | None, version: str) -> None:
+    if key is None:
+        return
+    import json
+    path = _version_file()
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({key: version}, f)   # one entry: the sinfo this user runs now
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
 class SlurmError(SlurmkitError):
     """Slurm refused or could not be reached."""
 
@@ -51,9 +100,14 @@ class CliBackend:
     # -- queries ---------------------------------------------------------------------------------------------------
     def version(self) -> str:
         if self._version is None:
-            out = self._run(["sinfo", "--version"]).stdout.strip()   # "slurm 22.05.8" / "slurm-wlm 22.05.8"
-            m = re.search(r"(\d+\.\d+(?:\.\d+)?)", out)
-            self._version = m.group(1) if m else out
+            key = _version_key(self.bin_dir)
+            self._version = _cached_version(key)
+            if self._version is None:
+                out = self._run(["sinfo", "--version"]).stdout.strip()   # "slurm 22.05.8" / "slurm-wlm 22.05.8"
+                m = re.search(r"(\d+\.\d+(?:\.\d+)?)", out)
+                self._version = m.group(1) if m else out
+                if m:
+                    _store_version(key, self._version)
         return self._version
 
     def node_source(self) -> tuple[list[str], str]:

@@ -8,9 +8,20 @@ Everything here is pure (text and data in, data out) except `live`, which runs t
 """
 from __future__ import annotations
 
-from .binding import plan_binding, validate_profile
-from .model import Gpu, Nic, Topology, format_cpulist, parse_cpulist
-from .nvsmi import parse_topo
+# the names below load on first use (PEP 562): `slurmkit submit` imports .binding, and must not pay for the
+# nvidia-smi parser it does not use
+_LAZY = {"plan_binding": "binding", "validate_profile": "binding", "Gpu": "model", "Nic": "model",
+         "Topology": "model", "format_cpulist": "model", "parse_cpulist": "model", "parse_topo": "nvsmi"}
+
+
+def __getattr__(name: str):
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'slurmkit.topology' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+    globals()[name] = value
+    return value
 
 __all__ = ["Gpu", "Nic", "Topology", "format_cpulist", "parse_cpulist", "parse_topo", "plan_binding",
            "profile_from_text", "load_profile", "validate_profile"]
@@ -20,6 +31,7 @@ def profile_from_text(topo_text: str, path: str | None = None, lscpu_text: str |
                       lscpu_path: str | None = None) -> dict:
     """A node profile (the `slurmkit topo --json` document) from `nvidia-smi topo -m` text and, optionally, CPU
     layout text (`lscpu -p`, `lscpu`, or `numactl -H`)."""
+    from .nvsmi import parse_topo
     topo = parse_topo(topo_text, path=path)
     if lscpu_text is not None:
         from .cpus import parse_cpu_layout, resolve
@@ -38,5 +50,6 @@ def load_profile(path: str) -> dict:
             doc = json.loads(text)
         except json.JSONDecodeError as e:
             raise UsageError(f"invalid JSON: {e.msg}", path=path, line=e.lineno) from None
+        from .binding import validate_profile
         return validate_profile(doc, path=path)
     return profile_from_text(text, path=path)

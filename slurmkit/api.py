@@ -1,0 +1,171 @@
+"""The Python API: submit and render job specs from a driver script or a notebook.
+
+    import slurmkit
+    job_id = slurmkit.submit("job.yaml", nodes=2, env={"LR": "3e-4"}, preemption__signal_lead=60)
+    script = slurmkit.render({"command": ["python", "train.py"], "gpus_per_node": 8})
+
+The same path as `slurmkit submit` (slurmkit.jobs.pipeline.build): validation, templates, topology binding and the
+check against the cluster. What does not change between submissions is kept for the life of the process: the site
+config, the Slurm backend and the cluster's nodes (sinfo), so the 2nd..Nth submit costs the render and one sbatch.
+`refresh()` forgets them (after the cluster changed: a node drained, a partition added).
+
+Overrides are spec keys as keyword arguments; `__` reaches into a nested key (`preemption__signal_lead=60` is
+`--set preemption.signal_lead=60`); a value is plain data (JSON-able) and is checked like a `--set` value.
+Errors: SpecError (a UsageError) for a bad spec or a request the cluster cannot hold, with `.path` and `.line`;
+UsageError for a bad site config; SlurmkitError (CommandError) when sbatch/sinfo fail.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from .jobs.pipeline import SpecSource
+
+__all__ = ["Client", "submit", "render", "refresh"]
+
+
+class Client:
+    """Submits specs with one site config; caches the config, the backend and the cluster's nodes.
+
+    `config`: the site config file (default: $SLURMKIT_CONFIG, else /etc/slurmkit/config.yaml, as the CLI).
+    `check`: check each request against the cluster before sbatch (default: the site's submit.check_cluster).
+    Safe to use from several threads."""
+
+    def __init__(self, config: str | os.PathLike[str] | None = None, *, check: bool | None = None):
+        self.config = os.fspath(config) if config is not None else None
+        self.check = check
+        self._lock = threading.Lock()
+        self._settings = None
+        self._backend = None
+        self._nodes = None   # a function returning the node records (joins the first sinfo's thread)
+
+    # --- what is cached for the process ---------------------------------------------------------------------------
+
+    @property
+    def settings(self):
+        """The site config, loaded once."""
+        with self._lock:
+            if self._settings is None:
+                from . import config
+                self._settings = config.load(self.config)
+            return self._settings
+
+    @property
+    def backend(self):
+        """The Slurm backend the site config asks for, made once."""
+        settings = self.settings
+        with self._lock:
+            if self._backend is None:
+                from . import slurm
+                self._backend = slurm.get_backend(settings)
+            return self._backend
+
+    def cluster_nodes(self) -> list:
+        """The cluster's node records (sinfo), asked once and kept until refresh()."""
+        return self._nodes_fn()()
+
+    def _nodes_fn(self):
+        backend = self.backend
+        with self._lock:
+            if self._nodes is None:
+                from .jobs.pipeline import background
+                self._nodes = _remember(background(backend.nodes), self)
+            return self._nodes
+
+    def refresh(self) -> None:
+        """Forget the cached site config, backend and cluster nodes: the next call reads them again."""
+        with self._lock:
+            self._settings = self._backend = self._nodes = None
+
+    # --- the calls ------------------------------------------------------------------------------------------------
+
+    def render(self, spec: SpecSource, /, **overrides: Any) -> str:
+        """The sbatch script for `spec` (a path to a spec file, or the spec as a mapping) with `overrides`;
+        nothing is asked of the cluster and nothing is submitted. Raises SpecError for a bad spec."""
+        from .jobs.pipeline import build
+        _, r = build(spec, self.settings, overrides_to_sets(overrides))
+        return r.script
+
+    def submit(self, spec: SpecSource, /, **overrides: Any) -> int:
+        """Render `spec` with `overrides`, check it against the cluster (unless check is off) and sbatch it;
+        returns the job id. Raises SpecError (with .path/.line) for a bad spec or one the cluster cannot hold,
+        SlurmkitError when sbatch fails."""
+        from .jobs.pipeline import build
+        settings = self.settings
+        check = settings.submit.check_cluster if self.check is None else self.check
+        nodes = self._nodes_fn() if check else None   # the first sinfo runs while the spec is read and rendered
+        _, r = build(spec, settings, overrides_to_sets(overrides), nodes=nodes)
+        return self.backend.submit(r.script)
+
+
+def _remember(result, client: Client):
+    """`result` (a background call's joiner) returning its value every time; an error is not kept: the client
+    forgets the call, so the next submit asks the cluster again."""
+    box: dict = {}
+
+    def nodes():
+        if "value" not in box:
+            try:
+                box["value"] = result()
+            except BaseException:
+                with client._lock:
+                    if client._nodes is nodes:
+                        client._nodes = None
+                raise
+        return box["value"]
+    return nodes
+
+
+def overrides_to_sets(overrides: dict[str, Any]) -> list[str]:
+    """Keyword overrides as `--set` items: `a__b=v` -> `a.b=<v as JSON, which is YAML>`."""
+    from .errors import SpecError
+    from .jobs.pipeline import yaml_text
+    out = []
+    for key, value in overrides.items():
+        try:
+            text = yaml_text(value)
+        except (TypeError, ValueError) as e:
+            raise SpecError(f"override {key}: not plain data (str, int, float, bool, None, list, dict): {e}") \
+                from None
+        out.append(f"{key.replace('__', '.')}={text}")
+    return out
+
+
+# --- one Client per config for the module-level calls -------------------------------------------------------------
+
+_clients: dict[tuple[str | None, bool | None], Client] = {}
+_clients_lock = threading.Lock()
+
+
+def _client(config, check) -> Client:
+    key = (os.fspath(config) if config is not None else None, check)
+    with _clients_lock:
+        c = _clients.get(key)
+        if c is None:
+            c = _clients[key] = Client(config, check=check)
+        return c
+
+
+def submit(spec: SpecSource, /, *, config: str | os.PathLike[str] | None = None, check: bool | None = None,
+           **overrides: Any) -> int:
+    """Submit a job spec (a path to a spec file, or the spec as a mapping) with keyword `overrides`; returns the
+    Slurm job id. `config`: the site config (default as the CLI); `check`: ask the cluster first (default: the
+    site's submit.check_cluster). The site config and the cluster's nodes are cached for the process (refresh()).
+
+        slurmkit.submit("train.yaml", nodes=2, env={"LR": "3e-4"})
+    """
+    return _client(config, check).submit(spec, **overrides)
+
+
+def render(spec: SpecSource, /, *, config: str | os.PathLike[str] | None = None, **overrides: Any) -> str:
+    """The sbatch script `submit` would send for this spec and overrides (nothing is submitted)."""
+    return _client(config, None).render(spec, **overrides)
+
+
+def refresh() -> None:
+    """Forget the cached site configs and cluster facts of the module-level submit()/render()."""
+    with _clients_lock:
+        clients = list(_clients.values())
+    for c in clients:
+        c.refresh()
