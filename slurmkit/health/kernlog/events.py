@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from . import anchors, logline, signatures
+from . import native as _native
 
 _PCI = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f]+)?"
 XID_RE = re.compile(r"NVRM:\s*Xid\s*\(\s*(?:PCI:\s*)?(?P<pci>" + _PCI + r")\s*\)\s*:\s*(?P<code>\d{1,6})\b\s*,?\s*"
@@ -65,12 +66,63 @@ def builtin_keywords() -> tuple[str, ...]:
     return keywords(signatures.builtin())
 
 
-def parse(text: str | bytes, *, extra_signatures=(), ignore_signatures=(), prefilter: bool = True) -> list[Event]:
-    """Every Xid / SXid / signature event in the text (str, or bytes as read from a log file), in log order.
-    prefilter False parses every line (the reference the prefiltered parse must equal)."""
+def pieces(sigs, aer: bool = True) -> tuple[str, ...] | None:
+    """The native prefilter's literals (anchors.pieces) for the same patterns as keywords(): the AER device
+    pattern is left out, the device lines an AER burst names its GPU by are found in the burst's window."""
+    pats = [XID_RE, SXID_RE, LOOKS_XID_RE, GPU_AT_RE] + [s.regex for s in sigs]
+    if aer:
+        pats.append(signatures.data()["aer"]["fatal"])
+    key = ("pieces",) + tuple(p.pattern if isinstance(p, re.Pattern) else p for p in pats)
+    if key not in _KEYWORDS:
+        _KEYWORDS[key] = anchors.pieces(pats)
+    return _KEYWORDS[key]
+
+
+def _native_records(text, sigs, aer: bool, native):
+    """Records of the native prefilter's windows (kernlog.native), or None: not wanted, not installed, a pattern
+    with no literal anchor, or an AER record only the whole log can grade."""
+    lo, hi, buf = 0, None, text
+    if isinstance(text, Part):
+        buf, lo, hi = text.buf, text.lo, text.hi
+    if native is False or isinstance(buf, str) or (native is None and (len(buf) if hi is None else hi) - lo < _native.MIN_BYTES):
+        return None
+    toks = pieces(sigs, aer)
+    kws = keywords(sigs, aer)
+    if toks is None or kws is None or _native.module() is None:
+        return None
+    cfg = signatures.data()["aer"]
+    fatal = anchors.pieces([cfg["fatal"]]) if aer else ()
+    text = _native.reduce(buf, toks, tuple(fatal or ()), cfg["burst_lines"], lo, hi)
+    recs = logline.records(text, kws)
+    if aer and signatures.needs_whole_log(recs):
+        return None
+    return recs
+
+
+@dataclass(frozen=True)
+class Part:
+    """buf[lo:hi] of a log mapped in memory (xid.read_from: what is new since the last hook), without a copy."""
+    buf: object
+    lo: int
+    hi: int
+
+    def __bytes__(self) -> bytes:
+        return bytes(self.buf[self.lo:self.hi])
+
+
+def parse(text, *, extra_signatures=(), ignore_signatures=(), prefilter: bool = True,
+          native: bool | None = None) -> list[Event]:
+    """Every Xid / SXid / signature event in the text (str; bytes, an mmap or a Part of one, as read from a log
+    file), in log order. prefilter False parses every line (the reference the prefiltered parse must equal).
+    native: the native prefilter (kernlog.native) for bytes of at least native.MIN_BYTES (None), always when it
+    imports (True), never (False: the pure-Python path, same events)."""
     sigs = signatures.active(extra_signatures, ignore_signatures)
     aer = "aer" not in set(ignore_signatures or ())
-    recs = logline.records(text, keywords(sigs, aer) if prefilter else None)
+    recs = _native_records(text, sigs, aer, native) if prefilter else None
+    if recs is None:
+        if not isinstance(text, (str, bytes)):
+            text = bytes(text) if isinstance(text, Part) else text[:]      # an mmap: bytes has the count() needed
+        recs = logline.records(text, keywords(sigs, aer) if prefilter else None)
     events: list[Event] = []
     pcis: list[str] = []
     other: list = []

@@ -154,6 +154,21 @@ def seconds(time: str | None) -> float | None:
     return ((month * 31 + day) * 24 + int(m.group("h"))) * 3600 + int(m.group("mi")) * 60 + int(m.group("s")) + frac
 
 
+def continues(line: str) -> bool:
+    """Whether a physical line may belong to the message of the line before it: an indented line (what
+    candidate_lines reads on with, and dmesg's continuation) or a driver line _joins could join. False means a
+    message starts here, whatever came before (kernlog.native cuts windows there)."""
+    if line[:1] in (" ", "\t"):
+        return True
+    if "NVRM:" not in line:
+        return False
+    body = split_prefix(line)[0]
+    if not body.startswith("NVRM:"):
+        return False
+    rest = body[5:].lstrip()
+    return not _FUNC_RE.match(rest) and (rest[:1] == "(" or rest[:1].islower())
+
+
 def _joins(prev: Record, body: str, time: str | None, source: str, lineno: int, last_lineno: int) -> bool:
     """A syslog/journal line that continues the previous driver message (each continuation line carries its own
     prefix there): the very next line, same time and writer, the previous NVRM text unfinished, this one going on
