@@ -81,10 +81,7 @@ def pieces(sigs, aer: bool = True) -> tuple[str, ...] | None:
 def _native_records(text, sigs, aer: bool, native):
     """Records of the native prefilter's windows (kernlog.native), or None: not wanted, not installed, a pattern
     with no literal anchor, or an AER record only the whole log can grade."""
-    lo, hi, buf = 0, None, text
-    if isinstance(text, Part):
-        buf, lo, hi = text.buf, text.lo, text.hi
-    if native is False or isinstance(buf, str) or (native is None and (len(buf) if hi is None else hi) - lo < _native.MIN_BYTES):
+    if native is False or isinstance(text, str) or (native is None and len(text) < _native.MIN_BYTES):
         return None
     toks = pieces(sigs, aer)
     kws = keywords(sigs, aer)
@@ -92,28 +89,16 @@ def _native_records(text, sigs, aer: bool, native):
         return None
     cfg = signatures.data()["aer"]
     fatal = anchors.pieces([cfg["fatal"]]) if aer else ()
-    text = _native.reduce(buf, toks, tuple(fatal or ()), cfg["burst_lines"], lo, hi)
-    recs = logline.records(text, kws)
+    recs = logline.records(_native.reduce(text, toks, tuple(fatal or ()), cfg["burst_lines"]), kws)
     if aer and signatures.needs_whole_log(recs):
         return None
     return recs
 
 
-@dataclass(frozen=True)
-class Part:
-    """buf[lo:hi] of a log mapped in memory (xid.read_from: what is new since the last hook), without a copy."""
-    buf: object
-    lo: int
-    hi: int
-
-    def __bytes__(self) -> bytes:
-        return bytes(self.buf[self.lo:self.hi])
-
-
 def parse(text, *, extra_signatures=(), ignore_signatures=(), prefilter: bool = True,
           native: bool | None = None) -> list[Event]:
-    """Every Xid / SXid / signature event in the text (str; bytes, an mmap or a Part of one, as read from a log
-    file), in log order. prefilter False parses every line (the reference the prefiltered parse must equal).
+    """Every Xid / SXid / signature event in the text (str; bytes or an mmap of a log file, decoded only where a
+    line is read), in log order. prefilter False parses every line (the reference the prefiltered parse must equal).
     native: the native prefilter (kernlog.native) for bytes of at least native.MIN_BYTES (None), always when it
     imports (True), never (False: the pure-Python path, same events)."""
     sigs = signatures.active(extra_signatures, ignore_signatures)
@@ -121,7 +106,7 @@ def parse(text, *, extra_signatures=(), ignore_signatures=(), prefilter: bool = 
     recs = _native_records(text, sigs, aer, native) if prefilter else None
     if recs is None:
         if not isinstance(text, (str, bytes)):
-            text = bytes(text) if isinstance(text, Part) else text[:]      # an mmap: bytes has the count() needed
+            text = text[:]                # an mmap: the pure-Python path needs bytes' count()
         recs = logline.records(text, keywords(sigs, aer) if prefilter else None)
     events: list[Event] = []
     pcis: list[str] = []

@@ -40,10 +40,10 @@ def _automaton(mod, tokens: tuple):
 
 
 class _Lines:
-    """Line arithmetic over a buffer (bytes or mmap: find/rfind, no copy) between lo and hi."""
+    """Line arithmetic over a buffer (bytes or mmap: find/rfind, no copy)."""
 
-    def __init__(self, buf, lo: int, hi: int):
-        self.buf, self.lo, self.hi = buf, lo, hi
+    def __init__(self, buf):
+        self.buf, self.lo, self.hi = buf, 0, len(buf)
         self._cont: dict[int, bool] = {}
 
     def start(self, pos: int) -> int:
@@ -92,26 +92,22 @@ class _Lines:
         return s
 
 
-def windows(buf, tokens: tuple, context: tuple, burst_lines: int, lo: int = 0, hi: int | None = None,
-            mod=None) -> list[list[int]]:
-    """[start, end) byte spans of buf[lo:hi] to parse, in order, disjoint and not touching. tokens: the literals
+def windows(buf, tokens: tuple, context: tuple, burst_lines: int, mod=None) -> list[list[int]]:
+    """[start, end) byte spans of buf to parse, in order, disjoint and not touching. tokens: the literals
     to search; context: literals whose line also needs burst_lines lines around it (fatal AER), each holding a
-    token. None: a token's match could hide one of those (see _shadowed)."""
-    hi = len(buf) if hi is None else hi
+    token."""
     mod = mod or module()
-    view = memoryview(buf)[lo:hi] if (lo or hi != len(buf)) else buf
     wide = _wide(tokens, context)
-    hits = _automaton(mod, tokens).find_matches_as_indexes(view)
-    ln = _Lines(buf, lo, hi)
+    hits = _automaton(mod, tokens).find_matches_as_indexes(buf)
+    ln = _Lines(buf)
     spans: list[list[int]] = []
-    end = lo - 1                                  # where the last window ends
+    end = -1                                      # where the last window ends
     for idx, s, _e in hits:
-        s += lo
         if s < end and idx not in wide:
             continue                              # its line is in the last window already
         ls = ln.start(s)
         if idx in wide:                           # the burst around it, even above the last window
-            a, b = ln.back(ls, lo - 1, burst_lines), ln.forward(ls, burst_lines)
+            a, b = ln.back(ls, -1, burst_lines), ln.forward(ls, burst_lines)
         else:
             a, b = ln.back(ls, end), ln.forward(ls)
         while spans and a <= spans[-1][1]:        # overlapping or touching: one window
@@ -137,10 +133,9 @@ def _wide(tokens: tuple, context: tuple) -> set:
         wide |= more
 
 
-def reduce(buf, tokens: tuple, context: tuple, burst_lines: int, lo: int = 0,
-           hi: int | None = None) -> bytes:
-    """The windows of buf[lo:hi] as one text, burst_lines+1 empty lines between two windows."""
-    spans = windows(buf, tokens, context, burst_lines, lo, hi)
+def reduce(buf, tokens: tuple, context: tuple, burst_lines: int) -> bytes:
+    """The windows of buf as one text, burst_lines+1 empty lines between two windows."""
+    spans = windows(buf, tokens, context, burst_lines)
     gap = b"\n" * (burst_lines + 1)
     parts = []
     for a, b in spans:
