@@ -11,7 +11,6 @@ import re
 from dataclasses import dataclass, field
 
 from . import anchors, logline, signatures
-from . import native as _native
 
 _PCI = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f]+)?"
 XID_RE = re.compile(r"NVRM:\s*Xid\s*\(\s*(?:PCI:\s*)?(?P<pci>" + _PCI + r")\s*\)\s*:\s*(?P<code>\d{1,6})\b\s*,?\s*"
@@ -81,7 +80,10 @@ def pieces(sigs, aer: bool = True) -> tuple[str, ...] | None:
 def _native_records(text, sigs, aer: bool, native):
     """Records of the native prefilter's windows (kernlog.native), or None: not wanted, not installed, a pattern
     with no literal anchor, or an AER record only the whole log can grade."""
-    if native is False or isinstance(text, str) or (native is None and len(text) < _native.MIN_BYTES):
+    if native is False or isinstance(text, str):
+        return None
+    from . import native as _native      # here: the hooks' dmesg text (str) never imports it
+    if native is None and len(text) < _native.MIN_BYTES:
         return None
     toks = pieces(sigs, aer)
     kws = keywords(sigs, aer)
