@@ -29,7 +29,7 @@ class Event:
     pci: str                  # the GPU: normalised PCI address "0000:3b:00", "minor 0", "GPU0", or "" (not named)
     message: str
     line: str                 # the log line as it was, for the evidence
-    lineno: int
+    lineno: int               # 1-based line number (the native path: of the windows it parsed, see kernlog.native)
     time: str | None = None   # the timestamp as printed
     mono: float | None = None  # seconds (since boot, or a wall clock) comparable within the log, when known
     extra: list[str] = field(default_factory=list)   # continuation lines (the "fallen off the bus" block)

@@ -35,7 +35,7 @@ _CLOCK_RE = re.compile(r"(?:(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[T ]|(?P<mon>[A
 @dataclass
 class Record:
     """One kernel message: its first physical line (number, text) and the continuation lines joined to it."""
-    lineno: int               # 1-based
+    lineno: int               # 1-based, in the text parsed (kernlog.native: exact within a window, ordered across)
     line: str                 # the first line as it is in the log (right-stripped), for the evidence
     body: str                 # the message after the prefix, continuation lines joined with one space
     time: str | None          # the timestamp as printed
