@@ -80,10 +80,15 @@ def logs(draw):
 
 @needs_wheel
 @settings(max_examples=300, deadline=None)
-@given(logs())
-def test_generated_logs_give_the_same_events_and_verdict(raw):
-    same(raw)
-    same(raw, ignore_signatures=("aer",))
+@given(logs(), st.sampled_from([1, 7, 64, 300, native.CHUNK]))
+def test_generated_logs_give_the_same_events_and_verdict(raw, chunk):
+    """Searched `chunk` bytes at a time too: a chunk boundary after any line."""
+    was, native.CHUNK = native.CHUNK, chunk
+    try:
+        same(raw)
+        same(raw, ignore_signatures=("aer",))
+    finally:
+        native.CHUNK = was
 
 
 @needs_wheel

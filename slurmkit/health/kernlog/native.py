@@ -16,6 +16,7 @@ from __future__ import annotations
 from . import logline
 
 MIN_BYTES = 1 << 20            # smaller logs: the pure-Python prefilter is as fast, and this import is skipped
+CHUNK = 8 << 20                # bytes searched at a time (a bound on the matches held)
 _MOD: list = []                # [module or None], imported on first use
 _AUTOMATA: dict = {}
 
@@ -98,11 +99,11 @@ def windows(buf, tokens: tuple, context: tuple, burst_lines: int, mod=None) -> l
     token."""
     mod = mod or module()
     wide = _wide(tokens, context)
-    hits = _automaton(mod, tokens).find_matches_as_indexes(buf)
+    ac = _automaton(mod, tokens)
     ln = _Lines(buf)
     spans: list[list[int]] = []
     end = -1                                      # where the last window ends
-    for idx, s, _e in hits:
+    for idx, s in _hits(ac, buf):
         if s < end and idx not in wide:
             continue                              # its line is in the last window already
         ls = ln.start(s)
@@ -116,6 +117,22 @@ def windows(buf, tokens: tuple, context: tuple, burst_lines: int, mod=None) -> l
         spans.append([a, b])
         end = b
     return spans
+
+
+def _hits(ac, buf):
+    """(token index, offset) of every reported match, searched CHUNK bytes at a time (cut after a newline: no
+    match spans two chunks), so the matches held at once stay bounded however big the log."""
+    n = len(buf)
+    with memoryview(buf) as mv:
+        c0 = 0
+        while c0 < n:
+            e = buf.find(b"\n", c0 + CHUNK) if c0 + CHUNK < n else -1
+            c1 = n if e < 0 else e + 1
+            with mv[c0:c1] as part:
+                found = ac.find_matches_as_indexes(part)
+            for idx, s, _e in found:
+                yield idx, s + c0
+            c0 = c1
 
 
 def _wide(tokens: tuple, context: tuple) -> set:
