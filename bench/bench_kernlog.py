@@ -94,6 +94,12 @@ def grep_keywords_once(path: Path) -> float:
     return time.perf_counter() - t0
 
 
+def mapped(f) -> mmap.mmap:
+    """The file mapped read-only, its pages faulted in by one call (MAP_POPULATE, Linux) rather than one fault per
+    4 KiB page during the search (~25% of the search's time here)."""
+    return mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ)
+
+
 def grade_once(path: Path, fallback: bool = False) -> tuple[float, object]:
     """The xid check's parse + evaluate on the file: mapped (native prefilter), or read (the pure-Python path)."""
     s = config.Settings()
@@ -102,7 +108,7 @@ def grade_once(path: Path, fallback: bool = False) -> tuple[float, object]:
         if fallback:
             events = kernlog.parse(f.read(), native=False)
         else:
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            with mapped(f) as mm:
                 events = xid.parse(mm, s.xid)      # bytes: only the lines in a window are decoded
         res = xid.evaluate(events, events, s.xid, live=False)
     return time.perf_counter() - t0, res
@@ -113,7 +119,7 @@ def search_once(path: Path) -> float:
     from slurmkit.health.kernlog import events, native
     toks = events.pieces(events.signatures.active())
     t0 = time.perf_counter()
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+    with open(path, "rb") as f, mapped(f) as mm:
         native._automaton(native.module(), toks).find_matches_as_indexes(mm)
     return time.perf_counter() - t0
 

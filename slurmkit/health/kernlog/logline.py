@@ -160,7 +160,13 @@ def continues(line: str) -> bool:
     message starts here, whatever came before (kernlog.native cuts windows there)."""
     if line[:1] in (" ", "\t"):
         return True
-    if "NVRM:" not in line:
+    i = line.find("NVRM:")
+    while i >= 0:                         # first, without the prefix regex: an "NVRM:" going on in lower case
+        nxt = line[i + 5:i + 64].lstrip()[:1]
+        if nxt == "(" or nxt.islower() or not nxt:
+            break
+        i = line.find("NVRM:", i + 5)
+    if i < 0:
         return False
     body = split_prefix(line)[0]
     if not body.startswith("NVRM:"):
