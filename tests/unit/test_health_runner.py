@@ -279,7 +279,7 @@ def test_prolog_imports_nothing_heavy(tmp_path):
              SLURMKIT_FAKEGPU_SCENARIO=str(SCEN / "healthy-h100x8"), SLURMD_NODENAME="n7")
     code = ("import sys, runpy\nsys.argv=['prolog']\ntry:\n    runpy.run_module('slurmkit.hooks.prolog', "
             "run_name='__main__')\nexcept SystemExit:\n    pass\nprint(sorted(m for m in ('click', 'jinja2', "
-            "'paramiko', 'ClusterShell') if m in sys.modules))")
+            "'paramiko', 'ClusterShell', 'ahocorasick_rs') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, timeout=60)
     assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout + r.stderr
 

@@ -15,14 +15,18 @@ except ImportError:                       # pragma: no cover - Python 3.10
 _MIN = 3                                  # shorter literals ("a", "GP") would make every line a candidate
 
 
-def _options(items) -> list[frozenset]:
-    """Alternative anchor sets of a parsed sequence: each set is one way to say "a match contains one of these"."""
+def _options(items, split: bool = False) -> list[frozenset]:
+    """Alternative anchor sets of a parsed sequence: each set is one way to say "a match contains one of these".
+    split: a literal run gives one option per space-free piece of it (see pieces())."""
     opts: list[frozenset] = []
     run: list[str] = []
 
     def flush():
-        if len(run) >= _MIN:
-            opts.append(frozenset(["".join(run)]))
+        lit = "".join(run)
+        if split:
+            opts.extend(frozenset([p]) for p in lit.split() if len(p) >= _MIN)
+        elif len(lit) >= _MIN:
+            opts.append(frozenset([lit]))
         run.clear()
 
     for op, av in items:
@@ -31,24 +35,25 @@ def _options(items) -> list[frozenset]:
             continue
         flush()
         if op is _c.SUBPATTERN:
-            opts.extend(_options(av[-1]))
+            opts.extend(_options(av[-1], split))
         elif op is _c.BRANCH:
-            branches = [_best(_options(b)) for b in av[1]]
+            branches = [_best(_options(b, split), split) for b in av[1]]
             if all(b is not None for b in branches):
                 opts.append(frozenset().union(*branches))
         elif op in (_c.MAX_REPEAT, _c.MIN_REPEAT, getattr(_c, "POSSESSIVE_REPEAT", None)) and av[0] >= 1:
-            opts.extend(_options(av[2]))
+            opts.extend(_options(av[2], split))
         elif op is getattr(_c, "ATOMIC_GROUP", None):
-            opts.extend(_options(av))
+            opts.extend(_options(av, split))
     flush()
     return opts
 
 
-def _best(opts: list[frozenset]) -> frozenset | None:
-    """The option that cuts most: its shortest literal the longest, then fewest literals."""
+def _best(opts: list[frozenset], split: bool = False) -> frozenset | None:
+    """The option that cuts most: its shortest literal the longest (split: its weakest piece the best by _score),
+    then fewest literals."""
     if not opts:
         return None
-    return max(opts, key=lambda o: (min(map(len, o)), -len(o)))
+    return max(opts, key=lambda o: (min(map(_score if split else len, o)), -len(o)))
 
 
 def options(rx: re.Pattern | str) -> list[frozenset]:
@@ -78,4 +83,41 @@ def keywords(patterns) -> tuple[str, ...] | None:
         for lit in sorted(o, key=len):
             if not covered(lit, chosen):
                 chosen = [g for g in chosen if lit not in g] + [lit]
+    return tuple(chosen)
+
+
+# --- pieces: the most selective anchors, for the native prefilter (kernlog.native) ---------------------------
+# A literal with a space may be cut where a continuation line is joined to its message ("...has" / "NVRM: fallen
+# off the bus" is joined with one space), so only its space-free pieces are sure to lie within one physical line.
+# Which piece cuts most is a guess made once per pattern set, never a question of correctness: the driver's own
+# prefixes (on every driver line) and generic log words rank last, then a piece with an inner capital, a digit or
+# punctuation ("GSP", "RmInitAdapter", "(Fatal)": rarely part of another word, unlike "init" in "initialized"), then
+# the longer piece.
+COMMON = frozenset({"NVRM", "NVRM:", "nvidia", "nvidia:", "NVIDIA", "failed", "error", "status", "device", "driver"})
+
+
+def _score(lit: str) -> tuple:
+    marked = any(c.isupper() or c.isdigit() or c in "_-=()[]" for c in lit[1:])
+    return (lit not in COMMON, marked, len(lit))
+
+
+def pieces(patterns) -> tuple[str, ...] | None:
+    """Space-free literals such that every match of every pattern contains one of them within one physical line
+    (None: some pattern has none, or one holds a replacement character a bad byte decodes to)."""
+    chosen: list[str] = []
+    for rx in patterns:
+        rx = re.compile(rx) if isinstance(rx, str) else rx
+        if rx.flags & re.IGNORECASE or isinstance(rx.pattern, bytes):
+            return None
+        opts = _options(_p.parse(rx.pattern, rx.flags & ~re.UNICODE), True)
+        if not opts:
+            return None
+        if any(all(covered(lit, chosen) for lit in o) for o in opts):
+            continue
+        o = max(opts, key=lambda o: (min(map(_score, o)), -len(o)))
+        for lit in o:
+            if not covered(lit, chosen):
+                chosen = [g for g in chosen if lit not in g] + [lit]
+    if any("\ufffd" in c for c in chosen):
+        return None
     return tuple(chosen)

@@ -29,7 +29,7 @@ class Event:
     pci: str                  # the GPU: normalised PCI address "0000:3b:00", "minor 0", "GPU0", or "" (not named)
     message: str
     line: str                 # the log line as it was, for the evidence
-    lineno: int
+    lineno: int               # 1-based line number (the native path: of the windows it parsed, see kernlog.native)
     time: str | None = None   # the timestamp as printed
     mono: float | None = None  # seconds (since boot, or a wall clock) comparable within the log, when known
     extra: list[str] = field(default_factory=list)   # continuation lines (the "fallen off the bus" block)
@@ -65,12 +65,51 @@ def builtin_keywords() -> tuple[str, ...]:
     return keywords(signatures.builtin())
 
 
-def parse(text: str | bytes, *, extra_signatures=(), ignore_signatures=(), prefilter: bool = True) -> list[Event]:
-    """Every Xid / SXid / signature event in the text (str, or bytes as read from a log file), in log order.
-    prefilter False parses every line (the reference the prefiltered parse must equal)."""
+def pieces(sigs, aer: bool = True) -> tuple[str, ...] | None:
+    """The native prefilter's literals (anchors.pieces) for the same patterns as keywords(): the AER device
+    pattern is left out, the device lines an AER burst names its GPU by are found in the burst's window."""
+    pats = [XID_RE, SXID_RE, LOOKS_XID_RE, GPU_AT_RE] + [s.regex for s in sigs]
+    if aer:
+        pats.append(signatures.data()["aer"]["fatal"])
+    key = ("pieces",) + tuple(p.pattern if isinstance(p, re.Pattern) else p for p in pats)
+    if key not in _KEYWORDS:
+        _KEYWORDS[key] = anchors.pieces(pats)
+    return _KEYWORDS[key]
+
+
+def _native_records(text, sigs, aer: bool, native):
+    """Records of the native prefilter's windows (kernlog.native), or None: not wanted, not installed, a pattern
+    with no literal anchor, or an AER record only the whole log can grade."""
+    if native is False or isinstance(text, str):
+        return None
+    from . import native as _native      # here: the hooks' dmesg text (str) never imports it
+    if native is None and len(text) < _native.MIN_BYTES:
+        return None
+    toks = pieces(sigs, aer)
+    kws = keywords(sigs, aer)
+    if toks is None or kws is None or _native.module() is None:
+        return None
+    cfg = signatures.data()["aer"]
+    fatal = anchors.pieces([cfg["fatal"]]) if aer else ()
+    recs = logline.records(_native.reduce(text, toks, tuple(fatal or ()), cfg["burst_lines"]), kws)
+    if aer and signatures.needs_whole_log(recs):
+        return None
+    return recs
+
+
+def parse(text, *, extra_signatures=(), ignore_signatures=(), prefilter: bool = True,
+          native: bool | None = None) -> list[Event]:
+    """Every Xid / SXid / signature event in the text (str; bytes or an mmap of a log file, decoded only where a
+    line is read), in log order. prefilter False parses every line (the reference the prefiltered parse must equal).
+    native: the native prefilter (kernlog.native) for bytes of at least native.MIN_BYTES (None), always when it
+    imports (True), never (False: the pure-Python path, same events)."""
     sigs = signatures.active(extra_signatures, ignore_signatures)
     aer = "aer" not in set(ignore_signatures or ())
-    recs = logline.records(text, keywords(sigs, aer) if prefilter else None)
+    recs = _native_records(text, sigs, aer, native) if prefilter else None
+    if recs is None:
+        if not isinstance(text, (str, bytes)):
+            text = text[:]                # an mmap: the pure-Python path needs bytes' count()
+        recs = logline.records(text, keywords(sigs, aer) if prefilter else None)
     events: list[Event] = []
     pcis: list[str] = []
     other: list = []

@@ -35,7 +35,7 @@ _CLOCK_RE = re.compile(r"(?:(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[T ]|(?P<mon>[A
 @dataclass
 class Record:
     """One kernel message: its first physical line (number, text) and the continuation lines joined to it."""
-    lineno: int               # 1-based
+    lineno: int               # 1-based, in the text parsed (kernlog.native: exact within a window, ordered across)
     line: str                 # the first line as it is in the log (right-stripped), for the evidence
     body: str                 # the message after the prefix, continuation lines joined with one space
     time: str | None          # the timestamp as printed
@@ -152,6 +152,27 @@ def seconds(time: str | None) -> float | None:
     month = int(m.group("mo")) if m.group("mo") else _MONTHS.get((m.group("mon") or "").lower(), 0)
     frac = float("0." + m.group("f")) if m.group("f") else 0.0
     return ((month * 31 + day) * 24 + int(m.group("h"))) * 3600 + int(m.group("mi")) * 60 + int(m.group("s")) + frac
+
+
+def continues(line: str) -> bool:
+    """Whether a physical line may belong to the message of the line before it: an indented line (what
+    candidate_lines reads on with, and dmesg's continuation) or a driver line _joins could join. False means a
+    message starts here, whatever came before (kernlog.native cuts windows there)."""
+    if line[:1] in (" ", "\t"):
+        return True
+    i = line.find("NVRM:")
+    while i >= 0:                         # first, without the prefix regex: an "NVRM:" going on in lower case
+        nxt = line[i + 5:i + 64].lstrip()[:1]
+        if nxt == "(" or nxt.islower() or not nxt:
+            break
+        i = line.find("NVRM:", i + 5)
+    if i < 0:
+        return False
+    body = split_prefix(line)[0]
+    if not body.startswith("NVRM:"):
+        return False
+    rest = body[5:].lstrip()
+    return not _FUNC_RE.match(rest) and (rest[:1] == "(" or rest[:1].islower())
 
 
 def _joins(prev: Record, body: str, time: str | None, source: str, lineno: int, last_lineno: int) -> bool:

@@ -137,15 +137,39 @@ def aer_matches(records) -> list[Match]:
         if not fatal.search(r.body):
             continue
         d = dev.match(r.body)
-        named = norm_pci(m.group("pci")) if (m := re.search(r"error received:? (?:id=\S+ )?"
-                                                            r"(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:"
-                                                            r"[0-9A-Fa-f]{2}(?:\.\d+)?)", r.body)) else None
+        named = _named(r.body)
         if d and d.group("drv") == "nvidia":
             out.append(Match(sig_gpu, norm_pci(d.group("pci")), r))
             continue
         gpu = named if named and _is_nvidia(named, recs, dev) else _gpu_in_burst(i, recs, dev, cfg)
         out.append(Match(sig_gpu, gpu, r) if gpu else Match(sig_port, norm_pci(d.group("pci")) if d else None, r))
     return out
+
+
+_NAMED_RE = re.compile(r"error received:? (?:id=\S+ )?"
+                       r"(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.\d+)?)")
+
+
+def _named(body: str) -> str | None:
+    """The device an AER record says the error came from ("error received: 0000:02:00.0"), if it names one."""
+    m = _NAMED_RE.search(body)
+    return norm_pci(m.group("pci")) if m else None
+
+
+def needs_whole_log(records) -> bool:
+    """Whether grading the AER records among `records` (a part of a log: kernlog.native's windows) needs the rest:
+    a fatal record on a port that names a device no record here shows as an NVIDIA one (that may be anywhere)."""
+    cfg = data()["aer"]
+    fatal, dev = re.compile(cfg["fatal"]), re.compile(cfg["device"])
+    recs = list(records)
+    for r in recs:
+        if not fatal.search(r.body):
+            continue
+        d = dev.match(r.body)
+        named = _named(r.body)
+        if named and not (d and d.group("drv") == "nvidia") and not _is_nvidia(named, recs, dev):
+            return True
+    return False
 
 
 def _is_nvidia(pci: str, recs, dev) -> bool:
