@@ -159,9 +159,11 @@ def _log(settings, node: str, step: str, status: str, reason: str, evidence: dic
     return rec
 
 
-def recheck_done(settings, node: str, asked: dict, report, boot_id: str) -> list[dict]:
-    """The first health run of a new boot after slurmkit's reboot: `rebooted`, then the recheck's verdict."""
-    ev = {"boot_id": boot_id, "asked": asked.get("time"), "cause": (asked.get("evidence") or {}).get("cause")}
+def recheck_done(settings, node: str, asked: dict, report, boot_id: str, action: str = "none") -> list[dict]:
+    """The first health run of a new boot after slurmkit's reboot: `rebooted`, then the recheck's verdict
+    (`action`: what the run's drain did)."""
+    ev = {"boot_id": boot_id, "asked": asked.get("time"), "cause": (asked.get("evidence") or {}).get("cause"),
+          "drain": action}
     out = [_log(settings, node, "rebooted", "ok", f"new boot {boot_id} after the reboot of {asked.get('time')}",
                 ev)]
     if report.healthy:

@@ -141,20 +141,24 @@ def main(environ=None, *, dry=False) -> int:
             return 0
         env = {k: v for k, v in environ.items() if not k.startswith(("SLURM_JOB", "CUDA_VISIBLE"))}
         env["SLURMD_NODENAME"] = node
-        report, _ = run_hook("health", settings, env, checks=checks, job_gpus=None,
-                             budget=settings.health.periodic_budget_seconds)
+        report, action = run_hook("health", settings, env, checks=checks, job_gpus=None,
+                                  budget=settings.health.periodic_budget_seconds)
         if rem:
-            _remediate(settings, node, backend, rem, report)
+            _remediate(settings, node, backend, rem, report, action)
         return 0 if report.healthy else 1
     finally:
         os.close(lock)
 
 
-def _remediate(settings, node: str, backend, rem, report) -> None:
+def _remediate(settings, node: str, backend, rem, report, action: str) -> None:
     from ..health import remediate
     records, boot, asked = rem
     if asked is not None and boot:
-        records = records + remediate.recheck_done(settings, node, asked, report, boot)
+        # slurmd runs this first run of the new boot before it registers (measured on 22.05: waiting here for
+        # the registration only delays it), so slurmctld still shows DOWN+REBOOT_ISSUED and a failure cannot
+        # drain yet: nextstate=RESUME returns the node, and the next run (one HealthCheckInterval) drains it
+        # again; its Xid marks were not moved (the drain was not made), so that run sees the same fault
+        records = records + remediate.recheck_done(settings, node, asked, report, boot, action)
     step = remediate.act(settings, node, backend=backend, boot_id=boot, records=records)
     if step is not None:
         print(f"slurmkit health: {node}: {step['action']}: {step['reason']}", file=sys.stderr)
