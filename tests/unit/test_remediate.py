@@ -117,3 +117,20 @@ def test_settings_are_off_by_default_and_validated():
         HealthSettings(remediate_actions=["RESTART_BM", "REPLACE_GPU"])
     with pytest.raises(ValueError, match="remediate_flap_limit"):
         HealthSettings(remediate_flap_limit=0)
+
+
+def test_audit_shows_remediation_steps_and_names_flapping(utc_local_time):
+    """SYNTHETIC node record and health log: a node drained as flapping after two reboots."""
+    from datetime import timedelta
+    from slurmkit import audit as A
+    from slurmkit.settings import AuditSettings
+    rec = NodeRecord(name="n1", state="IDLE", flags=["DRAIN"], reason="slurmkit:flapping xid79 x2 in 24h",
+                     reason_user="root", reason_time=iso(NOW)[:-1])
+    log = [{"time": iso(NOW - 30), "node": "n1", "context": "health", "check": "xid", "status": "fail",
+            "reason": "GPU 0000:5d:00 fell off the bus", "action": "drained", "code": "xid79"},
+           step("reboot-asked", NOW - 20), step("recheck-failed", NOW - 10), step("flapping", NOW)]
+    table = A.load_causes(AuditSettings().causes_file)
+    (entry,) = A.audit([rec], table=table, prefix=PREFIX, now=datetime.fromtimestamp(NOW, timezone.utc),
+                       health={"n1": log}, evidence_window=timedelta(minutes=30))
+    assert entry.cause.id == "flapping"
+    assert [r["action"] for r in entry.evidence if r["check"] == "remediate"][0] == "flapping"
