@@ -210,7 +210,9 @@ def test_remediation_reboots_a_drained_node_and_it_returns_once_its_scenario_is_
     c.wait(lambda: "recheck-passed" in remediation_steps(c, "n2", n), timeout=90, what="n2's recheck")
     rec = c.wait(lambda: (lambda r: r if r.state == "IDLE" and not r.flags else None)(c.node("n2")), timeout=60,
                  what="n2 back in service")
-    assert rec.reason == ""
+    # 22.05 clears the reason on the return; 24.11 keeps slurmkit's reboot reason (+ " : reboot issued") on
+    # the IDLE node (measured): either way it is in service, not drained
+    assert not rec.drained and (rec.reason == "" or rec.reason.startswith("slurmkit:xid79 remediation reboot"))
     assert (c.dir / "fakegpu" / "boot" / "n2").read_text() != boot        # a new boot, made by the RebootProgram
     assert remediation_steps(c, "n2", n)[:3] == ["reboot-asked", "rebooted", "recheck-passed"]
     assert not c.node("n1").drained
