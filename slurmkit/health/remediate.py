@@ -9,9 +9,9 @@ reboot fixes, and gives up on a node that keeps failing.
 - The flap limit: after `health.remediate_flap_limit` reboots of one node within the window, no more reboots:
   the node stays drained as `slurmkit:flapping <cause> xN in 24h` for a human.
 
-Every step is a health-log record (check "remediate", action = the step: reboot-asked, would-reboot,
-reboot-failed: ..., rebooted, recheck-passed, recheck-failed, flapping, would-flap; the would- steps of
---dry-run are printed, never logged), and the count of reboots
+Every step is a health-log record (check "remediate", action = the step: reboot-asked,
+reboot-failed: ..., flap-drain-failed: ..., rebooted, recheck-passed, recheck-failed, flapping; `slurmkit
+health --dry-run` prints the decision and logs nothing), and the count of reboots
 comes from those records: the policy is a pure function over the node's own log (`decide`, `after_reboot`).
 Light imports: the health hook runs it.
 """
@@ -146,12 +146,10 @@ def history(settings, node: str) -> list[dict]:
         return []
 
 
-def _log(settings, node: str, step: str, status: str, reason: str, evidence: dict, *, write: bool = True) -> dict:
+def _log(settings, node: str, step: str, status: str, reason: str, evidence: dict) -> dict:
     from .. import healthlog
     rec = healthlog.record(check=CHECK, status=status, reason=reason, evidence=evidence, context="health",
                            node=node, action=step)
-    if not write:               # --dry-run: said, not logged (a would-be step must not count as one)
-        return rec
     try:
         healthlog.write(settings, [rec])
     except OSError:
@@ -175,7 +173,14 @@ def recheck_done(settings, node: str, asked: dict, report, boot_id: str, action:
     return out
 
 
-def act(settings, node: str, *, backend, boot_id: str | None, records, dry_run: bool = False) -> dict | None:
+def decision(settings, rec, records) -> Decision:
+    """`decide` with the site's settings, now."""
+    h = settings.health
+    return decide(rec, records, prefix=settings.drain.prefix, actions=h.remediate_actions,
+                  limit=h.remediate_flap_limit, window_seconds=h.remediate_flap_window_hours * 3600, now=time.time())
+
+
+def act(settings, node: str, *, backend, boot_id: str | None, records) -> dict | None:
     """Look the node up now (a drain may have just been made) and reboot it, mark it flapping, or do nothing.
     Returns the step's health-log record (None when nothing was done)."""
     from ..errors import SlurmkitError
@@ -185,27 +190,20 @@ def act(settings, node: str, *, backend, boot_id: str | None, records, dry_run: 
         rec = next((r for r in backend.nodes(node) if r.name == node), None)
     except SlurmkitError:
         return None                  # the next run decides; nothing is done on a state that could not be read
-    d = decide(rec, records, prefix=prefix, actions=h.remediate_actions, limit=h.remediate_flap_limit,
-               window_seconds=h.remediate_flap_window_hours * 3600, now=time.time())
+    d = decision(settings, rec, records)
     if d.step == "none":
         return None
     ev = {"cause": d.tag, "reboots_in_window": d.count, "limit": h.remediate_flap_limit,
           "window_hours": h.remediate_flap_window_hours, "boot_id": boot_id, "was": rec.reason}
     if d.step == "flapping":
         reason = flapping_reason(prefix, d.tag, d.count, h.remediate_flap_window_hours)
-        if dry_run:
-            return _log(settings, node, "would-flap", "warn", reason, ev, write=False)
-        try:
-            backend.drain(node, reason)
-        except SlurmkitError as e:
-            return _log(settings, node, f"flap-drain-failed: {e}", "fail", reason, ev)
-        return _log(settings, node, "flapping", "fail", reason, ev)
-    detail = rec.reason.strip()[len(prefix) + len(d.tag):].strip()
-    reason = reboot_reason(prefix, d.tag, d.count, h.remediate_flap_limit, detail)
-    if dry_run:
-        return _log(settings, node, "would-reboot", "warn", reason, ev, write=False)
+        step, status, call, failed = "flapping", "fail", backend.drain, "flap-drain-failed"
+    else:
+        detail = rec.reason.strip()[len(prefix) + len(d.tag):].strip()
+        reason = reboot_reason(prefix, d.tag, d.count, h.remediate_flap_limit, detail)
+        step, status, call, failed = ASKED, "warn", backend.reboot, "reboot-failed"
     try:
-        backend.reboot(node, reason)
+        call(node, reason)
     except SlurmkitError as e:
-        return _log(settings, node, f"reboot-failed: {e}", "fail", reason, ev)
-    return _log(settings, node, ASKED, "warn", reason, ev)
+        return _log(settings, node, f"{failed}: {e}", "fail", reason, ev)
+    return _log(settings, node, step, status, reason, ev)

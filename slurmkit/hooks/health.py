@@ -95,10 +95,7 @@ def dry_run(settings, node: str, rec) -> int:
     """What remediation would do with the node now; runs no check and changes nothing."""
     from ..health import remediate
     h = settings.health
-    records = remediate.history(settings, node)
-    d = remediate.decide(rec, records, prefix=settings.drain.prefix, actions=h.remediate_actions,
-                         limit=h.remediate_flap_limit, window_seconds=h.remediate_flap_window_hours * 3600,
-                         now=__import__("time").time())
+    d = remediate.decision(settings, rec, remediate.history(settings, node))
     what = {"none": "nothing", "reboot": "reboot it (scontrol reboot ASAP nextstate=RESUME)",
             "flapping": "leave it drained as flapping"}[d.step]
     off = "" if h.remediate else " (health.remediate is off: nothing would run)"
