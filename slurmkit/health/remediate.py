@@ -135,25 +135,29 @@ def reboot_reason(prefix: str, tag: str, count: int, limit: int, detail: str) ->
 
 # --- the shell: Slurm and the health log ----------------------------------------------------------------------
 
-def history(settings, node: str) -> list[dict]:
-    """The node's health-log records within the flap window (plus the slack the log reader keeps)."""
+def history(settings, node: str) -> list[dict] | None:
+    """The node's health-log records within the flap window (plus the slack the log reader keeps); None when the
+    log cannot be read: then the reboots cannot be counted, and remediation does nothing (fail closed)."""
     from .. import healthlog
     since = time.time() - settings.health.remediate_flap_window_hours * 3600
     stamp = datetime.fromtimestamp(since, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
         return list(healthlog.read(settings.paths.health_log, node=node, since=stamp))
     except (OSError, ValueError):
-        return []
+        return None
 
 
-def _log(settings, node: str, step: str, status: str, reason: str, evidence: dict) -> dict:
+def _log(settings, node: str, step: str, status: str, reason: str, evidence: dict, *, must: bool = False) -> dict:
+    """Write one step to the health log. `must`: the step is what the flap limit counts, so an OSError is
+    raised (the caller then does not reboot: a reboot nobody can count could loop forever)."""
     from .. import healthlog
     rec = healthlog.record(check=CHECK, status=status, reason=reason, evidence=evidence, context="health",
                            node=node, action=step)
     try:
         healthlog.write(settings, [rec])
     except OSError:
-        pass
+        if must:
+            raise
     return rec
 
 
@@ -186,6 +190,8 @@ def act(settings, node: str, *, backend, boot_id: str | None, records) -> dict |
     from ..errors import SlurmkitError
     h = settings.health
     prefix = settings.drain.prefix
+    if records is None:
+        return None                  # the log could not be read: no count, no reboot
     try:
         rec = next((r for r in backend.nodes(node) if r.name == node), None)
     except SlurmkitError:
@@ -202,8 +208,12 @@ def act(settings, node: str, *, backend, boot_id: str | None, records) -> dict |
         detail = rec.reason.strip()[len(prefix) + len(d.tag):].strip()
         reason = reboot_reason(prefix, d.tag, d.count, h.remediate_flap_limit, detail)
         step, status, call, failed = ASKED, "warn", backend.reboot, "reboot-failed"
+        try:            # counted first: a reboot whose record cannot be written is not asked for
+            asked = _log(settings, node, ASKED, status, reason, ev, must=True)
+        except OSError as e:
+            return {"action": f"reboot-not-asked: cannot write the health log ({e})", "reason": reason}
     try:
         call(node, reason)
     except SlurmkitError as e:
         return _log(settings, node, f"{failed}: {e}", "fail", reason, ev)
-    return _log(settings, node, step, status, reason, ev)
+    return asked if step == ASKED else _log(settings, node, step, status, reason, ev)

@@ -88,14 +88,18 @@ def _remediation(settings, node: str):
     from ..health.checks.xid import boot_id
     records = remediate.history(settings, node)
     boot = boot_id(settings, node)
-    return records, boot, remediate.after_reboot(records, boot)
+    return records, boot, remediate.after_reboot(records or [], boot)
 
 
 def dry_run(settings, node: str, rec) -> int:
     """What remediation would do with the node now; runs no check and changes nothing."""
     from ..health import remediate
     h = settings.health
-    d = remediate.decision(settings, rec, remediate.history(settings, node))
+    records = remediate.history(settings, node)
+    if records is None:
+        print(f"{node}: remediation would do nothing: the health log {settings.paths.health_log} cannot be read")
+        return 0
+    d = remediate.decision(settings, rec, records)
     what = {"none": "nothing", "reboot": "reboot it (scontrol reboot ASAP nextstate=RESUME)",
             "flapping": "leave it drained as flapping"}[d.step]
     off = "" if h.remediate else " (health.remediate is off: nothing would run)"
@@ -150,7 +154,7 @@ def main(environ=None, *, dry=False) -> int:
 def _remediate(settings, node: str, backend, rem, report, action: str) -> None:
     from ..health import remediate
     records, boot, asked = rem
-    if asked is not None and boot:
+    if asked is not None and boot and records is not None:
         # slurmd runs this first run of the new boot before it registers (measured on 22.05: waiting here for
         # the registration only delays it), so slurmctld still shows DOWN+REBOOT_ISSUED and a failure cannot
         # drain yet: nextstate=RESUME returns the node, and the next run (one HealthCheckInterval) drains it

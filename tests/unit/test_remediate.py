@@ -134,3 +134,41 @@ def test_audit_shows_remediation_steps_and_names_flapping(utc_local_time):
                        health={"n1": log}, evidence_window=timedelta(minutes=30))
     assert entry.cause.id == "flapping"
     assert [r["action"] for r in entry.evidence if r["check"] == "remediate"][0] == "flapping"
+
+
+class FakeBackend:
+    """A stand-in for Slurm in a unit test of the shell's ordering only (the real Slurm runs in
+    tests/integration/test_health_program.py)."""
+
+    def __init__(self, rec):
+        self.rec, self.reboots = rec, []
+
+    def nodes(self, name):
+        return [self.rec]
+
+    def reboot(self, node, reason):
+        self.reboots.append((node, reason))
+
+
+def test_no_reboot_when_the_count_cannot_be_read_or_written(tmp_path):
+    from slurmkit.settings import Settings, PathsSettings
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")                  # the log "directory" is a file: every write fails, root's too
+    s = Settings(paths=PathsSettings(state_dir=str(tmp_path / "state"), health_log=str(blocker) + "/"),
+                 health=HealthSettings(remediate=True))
+    b = FakeBackend(node())
+    assert R.act(s, "n1", backend=b, boot_id="b0", records=None) is None and b.reboots == []
+    got = R.act(s, "n1", backend=b, boot_id="b0", records=[])
+    assert got["action"].startswith("reboot-not-asked") and b.reboots == []
+
+
+def test_the_reboot_is_counted_before_it_is_asked(tmp_path):
+    from slurmkit import healthlog
+    from slurmkit.settings import Settings, PathsSettings
+    s = Settings(paths=PathsSettings(state_dir=str(tmp_path / "state"), health_log=str(tmp_path / "h") + "/"),
+                 health=HealthSettings(remediate=True))
+    b = FakeBackend(node())
+    got = R.act(s, "n1", backend=b, boot_id="b0", records=[])
+    assert got["action"] == "reboot-asked" and b.reboots == [("n1", got["reason"])]
+    (rec,) = list(healthlog.read(str(tmp_path / "h") + "/", node="n1"))
+    assert rec["action"] == "reboot-asked" and rec["evidence"]["boot_id"] == "b0"
