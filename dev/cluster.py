@@ -177,11 +177,14 @@ PartitionName=gpu Nodes={",".join(nodes)} Default=YES MaxTime=INFINITE State=UP 
 
 
 def health_lines(a, hooks: Path) -> str:
-    """HealthCheckProgram (slurmkit's health/health through the wrapper) every --health-interval seconds."""
+    """HealthCheckProgram (slurmkit's health/health through the wrapper) every --health-interval seconds, and
+    the RebootProgram that "reboots" one node (dev/reboot-node: restarts that node's slurmd with a new fake boot).
+    ResumeTimeout bounds a reboot: a node not back in time is set DOWN by Slurm."""
     n = getattr(a, "health_interval", 0)
+    lines = f"RebootProgram={REPO}/dev/reboot-node\nResumeTimeout=60\n"
     if not n:
-        return ""
-    return f"HealthCheckProgram={hooks}/health\nHealthCheckInterval={n}\nHealthCheckNodeState=ANY\n"
+        return lines
+    return lines + f"HealthCheckProgram={hooks}/health\nHealthCheckInterval={n}\nHealthCheckNodeState=ANY\n"
 
 
 def render_gres_conf(a, d: Path) -> str:
@@ -260,6 +263,8 @@ audit:
 # health checks (issue 3): what the healthy-h100x8 scenario shows is what a healthy node must show
 health:
   command_timeout: 3          # short, so the `hang` scenario fails fast in tests (production default: 10)
+{remediate_lines(a)}xid:
+  boot_id_file: {d}/fakegpu/boot/{{node}}   # each fake node's boot (dev/reboot-node gives it a new one)
 gpu_procs:
   grace_seconds: 1            # the epilog waits this long for a job's processes to leave its GPUs
 gpu_count:
@@ -276,6 +281,14 @@ efficiency:                   # issue 15: fast samples so test jobs of seconds g
   start_grace: 30
   steps_dir: {d}/steps        # report_step() files (jobs export SLURMKIT_STEPS_DIR to match)
 """
+
+
+def remediate_lines(a) -> str:
+    """--remediate N: health.remediate on, with a flap limit of N reboots (a short window keeps tests apart)."""
+    n = getattr(a, "remediate", 0)
+    if not n:
+        return ""
+    return f"  remediate: true\n  remediate_flap_limit: {n}\n"
 
 
 def write_hooks(a, d: Path) -> None:
@@ -308,9 +321,11 @@ def setup_fakegpu(a, d: Path) -> None:
     nodes_dir = d / "fakegpu" / "nodes"
     nodes_dir.mkdir(parents=True, exist_ok=True)
     overrides = dict(s.split("=", 1) for s in a.scenario)
+    (d / "fakegpu" / "boot").mkdir(parents=True, exist_ok=True)
     for node in node_names(a.nodes):
         scen = overrides.get(node, a.default_scenario)
         set_scenario(d, node, scen)
+        (d / "fakegpu" / "boot" / node).write_text(f"dev-boot-{node}-{time.time():.0f}\n")   # the first boot
 
 
 def set_scenario(d: Path, node: str, scenario: str) -> None:
@@ -528,6 +543,8 @@ def main(argv=None) -> None:
     add_hook_paths(u)
     u.add_argument("--health-interval", type=int, default=0, metavar="SECONDS",
                    help="run slurmkit's health program as Slurm's HealthCheckProgram this often (0: not at all)")
+    u.add_argument("--remediate", type=int, default=0, metavar="N",
+                   help="health.remediate on in the site config, flap limit N reboots (0: off, the default)")
     u.add_argument("--default-scenario", default="healthy-h100x8")
     u.add_argument("--scenario", action="append", default=[], metavar="NODE=SCENARIO")
     u.add_argument("--timeout", type=float, default=60)

@@ -237,7 +237,12 @@ def find_evidence(rec: NodeRecord, cause: Cause, check: str | None, node_log: li
         got = [r for r in failed if near(r)]
     else:
         got = []
-    return list(reversed(got))[:limit]
+    out = list(reversed(got))[:limit]
+    if cause.by == "slurmkit":
+        # remediation's steps (health.remediate: reboot asked, rebooted, recheck, flapping) belong to the story
+        steps = [r for r in node_log if r.get("check") == "remediate" and r not in out]
+        out = list(reversed(steps))[:limit] + out
+    return out
 
 
 # --- the audit --------------------------------------------------------------------------------------------------
@@ -294,7 +299,8 @@ def audit(records: Iterable[NodeRecord], *, table: CauseTable, prefix: str, now:
         ev = find_evidence(rec, cause, check, health.get(rec.name, []), limit=evidence_per_node,
                            window=evidence_window) if evidence_per_node > 0 else []
         if cause.by == "slurmkit":
-            check = next((r["check"] for r in ev if isinstance(r.get("check"), str)), check)
+            check = next((r["check"] for r in ev if isinstance(r.get("check"), str) and r["check"] != "remediate"),
+                         check)
         step = cause.next_with_evidence if (ev and cause.next_with_evidence) else cause.next
         if cause.by == "slurmkit" and check:
             step = step.replace("CHECK", check)

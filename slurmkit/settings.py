@@ -355,6 +355,8 @@ class XidSettings(Section):
     fatal_extra: list[int] = num(default_factory=list, lo=0, hi=10**6)  # codes fatal beyond the catalog
     ignore: list[int] = num(default_factory=list, lo=0, hi=10**6)       # codes never to act on
     unknown_status: Literal["ok", "warn", "fail"] = "warn"   # a code the catalog does not know
+    # the kernel's boot id, to tell a new boot ({node}: the node's name; the dev cluster's fake nodes have one each)
+    boot_id_file: str = "/proc/sys/kernel/random/boot_id"
     log_file: str | None = None      # read this kernel log file (kern.log, messages) from where the last hook
                                      # stopped, instead of running `dmesg` (which reads the whole ring buffer)
     userspace: Literal["ok", "warn", "fail"] = "warn"   # a GPU fault in a line userspace wrote (not `kernel:`)
@@ -412,6 +414,10 @@ class NcclSettings(Section):
     timeout: float = num(300.0, 0, DAY, lo_open=True)  # seconds for all_reduce_perf
 
 
+# the Xid catalog's actions a reboot can fix (slurmkit/data/xid_catalog.json)
+REMEDIABLE = ("RESET_GPU", "RESTART_BM")
+
+
 @section
 class HealthSettings(Section):
     """Which checks each hook runs, and how long they may take."""
@@ -438,6 +444,19 @@ class HealthSettings(Section):
     sweep_qos: str | None = None     # the QOS of the sweep jobs (default: none given)
     sweep_time_limit: str = "00:30:00"  # time limit of a sweep job
     sweep_nice: int = num(10000, 0, 2147483645)  # sbatch --nice of a sweep job: behind every user job
+    # remediation (opt-in): a health run reboots an idle node slurmkit drained for a cause a reboot fixes
+    # (`scontrol reboot ASAP nextstate=RESUME`; needs RebootProgram and ResumeTimeout in slurm.conf)
+    remediate: bool = False          # reboot idle nodes slurmkit drained for a cause in remediate_actions
+    remediate_actions: list[str] = field(default_factory=lambda: ["RESET_GPU", "RESTART_BM"])  # causes' actions
+    remediate_flap_limit: int = num(3, 1, 100)  # after this many reboots of a node in the window: a human's
+    remediate_flap_window_hours: float = num(24.0, 0.01, 24 * 365)  # the window the flap limit counts in
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        bad = sorted(set(self.remediate_actions) - set(REMEDIABLE))
+        if bad:
+            raise ValueError(f"remediate_actions: {', '.join(bad)} cannot be remediated by a reboot "
+                             f"(expected some of {', '.join(REMEDIABLE)})")
 
 
 @section

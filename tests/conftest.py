@@ -32,7 +32,7 @@ def sync_user():
 
 # what the README's compatibility table reports per Slurm version; `@pytest.mark.compat("audit")` puts an
 # integration test in the subset that dev/test.sh runs on every version, under that capability
-CAPABILITIES = ("nodes", "drain/resume", "prolog drain", "epilog sync", "submit", "run/requeue", "audit", "install",
+CAPABILITIES = ("nodes", "drain/resume", "prolog drain", "health", "epilog sync", "submit", "run/requeue", "audit", "install",
                 "dev cluster")
 _compat_of: dict[str, list[str]] = {}        # test id -> its capabilities
 _compat_outcome: dict[str, str] = {}         # test id -> passed | failed | skipped

@@ -25,6 +25,6 @@ scontrol update JobId="$job" StartTime=now+2 2>/dev/null || true
 for _ in $(seq 100); do [ -s "$SLURMKIT_DEV_DIR/demo-health.out" ] && break; sleep 0.3; done
 cat "$SLURMKIT_DEV_DIR/demo-health.out"
 step "The evidence in the health log"
-grep -h '"status": "fail"' "$SLURMKIT_DEV_DIR"/slurmkit/health/n3.jsonl | tail -1 | $py -m json.tool | head -30
+grep -h '"status": "fail"' "$SLURMKIT_DEV_DIR"/slurmkit/health/n3.jsonl | tail -1 | $py -m json.tool | sed -n 1,30p   # sed reads it all: head's early exit broke json.tool's pipe (exit 32 under pipefail)
 $py dev/cluster.py scenario n3 healthy-h100x8
 scontrol update NodeName=n3 State=RESUME

@@ -102,7 +102,8 @@ def _run_heavy(ctx: Ctx, checks, node: str | None) -> int:
 @click.option("--checks", default="nccl,dcgm", show_default=True, help="Heavy checks for --sweep/--run-heavy.")
 @click.option("--run-heavy", is_flag=True, help="Run the heavy checks on this node now (what a sweep job runs).")
 @click.option("--node", metavar="NAME", help="This node's Slurm name (default: SLURMD_NODENAME, the hostname).")
-@click.option("--dry-run", is_flag=True, help="With --sweep: print the job scripts, submit nothing.")
+@click.option("--dry-run", is_flag=True, help="With --sweep: print the job scripts, submit nothing. Alone: say what "
+              "remediation would do with this node (health.remediate), run no check, change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="With --sweep: print JSON.")
 @pass_ctx
 def health(ctx: Ctx, target, checks, run_heavy, node, dry_run, as_json):
@@ -119,4 +120,4 @@ def health(ctx: Ctx, target, checks, run_heavy, node, dry_run, as_json):
     env = dict(os.environ)
     if node:
         env["SLURMD_NODENAME"] = node
-    return main(env)
+    return main(env, dry=dry_run)

@@ -169,6 +169,13 @@ class CliBackend:
             raise SlurmError("a drain needs a reason")
         self._run(["scontrol", "update", f"NodeName={nodes}", "State=DRAIN", f"Reason={reason}"])
 
+    def reboot(self, nodes: str, reason: str) -> None:
+        """`scontrol reboot ASAP nextstate=RESUME`: Slurm drains the node, reboots it once idle (RebootProgram) and
+        resumes it when slurmd registers after the boot."""
+        if not reason.strip():
+            raise SlurmError("a reboot needs a reason")
+        self._run(["scontrol", "reboot", "ASAP", "nextstate=RESUME", f"reason={reason}", nodes])
+
     def resume(self, nodes: str) -> None:
         self._run(["scontrol", "update", f"NodeName={nodes}", "State=RESUME"])
 

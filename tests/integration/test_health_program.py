@@ -1,6 +1,9 @@
 """slurmkit's HealthCheckProgram on a real Slurm cluster of its own (2 nodes, HealthCheckInterval=3, started and
-stopped here by pid): a node whose fake GPU turns bad while idle is drained between jobs; an admin's drain is
-never touched; a busy node runs only the checks that cannot disturb its job; runs never overlap."""
+stopped here by pid; on 24.11/26.05 inside that version's root fs, as the whole test run is): a node whose fake GPU
+turns bad while idle is drained between jobs; an admin's drain is never touched; a busy node runs only the checks
+that cannot disturb its job; runs never overlap. Remediation (health.remediate, turned on by the tests that need
+it) reboots a drained node through the dev RebootProgram (dev/reboot-node: that node's slurmd restarts with a new
+fake boot): a node whose scenario is healthy again returns, one that keeps failing stays drained as flapping."""
 import fcntl
 import json
 import os
@@ -13,7 +16,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 VERSION = os.environ.get("SLURMKIT_DEV_SLURM", "22.05")
-pytestmark = pytest.mark.skipif(VERSION != "22.05", reason="its own cluster is started from the host: 22.05 only")
+# the session cluster's port +13..+15 (dev/test.sh gives each version its own base; +5/+6, +10..+12 and +19 are
+# other tests'), and a directory beside the session cluster's
+PORT = int(os.environ.get("SLURMKIT_DEV_PORT", "6917")) + 13
+DIR = Path(os.environ.get("SLURMKIT_DEV_DIR", "/tmp/slurmkit-test") + "-health")
+FLAP_LIMIT = 3
 
 from slurmkit import healthlog  # noqa: E402
 from slurmkit.slurm.cli_backend import CliBackend  # noqa: E402
@@ -66,11 +73,10 @@ class HealthCluster:
 
 @pytest.fixture(scope="module")
 def hc(tmp_path_factory):
-    port = int(os.environ.get("SLURMKIT_TEST_PORT", "6917")) + 70
-    d = Path(os.environ.get("SLURMKIT_TEST_DIR", "/tmp/slurmkit-test") + "-health")
-    c = HealthCluster(d, port)
+    c = HealthCluster(DIR, PORT)
     c.dev("down")
-    r = c.dev("up", "--nodes", "2", "--port", str(port), "--health-interval", "3")
+    r = c.dev("up", "--slurm", VERSION, "--nodes", "2", "--port", str(PORT), "--health-interval", "3",
+              timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     try:
         yield c
@@ -79,9 +85,24 @@ def hc(tmp_path_factory):
         c.dev("down")
 
 
+def set_remediate(c, on: bool) -> None:
+    """health.remediate in the cluster's site config (the hooks pick a changed config up at their next run)."""
+    conf = c.dir / "slurmkit.yaml"
+    text = conf.read_text()
+    lines = f"  remediate: true\n  remediate_flap_limit: {FLAP_LIMIT}\n"
+    text = text.replace(lines, "")
+    if on:
+        text = text.replace("\nhealth:\n", "\nhealth:\n" + lines, 1)
+    tmp = conf.with_name(".slurmkit.yaml.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, conf)
+
+
 @pytest.fixture
 def fresh(hc):
+    set_remediate(hc, False)
     for n in ("n1", "n2"):
+        (hc.dir / "fakegpu" / "boot" / f"{n}.hold").unlink(missing_ok=True)
         hc.dev("scenario", n, "healthy-h100x8")
     hc.run("scancel", "--full", "-p", "gpu", check=False)
     for n in ("n1", "n2"):
@@ -91,6 +112,7 @@ def fresh(hc):
     return hc
 
 
+@pytest.mark.compat("health")
 def test_an_idle_node_whose_gpu_falls_off_the_bus_is_drained_between_jobs(fresh):
     c = fresh
     before = len(c.records("n2"))
@@ -103,8 +125,10 @@ def test_an_idle_node_whose_gpu_falls_off_the_bus_is_drained_between_jobs(fresh)
     assert not c.node("n1").drained                       # the healthy node keeps running jobs
 
 
-def test_an_admins_drain_is_never_touched(fresh):
+@pytest.mark.compat("health")
+def test_an_admins_drain_is_never_touched_not_even_by_remediation(fresh):
     c = fresh
+    set_remediate(c, True)
     admin = "admin: PSU swap ticket 4411"
     c.run("scontrol", "update", "NodeName=n1", "State=DRAIN", f"Reason={admin}")
     c.dev("scenario", "n1", "xid79")
@@ -113,7 +137,9 @@ def test_an_admins_drain_is_never_touched(fresh):
            what="a health run on n1")
     time.sleep(4)
     assert c.node("n1").reason == admin
+    assert c.node("n1").drained and not {"REBOOT_REQUESTED", "REBOOT_ISSUED"} & set(c.node("n1").flags)
     assert c.records("n1", check="xid", status="fail")[-1]["action"] == "skipped-admin-drain"
+    assert c.records("n1", check="remediate") == []
 
 
 def test_a_busy_node_runs_only_the_checks_that_cannot_disturb_its_job(fresh):
@@ -161,3 +187,57 @@ def test_the_program_finds_slurm_conf_from_slurmd_when_slurm_gives_none(fresh):
     n = len(c.records("n1", context="health"))
     c.wait(lambda: len(c.records("n1", context="health")) > n, what="slurmd's own health runs on n1")
     assert all(r["status"] in ("ok", "skip") for r in c.records("n1", context="health")[n:])
+
+
+def remediation_steps(c, node, since):
+    return [r["action"] for r in c.records(node, check="remediate")[since:]]
+
+
+@pytest.mark.compat("health")
+def test_remediation_reboots_a_drained_node_and_it_returns_once_its_scenario_is_healthy(fresh):
+    c = fresh
+    set_remediate(c, True)
+    hold = c.dir / "fakegpu" / "boot" / "n2.hold"
+    hold.touch()                          # the "reboot" waits in POST while the scenario changes
+    boot = (c.dir / "fakegpu" / "boot" / "n2").read_text()
+    n = len(c.records("n2", check="remediate"))
+    c.dev("scenario", "n2", "xid79")
+    c.wait(lambda: "reboot-asked" in remediation_steps(c, "n2", n), timeout=60, what="a reboot asked for n2")
+    asked = c.records("n2", check="remediate")[n]
+    assert asked["reason"].startswith("slurmkit:xid79 remediation reboot 1/3")
+    c.dev("scenario", "n2", "healthy-h100x8")      # what the reboot fixed
+    hold.unlink()
+    c.wait(lambda: "recheck-passed" in remediation_steps(c, "n2", n), timeout=90, what="n2's recheck")
+    rec = c.wait(lambda: (lambda r: r if r.state == "IDLE" and not r.flags else None)(c.node("n2")), timeout=60,
+                 what="n2 back in service")
+    # 22.05 clears the reason on the return; 24.11 keeps slurmkit's reboot reason (+ " : reboot issued") on
+    # the IDLE node (measured): either way it is in service, not drained
+    assert not rec.drained and (rec.reason == "" or rec.reason.startswith("slurmkit:xid79 remediation reboot"))
+    assert (c.dir / "fakegpu" / "boot" / "n2").read_text() != boot        # a new boot, made by the RebootProgram
+    assert remediation_steps(c, "n2", n)[:3] == ["reboot-asked", "rebooted", "recheck-passed"]
+    assert not c.node("n1").drained
+
+
+@pytest.mark.compat("health")
+def test_a_node_that_keeps_failing_after_reboots_stays_drained_as_flapping(fresh):
+    c = fresh
+    set_remediate(c, True)
+    n = len(c.records("n1", check="remediate"))
+    c.dev("scenario", "n1", "xid79")                # a fault no reboot fixes
+    rec = c.wait(lambda: (lambda r: r if r.reason.startswith("slurmkit:flapping") else None)(c.node("n1")),
+                 timeout=180, what="n1 drained as flapping")
+    assert rec.reason.startswith(f"slurmkit:flapping xid79 x{FLAP_LIMIT} in 24h") and rec.drained
+    steps = remediation_steps(c, "n1", n)
+    assert steps.count("reboot-asked") == FLAP_LIMIT and steps.count("recheck-failed") == FLAP_LIMIT
+    assert steps[-1] == "flapping"
+    time.sleep(8)                                   # and it stays so: no more reboots
+    assert c.node("n1").reason == rec.reason and remediation_steps(c, "n1", n) == steps
+    out = subprocess.run([sys.executable, "-m", "slurmkit.cli", "audit", "--json"], capture_output=True,
+                         text=True, timeout=120, env=c.env)
+    entry = next(e for e in json.loads(out.stdout)["nodes"] if e["node"] == "n1")
+    assert any(ev.get("check") == "remediate" and ev.get("action") == "flapping" for ev in entry["evidence"])
+    dry = subprocess.run([sys.executable, "-m", "slurmkit.cli", "health", "--dry-run", "--node", "n1"],
+                         capture_output=True, text=True, timeout=120, env=dict(c.env, SLURMKIT_FAKE_NODE="n1",
+                                                                               SLURMKIT_FAKEGPU_DIR=str(c.dir / "fakegpu")))
+    assert dry.returncode == 0 and "would do nothing: flapping" in dry.stdout, dry
+    assert remediation_steps(c, "n1", n) == steps and c.node("n1").reason == rec.reason

@@ -81,10 +81,12 @@ def parse(text: str | bytes, s) -> list:
                          ignore_signatures=getattr(s, "ignore_signatures", ()))
 
 
-def _boot_id() -> str | None:
+def boot_id(settings, node: str) -> str | None:
+    """This boot's id (xid.boot_id_file, `{node}` filled in), or None when it cannot be read."""
+    path = getattr(settings.xid, "boot_id_file", "/proc/sys/kernel/random/boot_id").replace("{node}", node)
     try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            return f.read().strip()
+        with open(path) as f:
+            return f.read(256).strip() or None
     except OSError:
         return None
 
@@ -126,7 +128,7 @@ def run(ctx) -> Result:
         if not events and not logline.looks_like_a_log(text, kernlog.events.builtin_keywords()):
             raise NoData("no kernel-log lines in this input (expected dmesg, journalctl or syslog output)")
         return evaluate(events, events, s, live=False)
-    boot = _boot_id()
+    boot = boot_id(ctx.settings, ctx.node)
     new = kernlog.new_events(events, state, boot)
     res = evaluate(new, events, s)
     return _deferred(res, path, state, kernlog.next_state(events, boot))

@@ -1,0 +1,219 @@
+"""Remediation (opt-in, `health.remediate`): a health run reboots an idle node that slurmkit drained for a cause a
+reboot fixes, and gives up on a node that keeps failing.
+
+- Only a slurmkit drain (the reason carries the prefix; never an admin's), only a node with no job, only when the
+  cause's action (the Xid catalog's or the kernel-log signature's: "xid79" -> RESTART_BM) is in
+  `health.remediate_actions`: `scontrol reboot ASAP nextstate=RESUME reason="slurmkit:<tag> remediation ..."`.
+- After the reboot (a new boot id) the health run rechecks the whole profile: Slurm's nextstate=RESUME returns
+  the node, and a check that fails drains it again with the fresh reason.
+- The flap limit: after `health.remediate_flap_limit` reboots of one node within the window, no more reboots:
+  the node stays drained as `slurmkit:flapping <cause> xN in 24h` for a human.
+
+Every step is a health-log record (check "remediate", action = the step: reboot-asked,
+reboot-failed: ..., flap-drain-failed: ..., rebooted, recheck-passed, recheck-failed, flapping; `slurmkit
+health --dry-run` prints the decision and logs nothing), and the count of reboots
+comes from those records: the policy is a pure function over the node's own log (`decide`, `after_reboot`).
+Light imports: the health hook runs it.
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+CHECK = "remediate"
+ASKED = "reboot-asked"
+FLAPPING_TAG = "flapping"
+_XID_TAG = re.compile(r"^s?xid(\d+)$")
+_BUSY = {"ALLOCATED", "MIXED", "COMPLETING"}
+_REBOOTING = {"REBOOT_REQUESTED", "REBOOT_ISSUED"}
+
+
+def cause_action(tag: str | None) -> str | None:
+    """What the Xid catalog or the kernel-log signatures say fixes the cause a drain tag names: "xid79" ->
+    "RESTART_BM", "sxid20034" -> "RESET_GPU", "xid_gpulost" -> the signature's action; None when no table knows it
+    (a check's own tag like "ecc" or "nccl": no reboot)."""
+    if not tag:
+        return None
+    if tag.startswith("sxid"):
+        return "RESET_GPU"
+    m = _XID_TAG.match(tag)
+    if m:
+        from .kernlog.policy import catalog
+        entry = catalog().get("xid", {}).get(m.group(1))
+        return entry.get("action") if isinstance(entry, dict) else None
+    from .kernlog.signatures import data
+    for sig in data().get("signatures", ()):
+        if sig.get("code") == tag and sig.get("status", "fail") == "fail":
+            return sig.get("action", "RESTART_BM")
+    return None
+
+
+def record_time(rec: dict) -> float | None:
+    t = rec.get("time")
+    if not isinstance(t, str):
+        return None
+    try:
+        return datetime.strptime(t, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
+
+
+def steps(records) -> list[dict]:
+    """The remediation records among a node's health-log records, in file order."""
+    return [r for r in records if isinstance(r, dict) and r.get("check") == CHECK]
+
+
+def reboots_in_window(records, now: float, window_seconds: float) -> int:
+    """How many reboots slurmkit asked for within the window (a record with no readable time counts: the limit
+    fails safe, towards a human)."""
+    n = 0
+    for r in steps(records):
+        if r.get("action") != ASKED:
+            continue
+        t = record_time(r)
+        if t is None or now - t <= window_seconds:
+            n += 1
+    return n
+
+
+def after_reboot(records, boot_id: str | None) -> dict | None:
+    """The `reboot-asked` record this boot follows (its boot id differs from now and no later step says the
+    recheck ran), or None. An unreadable boot id is no new boot."""
+    if not boot_id:
+        return None
+    last = next(iter(reversed(steps(records))), None)
+    if last is None or last.get("action") != ASKED:
+        return None
+    before = (last.get("evidence") or {}).get("boot_id")
+    return last if before and before != boot_id else None
+
+
+@dataclass
+class Decision:
+    step: str              # none | reboot | flapping
+    why: str
+    tag: str | None = None
+    count: int = 0         # reboots within the window so far
+
+
+def decide(rec, records, *, prefix: str, actions, limit: int, window_seconds: float, now: float) -> Decision:
+    """What remediation does with a node (pure): `rec` its Slurm record now, `records` its health-log records."""
+    if rec is None:
+        return Decision("none", "the node's state is unknown")
+    reason = (rec.reason or "").strip()
+    if "DRAIN" not in rec.flags or not reason.startswith(prefix):
+        return Decision("none", "not drained by slurmkit" if "DRAIN" in rec.flags else "not drained")
+    if _REBOOTING & set(rec.flags):
+        return Decision("none", "a reboot is under way")
+    if rec.state in _BUSY or rec.cpus_alloc or rec.gpus_used or rec.state == "DOWN" or "NOT_RESPONDING" in rec.flags:
+        return Decision("none", f"node is {rec.state_text}: no reboot while a job runs or slurmd is away")
+    tag = reason[len(prefix):].split(" ", 1)[0] or None
+    if tag == FLAPPING_TAG:
+        return Decision("none", "flapping: left for a human", tag)
+    action = cause_action(tag)
+    if action is None or action not in actions:
+        return Decision("none", f"cause {tag} ({action or 'no catalog action'}) is not one a reboot fixes here", tag)
+    n = reboots_in_window(records, now, window_seconds)
+    if n >= limit:
+        return Decision("flapping", f"{n} reboots in the window (limit {limit})", tag, n)
+    return Decision("reboot", f"cause {tag}: {action}; reboot {n + 1} of at most {limit} in the window", tag, n)
+
+
+def flapping_reason(prefix: str, tag: str, count: int, window_hours: float) -> str:
+    return f"{prefix}{FLAPPING_TAG} {tag} x{count} in {window_hours:g}h"
+
+
+def reboot_reason(prefix: str, tag: str, count: int, limit: int, detail: str) -> str:
+    """`slurmkit:<tag> remediation reboot 1/3: <the drain's detail>`: still the cause's tag first, so the reason
+    names the check that drained the node."""
+    from ..drain import MAX_REASON
+    text = " ".join(f"{prefix}{tag} remediation reboot {count + 1}/{limit}: {detail}".split())
+    return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3] + "..."
+
+
+# --- the shell: Slurm and the health log ----------------------------------------------------------------------
+
+def history(settings, node: str) -> list[dict] | None:
+    """The node's health-log records within the flap window (plus the slack the log reader keeps); None when the
+    log cannot be read: then the reboots cannot be counted, and remediation does nothing (fail closed)."""
+    from .. import healthlog
+    since = time.time() - settings.health.remediate_flap_window_hours * 3600
+    stamp = datetime.fromtimestamp(since, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        return list(healthlog.read(settings.paths.health_log, node=node, since=stamp))
+    except (OSError, ValueError):
+        return None
+
+
+def _log(settings, node: str, step: str, status: str, reason: str, evidence: dict, *, must: bool = False) -> dict:
+    """Write one step to the health log. `must`: the step is what the flap limit counts, so an OSError is
+    raised (the caller then does not reboot: a reboot nobody can count could loop forever)."""
+    from .. import healthlog
+    rec = healthlog.record(check=CHECK, status=status, reason=reason, evidence=evidence, context="health",
+                           node=node, action=step)
+    try:
+        healthlog.write(settings, [rec])
+    except OSError:
+        if must:
+            raise
+    return rec
+
+
+def recheck_done(settings, node: str, asked: dict, report, boot_id: str, action: str = "none") -> list[dict]:
+    """The first health run of a new boot after slurmkit's reboot: `rebooted`, then the recheck's verdict
+    (`action`: what the run's drain did)."""
+    ev = {"boot_id": boot_id, "asked": asked.get("time"), "cause": (asked.get("evidence") or {}).get("cause"),
+          "drain": action}
+    out = [_log(settings, node, "rebooted", "ok", f"new boot {boot_id} after the reboot of {asked.get('time')}",
+                ev)]
+    if report.healthy:
+        out.append(_log(settings, node, "recheck-passed", "ok", "every check passed after the reboot", ev))
+    else:
+        f = report.failures[0]
+        out.append(_log(settings, node, "recheck-failed", "fail",
+                        f"{f.code or f.check} failed again after the reboot: {f.reason}", ev))
+    return out
+
+
+def decision(settings, rec, records) -> Decision:
+    """`decide` with the site's settings, now."""
+    h = settings.health
+    return decide(rec, records, prefix=settings.drain.prefix, actions=h.remediate_actions,
+                  limit=h.remediate_flap_limit, window_seconds=h.remediate_flap_window_hours * 3600, now=time.time())
+
+
+def act(settings, node: str, *, backend, boot_id: str | None, records) -> dict | None:
+    """Look the node up now (a drain may have just been made) and reboot it, mark it flapping, or do nothing.
+    Returns the step's health-log record (None when nothing was done)."""
+    from ..errors import SlurmkitError
+    h = settings.health
+    prefix = settings.drain.prefix
+    if records is None:
+        return None                  # the log could not be read: no count, no reboot
+    try:
+        rec = next((r for r in backend.nodes(node) if r.name == node), None)
+    except SlurmkitError:
+        return None                  # the next run decides; nothing is done on a state that could not be read
+    d = decision(settings, rec, records)
+    if d.step == "none":
+        return None
+    ev = {"cause": d.tag, "reboots_in_window": d.count, "limit": h.remediate_flap_limit,
+          "window_hours": h.remediate_flap_window_hours, "boot_id": boot_id, "was": rec.reason}
+    if d.step == "flapping":
+        reason = flapping_reason(prefix, d.tag, d.count, h.remediate_flap_window_hours)
+        step, status, call, failed = "flapping", "fail", backend.drain, "flap-drain-failed"
+    else:
+        detail = rec.reason.strip()[len(prefix) + len(d.tag):].strip()
+        reason = reboot_reason(prefix, d.tag, d.count, h.remediate_flap_limit, detail)
+        step, status, call, failed = ASKED, "warn", backend.reboot, "reboot-failed"
+        try:            # counted first: a reboot whose record cannot be written is not asked for
+            asked = _log(settings, node, ASKED, status, reason, ev, must=True)
+        except OSError as e:
+            return {"action": f"reboot-not-asked: cannot write the health log ({e})", "reason": reason}
+    try:
+        call(node, reason)
+    except SlurmkitError as e:
+        return _log(settings, node, f"{failed}: {e}", "fail", reason, ev)
+    return asked if step == ASKED else _log(settings, node, step, status, reason, ev)

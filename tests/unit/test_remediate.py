@@ -1,0 +1,174 @@
+"""Remediation's policy (slurmkit/health/remediate.py): a pure function of the node's Slurm record and its own
+health-log records. Node records and log records here are SYNTHETIC (built in the test)."""
+from datetime import datetime, timezone
+
+import pytest
+from hypothesis import given, strategies as st
+
+from slurmkit.health import remediate as R
+from slurmkit.settings import HealthSettings
+from slurmkit.slurm.records import NodeRecord
+
+PREFIX = "slurmkit:"
+NOW = 1_800_000_000.0
+DAY = 86400.0
+
+
+def iso(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def node(reason="slurmkit:xid79 GPU 0000:5d:00 fell off the bus", state="IDLE", flags=("DRAIN",), **kw):
+    return NodeRecord(name="n1", state=state, flags=list(flags), reason=reason, **kw)
+
+
+def step(action, t, boot="b0"):
+    return {"time": iso(t), "node": "n1", "context": "health", "check": "remediate", "status": "warn",
+            "action": action, "evidence": {"boot_id": boot, "cause": "xid79"}}
+
+
+def decide(rec, records=(), limit=3, window=DAY, actions=("RESET_GPU", "RESTART_BM")):
+    return R.decide(rec, list(records), prefix=PREFIX, actions=actions, limit=limit, window_seconds=window, now=NOW)
+
+
+def test_cause_actions_come_from_the_catalog_and_the_signatures():
+    assert R.cause_action("xid79") == "RESTART_BM"
+    assert R.cause_action("xid_gpulost") == "RESTART_BM"
+    assert R.cause_action("sxid20034") == "RESET_GPU"
+    assert R.cause_action("ecc") is None and R.cause_action("nccl") is None and R.cause_action(None) is None
+    assert R.cause_action("xid13") not in ("RESET_GPU", "RESTART_BM")     # an application error: no reboot
+
+
+def test_a_slurmkit_drain_for_a_reboot_cause_on_an_idle_node_is_rebooted():
+    d = decide(node())
+    assert (d.step, d.tag, d.count) == ("reboot", "xid79", 0)
+
+
+@pytest.mark.parametrize("rec, why", [
+    (node(reason="admin: PSU swap ticket 4411"), "not drained by slurmkit"),
+    (node(flags=()), "not drained"),
+    (node(state="MIXED", flags=("DRAIN",), cpus_alloc=4), "job"),
+    (node(flags=("DRAIN", "REBOOT_REQUESTED")), "reboot is under way"),
+    (node(state="DOWN"), "slurmd"),
+    (node(reason="slurmkit:ecc volatile uncorrectable 3"), "not one a reboot fixes"),
+    (node(reason="slurmkit:flapping xid79 x3 in 24h"), "human"),
+    (None, "unknown"),
+])
+def test_no_reboot_where_it_is_not_ours_or_not_safe(rec, why):
+    d = decide(rec)
+    assert d.step == "none" and why in d.why
+
+
+def test_an_action_the_site_left_out_is_not_remediated():
+    assert decide(node(), actions=("RESET_GPU",)).step == "none"
+
+
+def test_the_flap_limit_counts_reboots_in_the_window_only():
+    recent = [step("reboot-asked", NOW - 3600 * h) for h in (1, 2, 3)]
+    d = decide(node(), recent)
+    assert (d.step, d.count) == ("flapping", 3)
+    assert R.flapping_reason(PREFIX, d.tag, d.count, 24) == "slurmkit:flapping xid79 x3 in 24h"
+    old = [step("reboot-asked", NOW - 2 * DAY)] * 5 + recent[:2]
+    assert decide(node(), old).step == "reboot"
+    # steps that are not reboots do not count
+    assert decide(node(), recent[:2] + [step("rebooted", NOW), step("recheck-failed", NOW)]).step == "reboot"
+
+
+@given(st.lists(st.tuples(st.sampled_from(["reboot-asked", "rebooted", "recheck-passed", "recheck-failed",
+                                           "flapping"]), st.floats(0, 3 * DAY)), max_size=30),
+       st.integers(1, 10), st.floats(60, 2 * DAY))
+def test_policy_reboots_only_below_the_limit(steps_, limit, window):
+    records = [step(a, NOW - age) for a, age in steps_]
+    d = decide(node(), records, limit=limit, window=window)
+    # record times are whole seconds: the reference counts with the same rounding
+    asked = sum(1 for a, age in steps_ if a == "reboot-asked" and NOW - R.record_time(step(a, NOW - age)) <= window)
+    assert d.count == asked
+    assert d.step == ("reboot" if asked < limit else "flapping")
+
+
+@given(st.lists(st.fixed_dictionaries({"check": st.sampled_from(["remediate", "xid", None]),
+                                       "action": st.text(max_size=12), "time": st.text(max_size=25)}),
+                max_size=20))
+def test_policy_never_raises_on_odd_records(records):
+    d = decide(node(), records)
+    assert d.step in ("reboot", "flapping")
+    assert R.after_reboot(records, "b1") is None or R.after_reboot(records, "b1")["action"] == "reboot-asked"
+
+
+def test_after_reboot_is_the_first_run_of_a_new_boot_after_our_reboot():
+    asked = step("reboot-asked", NOW - 60, boot="b0")
+    assert R.after_reboot([asked], "b0") is None              # the same boot: the reboot has not happened yet
+    assert R.after_reboot([asked], "b1") is asked
+    assert R.after_reboot([asked], None) is None              # an unreadable boot id is no new boot
+    assert R.after_reboot([asked, step("rebooted", NOW, boot="b1")], "b1") is None
+    assert R.after_reboot([], "b1") is None
+
+
+def test_reboot_reason_keeps_the_cause_tag_first():
+    r = R.reboot_reason(PREFIX, "xid79", 0, 3, "GPU 0000:5d:00 fell off the bus")
+    assert r == "slurmkit:xid79 remediation reboot 1/3: GPU 0000:5d:00 fell off the bus"
+    assert len(R.reboot_reason(PREFIX, "xid79", 0, 3, "x" * 500)) <= 200
+
+
+def test_settings_are_off_by_default_and_validated():
+    h = HealthSettings()
+    assert h.remediate is False and h.remediate_flap_limit == 3 and h.remediate_flap_window_hours == 24
+    with pytest.raises(ValueError, match="remediate_actions"):
+        HealthSettings(remediate_actions=["RESTART_BM", "REPLACE_GPU"])
+    with pytest.raises(ValueError, match="remediate_flap_limit"):
+        HealthSettings(remediate_flap_limit=0)
+
+
+def test_audit_shows_remediation_steps_and_names_flapping(utc_local_time):
+    """SYNTHETIC node record and health log: a node drained as flapping after two reboots."""
+    from datetime import timedelta
+    from slurmkit import audit as A
+    from slurmkit.settings import AuditSettings
+    rec = NodeRecord(name="n1", state="IDLE", flags=["DRAIN"], reason="slurmkit:flapping xid79 x2 in 24h",
+                     reason_user="root", reason_time=iso(NOW)[:-1])
+    log = [{"time": iso(NOW - 30), "node": "n1", "context": "health", "check": "xid", "status": "fail",
+            "reason": "GPU 0000:5d:00 fell off the bus", "action": "drained", "code": "xid79"},
+           step("reboot-asked", NOW - 20), step("recheck-failed", NOW - 10), step("flapping", NOW)]
+    table = A.load_causes(AuditSettings().causes_file)
+    (entry,) = A.audit([rec], table=table, prefix=PREFIX, now=datetime.fromtimestamp(NOW, timezone.utc),
+                       health={"n1": log}, evidence_window=timedelta(minutes=30))
+    assert entry.cause.id == "flapping"
+    assert [r["action"] for r in entry.evidence if r["check"] == "remediate"][0] == "flapping"
+
+
+class FakeBackend:
+    """A stand-in for Slurm in a unit test of the shell's ordering only (the real Slurm runs in
+    tests/integration/test_health_program.py)."""
+
+    def __init__(self, rec):
+        self.rec, self.reboots = rec, []
+
+    def nodes(self, name):
+        return [self.rec]
+
+    def reboot(self, node, reason):
+        self.reboots.append((node, reason))
+
+
+def test_no_reboot_when_the_count_cannot_be_read_or_written(tmp_path):
+    from slurmkit.settings import Settings, PathsSettings
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")                  # the log "directory" is a file: every write fails, root's too
+    s = Settings(paths=PathsSettings(state_dir=str(tmp_path / "state"), health_log=str(blocker) + "/"),
+                 health=HealthSettings(remediate=True))
+    b = FakeBackend(node())
+    assert R.act(s, "n1", backend=b, boot_id="b0", records=None) is None and b.reboots == []
+    got = R.act(s, "n1", backend=b, boot_id="b0", records=[])
+    assert got["action"].startswith("reboot-not-asked") and b.reboots == []
+
+
+def test_the_reboot_is_counted_before_it_is_asked(tmp_path):
+    from slurmkit import healthlog
+    from slurmkit.settings import Settings, PathsSettings
+    s = Settings(paths=PathsSettings(state_dir=str(tmp_path / "state"), health_log=str(tmp_path / "h") + "/"),
+                 health=HealthSettings(remediate=True))
+    b = FakeBackend(node())
+    got = R.act(s, "n1", backend=b, boot_id="b0", records=[])
+    assert got["action"] == "reboot-asked" and b.reboots == [("n1", got["reason"])]
+    (rec,) = list(healthlog.read(str(tmp_path / "h") + "/", node="n1"))
+    assert rec["action"] == "reboot-asked" and rec["evidence"]["boot_id"] == "b0"
