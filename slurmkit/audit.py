@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 from .drain import check_of_tag
 from .errors import UsageError

@@ -26,7 +26,7 @@ import re
 import socket
 import stat
 from datetime import datetime, timezone
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 SINGLE_FILE_SUFFIXES = (".jsonl", ".json", ".log")
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024

@@ -47,7 +47,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable
+from collections.abc import Callable
 
 from .checkpoint import ENV_CHECKPOINT_DIR, ENV_STOP_FILE, ENV_STOP_SIGNAL
 
@@ -148,7 +148,7 @@ def dist_env(environ: dict[str, str], master_port: int | None = None) -> dict[st
         from .slurm import expand_hostlist
         try:
             nodes = expand_hostlist(nodelist)
-        except Exception:
+        except Exception:  # noqa: BLE001 - an unreadable nodelist: no MASTER_ADDR, the launcher says so
             nodes = []
         if nodes:
             out["MASTER_ADDR"] = nodes[0]
@@ -303,7 +303,7 @@ class RunOptions:
     flops_per_step: float | None = None  # MFU (issue 15): SLURMKIT_STEP lines on the child's stdout count steps
 
     @classmethod
-    def from_settings(cls, rs, **overrides) -> "RunOptions":
+    def from_settings(cls, rs, **overrides) -> RunOptions:
         base = {f: getattr(rs, f) for f in ("signal", "checkpoint_signal", "grace", "max_requeues", "requeue_on",
                                             "timeout_window", "master_port", "imds_endpoint",
                                             "imds_poll_interval", "imds_timeout", "spot_margin")}
@@ -386,7 +386,7 @@ class Runner:
         """(elapsed, time limit) in seconds from `scontrol show job`; (None, None) when unavailable."""
         try:
             raw = self.backend().job(int(self.job_id)).raw
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - logged; the wrapper must outlive a broken controller
             self.log("scontrol-error", error=str(e))
             return None, None
         return parse_duration(raw.get("RunTime", "")), parse_duration(raw.get("TimeLimit", ""))
@@ -538,7 +538,7 @@ class Runner:
             return self._finish_child(code) if rc is None else code
         try:
             self.backend().requeue(int(self.job_id))
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - logged; the child's exit code stands
             self.log("requeue-failed", error=str(e))
             return self._finish_child(code) if rc is None else code
         self.log("requeued", kind=asked, restart=self.restarts + 1, max_requeues=o.max_requeues)
@@ -587,7 +587,7 @@ class Runner:
             try:
                 self.backend().signal_steps(int(self.job_id), signame(self.ask_signal))
                 return "scancel"
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - logged; srun is signalled directly instead
                 self.log("scancel-error", error=str(e), note="signalling srun itself instead")
         self._send(self.ask_signal)
         return "process-group"

@@ -56,7 +56,7 @@ import shutil
 import signal
 import socket
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from . import manifest
 from .layout import CHECKPOINT_PREFIX, CHECKPOINT_RE, STEP_DIGITS, name_for, step_of  # noqa: F401
@@ -126,7 +126,7 @@ def latest(dir: str, *, verify: bool = False) -> Checkpoint | None:
 
 def _fsync_tree(root: str) -> None:
     """fsync every regular file and every directory under root (deepest first), then root itself."""
-    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
+    for dirpath, _dirs, filenames in os.walk(root, topdown=False):
         for name in filenames:
             full = os.path.join(dirpath, name)
             if os.path.islink(full) or not os.path.isfile(full):

@@ -84,7 +84,7 @@ def run_parallel(fn, items: list, workers: int) -> None:
         raise errs[0]
 
 
-def _hash_behind(rfd: int, algo: str, ranges: "queue.Queue", out: list, writeback: bool = False) -> None:
+def _hash_behind(rfd: int, algo: str, ranges: queue.Queue, out: list, writeback: bool = False) -> None:
     """Hash rfd from offset 0 up to each end offset taken from `ranges` (None: done); append (size, hex)."""
     done = False
     try:

@@ -60,12 +60,12 @@ def sync(ctx: Ctx, source, dest, keep, as_user, marker, series, dry_run, as_json
         state = {}
         lock = threading.Lock()  # the copy reports from its worker threads
 
-        def on_total(n):  # noqa: F811
+        def on_total(n):
             state["bar"] = click.progressbar(length=max(n, 1), label="sync", file=sys.stderr,
                                              show_pos=False, show_percent=True, show_eta=True)
             state["bar"].__enter__()
 
-        def progress(n):  # noqa: F811
+        def progress(n):
             if "bar" in state:
                 with lock:
                     state["bar"].update(n)

@@ -81,7 +81,7 @@ def parse_jobstats_text(text: str, *, path: str = "<capture>") -> Capture:
     cap = Capture(format="jobstats", snapshot=True)
     section = None
     nodes = set()
-    for i, ln in enumerate(text.splitlines(), 1):
+    for ln in text.splitlines():
         s = ln.strip()
         if s.startswith("GPU utilization per node"):
             section = "util"

@@ -32,7 +32,7 @@ class Thresholds:
     sm_low_active_pct: float = 20.0
 
     @classmethod
-    def from_settings(cls, eff) -> "Thresholds":
+    def from_settings(cls, eff) -> Thresholds:
         return cls(**{k: getattr(eff, k) for k in cls.__dataclass_fields__ if hasattr(eff, k)})
 
 

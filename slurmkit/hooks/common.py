@@ -113,7 +113,7 @@ def fail_safe(profile: str, fn) -> int:
     "<Prolog|Epilog> error": fail-closed, and visible)."""
     try:
         return fn()
-    except Exception as e:  # noqa: BLE001 - the hook must say what broke, in one line, and never hang
+    except Exception as e:  # the hook must say what broke, in one line, and never hang
         print(f"slurmkit {profile}: internal error: {type(e).__name__}: {e}", file=sys.stderr)
         if os.environ.get("SLURMKIT_DEBUG"):
             raise

@@ -46,7 +46,7 @@ class RunResult:
     stdout: str
     stderr: str
 
-    def check(self) -> "RunResult":
+    def check(self) -> RunResult:
         if self.returncode != 0:
             last = (self.stderr or self.stdout).strip().splitlines()
             raise NodeError(f"{short(self.argv)}: {last[-1] if last else f'exit code {self.returncode}'}")
@@ -183,7 +183,7 @@ def _local_user() -> str:
     return getpass.getuser()
 
 
-def connect(node: str, install, *, accept_new: bool = False, say=lambda m: None) -> "ParamikoTransport":
+def connect(node: str, install, *, accept_new: bool = False, say=lambda m: None) -> ParamikoTransport:
     import paramiko
     o = ssh_options(node, install)
     client = paramiko.SSHClient()
@@ -304,7 +304,7 @@ class ParamikoTransport:
             chan.close()
         except NodeError:
             raise
-        except Exception as e:  # paramiko.SSHException, socket.timeout, EOFError: the connection broke
+        except Exception as e:  # noqa: BLE001 - paramiko.SSHException, socket.timeout, EOFError: the connection broke
             raise NodeError(f"{short(argv)}: {type(e).__name__}: {e}") from None
         return RunResult(tuple(str(a) for a in argv), rc, out.decode(errors="replace"), err.decode(errors="replace"))
 

@@ -97,7 +97,7 @@ def read_meta(data: dict) -> Meta:
                 v = d["version"]
                 parts = [v.get(k) for k in ("major", "minor", "micro")]
                 if all(isinstance(p, (int, str)) and str(p).isdigit() for p in parts):
-                    release = "{:02d}.{:02d}.{}".format(int(parts[0]), int(parts[1]), parts[2])
+                    release = f"{int(parts[0]):02d}.{int(parts[1]):02d}.{parts[2]}"
             if release:
                 break
     return Meta(release, parser, text)

@@ -62,8 +62,12 @@ def evaluate(text: str, s) -> Result:
             gid = nvsmi.short_bus(g["bus_id"]) or "?"
             gen = li.get_ci("PCIe Generation")
             wid = li.get_ci("Link Width")
-            g_ = (lambda k: to_int(gen.get_ci(k)) if isinstance(gen, nvsmi.Node) else None)
-            w_ = (lambda k: to_int(wid.get_ci(k)) if isinstance(wid, nvsmi.Node) else None)
+            def g_(k, gen=gen):
+                return to_int(gen.get_ci(k)) if isinstance(gen, nvsmi.Node) else None
+
+            def w_(k, wid=wid):
+                return to_int(wid.get_ci(k)) if isinstance(wid, nvsmi.Node) else None
+
             vals = {"gen.current": g_("Current"), "gen.max": g_("Max"), "gen.gpumax": g_("Device Max"),
                     "gen.hostmax": g_("Host Max"), "width.current": w_("Current"), "width.max": w_("Max")}
             per.append({"gpu": gid, **vals})
