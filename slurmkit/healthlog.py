@@ -261,7 +261,7 @@ def read_node(directory: str, node: str, *, since: str | None = None) -> list[di
             rec = _parse(line)
             if rec is None:
                 continue
-            if stop is not None:
+            if stop is not None and since is not None:
                 t = str(rec.get("time", ""))
                 if t and t < stop:
                     recs.reverse()
@@ -280,6 +280,7 @@ def read(path: str, *, node: str | None = None, nodes: Iterable[str] | None = No
         want = {node}
     elif nodes is not None:
         want = set(nodes)
+    rec: dict | None
     if per_node(path):
         names = sorted(want) if want is not None else log_nodes(path)
         for n in names:
@@ -320,8 +321,10 @@ def read_bounded(path: str, bounds: dict[str, str | None]) -> dict[str, list[dic
                 pass
         return out
     for rec in read(path, nodes=bounds):
-        n = rec.get("node")
-        since = bounds.get(n) if isinstance(n, str) else None
+        node = rec.get("node")
+        if not isinstance(node, str):
+            continue
+        since = bounds.get(node)
         if since is None or str(rec.get("time", "")) >= since:
-            out[n].append(rec)
+            out[node].append(rec)
     return out

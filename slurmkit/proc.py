@@ -13,6 +13,7 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass
+from typing import IO
 
 from .errors import CommandError
 
@@ -104,11 +105,11 @@ def spawn_detached(argv: list[str] | tuple[str, ...], *, env: dict[str, str] | N
     stdin is /dev/null; stdout/stderr go to `log` (appended) or /dev/null. Returns the pid."""
     if isinstance(argv, str):
         raise TypeError("proc.spawn_detached takes an argv list, not a string")
-    out = open(log, "ab") if log else subprocess.DEVNULL
+    out: IO[bytes] | int = open(log, "ab") if log else subprocess.DEVNULL
     try:
         p = subprocess.Popen([str(a) for a in argv], stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                              env=_env(env), start_new_session=True, close_fds=True)
     finally:
-        if log:
+        if not isinstance(out, int):
             out.close()
     return p.pid

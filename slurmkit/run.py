@@ -384,6 +384,7 @@ class Runner:
 
     def job_times(self) -> tuple[float | None, float | None]:
         """(elapsed, time limit) in seconds from `scontrol show job`; (None, None) when unavailable."""
+        assert self.job_id is not None           # the caller asks only in a job
         try:
             raw = self.backend().job(int(self.job_id)).raw
         except Exception as e:  # noqa: BLE001 - logged; the wrapper must outlive a broken controller
@@ -536,6 +537,7 @@ class Runner:
         if o.dry_run:
             self.log("no-requeue", reason=final.why, would="scontrol requeue " + str(self.job_id))
             return self._finish_child(code) if rc is None else code
+        assert self.job_id is not None           # requeue_decision requeues only a job
         try:
             self.backend().requeue(int(self.job_id))
         except Exception as e:  # noqa: BLE001 - logged; the child's exit code stands
@@ -583,6 +585,7 @@ class Runner:
         (SIGKILL to every task at once), so the tasks get the signal from Slurm directly instead: `scancel
         --signal=SIG JOBID` reaches every process of the job's steps on every node, not the batch shell, and
         ends nothing. Anything else: the child's process group."""
+        assert self.ask_signal is not None       # asked only when there is a checkpoint signal
         if self.child_is_srun and self.job_id:
             try:
                 self.backend().signal_steps(int(self.job_id), signame(self.ask_signal))

@@ -121,7 +121,7 @@ class Section:
         return tuple(getattr(self, f.name) for f in dataclasses.fields(self))  # type: ignore[arg-type]
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self._values() == other._values()  # type: ignore[attr-defined]
+        return type(other) is type(self) and self._values() == other._values()
 
     __hash__ = None  # type: ignore[assignment]  # mutable, as a dataclass with eq
 
@@ -508,7 +508,7 @@ class Settings(Section):
     lines: dict[str, int] = field(default_factory=dict, metadata={"internal": True})
 
 
-SECTIONS: dict[str, type] = {f.name: f.default_factory for f in dataclasses.fields(Settings)  # type: ignore[misc]
+SECTIONS: dict[str, type] = {f.name: f.default_factory for f in dataclasses.fields(Settings)  # type: ignore[arg-type,misc]
                              if not f.metadata.get("internal")}
 
 

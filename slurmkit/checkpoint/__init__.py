@@ -169,7 +169,7 @@ def remove_stale_tmp(dir: str) -> list[str]:
     """Delete `.tmp-*` directories that this host's dead processes left behind (a save that was killed).
     Directories of live processes and of other hosts are left alone. Returns the names removed."""
     host = socket.gethostname().split(".")[0].replace("-", "_") or "host"
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(dir)
     except FileNotFoundError:

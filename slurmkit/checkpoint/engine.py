@@ -77,9 +77,9 @@ def run_parallel(fn, items: list, workers: int) -> None:
                 errs.append(SyncError(f"{type(e).__name__}: {e}"))
                 for other in futs:
                     other.cancel()
-    for e in errs:
-        if isinstance(e, Deferred):
-            raise e
+    for err in errs:
+        if isinstance(err, Deferred):
+            raise err
     if errs:
         raise errs[0]
 

@@ -168,7 +168,7 @@ def _spawn_background(settings, environ) -> int | None:
         return None
 
 
-def _log(settings, rep: dict, job_id, context: str, finish) -> None:
+def _log(settings: Settings, rep: SyncReport, job_id, context: str, finish) -> None:
     from .. import healthlog
     status = {"ok": "ok", "nothing": "ok", "partial": "warn", "disabled-by-job": "skip"}.get(rep["status"], "fail")
     if rep.get("deferred"):

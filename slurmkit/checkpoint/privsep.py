@@ -27,8 +27,8 @@ def job_identity(environ: dict[str, str], allow_root: bool = False) -> tuple[int
     user = environ.get("SLURM_JOB_USER") or pw.pw_name
     if user != pw.pw_name:
         raise SyncError(f"SLURM_JOB_USER={user!r} is not uid {uid} ({pw.pw_name})")
-    gid = environ.get("SLURM_JOB_GID")
-    gid = int(gid) if gid and gid.isdigit() else pw.pw_gid
+    gid_s = environ.get("SLURM_JOB_GID")
+    gid = int(gid_s) if gid_s and gid_s.isdigit() else pw.pw_gid
     if uid == 0 and not allow_root:
         raise SyncError("refusing to sync a root job's checkpoints as root")
     return uid, gid, user

@@ -96,6 +96,6 @@ def sync(ctx: Ctx, source, dest, keep, as_user, marker, series, dry_run, as_json
                           if rep["incomplete"] else ""))
         for w in rep.get("refused", []):
             click.echo(f"slurmkit: refused symlink {w}", err=True)
-        for e in rep["errors"]:
-            click.echo(f"slurmkit: error: {e}", err=True)
+        for err in rep["errors"]:
+            click.echo(f"slurmkit: error: {err}", err=True)
     return 1 if rep["errors"] or rep.get("deferred") else 0

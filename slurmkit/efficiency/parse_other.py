@@ -44,7 +44,7 @@ def parse_table(text: str, *, path: str = "<capture>") -> Capture:
 def parse_jobstats_json(text: str, *, path: str = "<capture>") -> Capture:
     try:
         doc = json.loads(text)
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         raise UsageError(f"not JSON: {e.msg}", path=path, line=e.lineno) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), dict):
         raise UsageError("not a jobstats summary: no 'nodes' mapping", path=path, line=1)

@@ -3,6 +3,11 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:                 # types only: the hooks' import path stays light
+    from ..health.base import Report
+    from ..settings import Settings
 
 
 def job_id(environ) -> int | None:
@@ -58,8 +63,8 @@ def _act(profile, settings, node, jid, report) -> str:
 _UNSET = object()
 
 
-def run_hook(profile: str, settings, environ, *, pre_records=(), checks=None, job_gpus=_UNSET,
-             budget: float | None = None) -> tuple[object, str]:
+def run_hook(profile: str, settings: Settings, environ, *, pre_records=(), checks=None, job_gpus=_UNSET,
+             budget: float | None = None) -> tuple[Report, str]:
     """Run `profile` ("prolog" | "epilog" | "health"), or only `checks` of it; returns (report, action). Appends
     every verdict to the health log. `job_gpus` None = all the node's GPUs (a health run: no job)."""
     from .. import drain, healthlog

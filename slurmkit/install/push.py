@@ -16,13 +16,18 @@ from __future__ import annotations
 import posixpath
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .bundle import Artifact, Wheelhouse, artifacts
 from .layout import COMPLETE, PREV, Layout
 from .plan import (Change, NodePlan, RemoteFile, RollbackPlan, parse_sha256sum, parse_stamp, plan_node,
                    plan_rollback)
 from .ssh import HostKeyRefused, NodeError, Transport
+
+if TYPE_CHECKING:
+    from ..settings import InstallSettings
 
 
 @dataclass
@@ -287,12 +292,12 @@ def verify_reason(returncode: int, report, stderr_lines: list[str]) -> str | Non
 @dataclass
 class Job:
     """What every node gets; `connect(node) -> Transport` is the edge (paramiko, or a local stand-in)."""
-    install: object                  # config.InstallSettings
-    wheelhouse: Wheelhouse | None
+    install: InstallSettings
+    wheelhouse: Wheelhouse | None    # None for a rollback
     prolog: bytes
     epilog: bytes
     site_config: bytes
-    connect: object
+    connect: Callable[[str], Transport]
     health: bytes = b""
     dry_run: bool = False
     do_verify: bool = False
@@ -333,6 +338,7 @@ def run_node(node: str, job: Job) -> NodeResult:
 
 def _install_node(t: Transport, lay: Layout, job: Job, res: NodeResult) -> None:
     wh = job.wheelhouse
+    assert wh is not None                # an install (not a rollback) always has its bundle
     arts = artifacts(lay, wh, job.prolog, job.epilog, job.site_config, job.health)
     venv = lay.venv_for(wh.bundle_id)
     dirs = sorted({posixpath.dirname(a.path) for a in arts} | {posixpath.dirname(lay.venv)})

@@ -359,7 +359,7 @@ def _check_command_and_lines(spec: JobSpec) -> None:
         for i, a in enumerate(spec.command):
             if "\0" in a:
                 fail(f"command[{i}]", "contains a NUL byte")
-    elif "\0" in spec.command:
+    elif isinstance(spec.command, str) and "\0" in spec.command:
         fail("command", "contains a NUL byte")
     # values that end up on #SBATCH lines: one line each, no NUL
     for key in ("name", "partition", "account", "qos", "workdir", "output", "checkpoint_dir", "template"):

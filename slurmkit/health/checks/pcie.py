@@ -5,6 +5,7 @@ below its max (or below `pcie.min_width`) is real down-training. Input: `nvidia-
 pcie.link.* columns, or the kernel's "limited by ... (capable of ...)" lines."""
 from __future__ import annotations
 
+from typing import Any
 import re
 
 from .. import nvsmi
@@ -81,7 +82,7 @@ def evaluate(text: str, s) -> Result:
     blind = [p["gpu"] for p in per if p.get("width.current", p.get("width")) is None]
     if blind and len(blind) == len(per) and not findings:
         raise NoData(f"no readable PCIe link width in this input (N/A for {', '.join(map(str, blind[:8]))})")
-    ev = {"gpus": per}
+    ev: dict[str, Any] = {"gpus": per}
     if findings:
         ev["findings"] = findings
         return Result(NAME, s.status, "; ".join(findings), ev, code="pcie")
