@@ -9,32 +9,8 @@ import sys
 import click
 
 from . import __version__
+from .commands.ctx import Ctx, pass_ctx  # noqa: F401 - pass_ctx: still importable from here for older imports
 from .errors import SlurmkitError
-
-
-class Ctx:
-    def __init__(self, config: str | None, verbose: int):
-        self.config_arg = config
-        self.verbose = verbose
-        self._settings = None
-
-    @property
-    def settings(self):
-        if self._settings is None:
-            from . import config
-            self._settings = config.load(self.config_arg)
-        return self._settings
-
-    def say(self, msg: str) -> None:
-        if self.verbose:
-            click.echo(f"slurmkit: {msg}", err=True)
-
-    def backend(self):
-        from . import slurm
-        return slurm.get_backend(self.settings, verbose=self.say if self.verbose else None)
-
-
-pass_ctx = click.make_pass_decorator(Ctx)
 
 
 # Subcommands load lazily: `slurmkit submit` must not pay for paramiko, nor the prolog for jinja2.
@@ -99,8 +75,6 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    # `python -m slurmkit.cli` loads this file as __main__; commands import slurmkit.cli, a second copy with its own
-    # Ctx class, and click then finds no Ctx ("Managed to invoke callback without a context object"). Run the one
-    # real module instead.
+    # `python -m slurmkit.cli` loads this file as __main__, a second copy of it: run the one real module's main
     from slurmkit.cli import main as _main
     _main()

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from ..cli import Ctx
+from .ctx import Ctx
 from ..errors import CommandError, UsageError
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..cli import Ctx, pass_ctx
+from .ctx import Ctx, pass_ctx
 from ..errors import CommandError, SlurmkitError, UsageError
 
 

@@ -4,7 +4,7 @@ import sys
 
 import click
 
-from ..cli import Ctx, pass_ctx
+from .ctx import Ctx, pass_ctx
 
 
 @click.command()
