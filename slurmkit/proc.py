@@ -24,11 +24,12 @@ KILL_GRACE = 1.0
 
 @dataclass(frozen=True)
 class Result:
+    """What a command did: here (run), or on a node over SSH (install.ssh.RunResult adds check())."""
     argv: tuple[str, ...]
     returncode: int
     stdout: str
     stderr: str
-    seconds: float
+    seconds: float = 0.0            # 0: not timed (a remote command)
 
     @property
     def ok(self) -> bool:
@@ -78,6 +79,21 @@ def run(argv: list[str] | tuple[str, ...], *, timeout: float, input: str | None 
         raise CommandError(f"{name}: {last}", argv=argv, returncode=p.returncode, stdout=res.stdout,
                            stderr=res.stderr)
     return res
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process of that pid runs (ours or another user's); a zombie (exited, not yet reaped) is not."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read(4096).rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True                     # no /proc to tell (or it vanished between the two looks): kill(0) said yes
 
 
 def _kill(p: subprocess.Popen) -> tuple[str, str]:

@@ -49,58 +49,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from collections.abc import Callable
 
+from .duration import duration_or_none as parse_duration
+from .signals import signame, signum
 from .checkpoint import ENV_CHECKPOINT_DIR, ENV_STOP_FILE, ENV_STOP_SIGNAL
 
 FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGCONT")
 TERMINATING = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
 
 
-def signum(name: str | int) -> int:
-    if isinstance(name, int):
-        return name
-    n = name.strip().upper()
-    if n.isdigit():
-        return int(n)
-    if not n.startswith("SIG"):
-        n = "SIG" + n
-    return int(signal.Signals[n])
-
-
-def signame(num: int) -> str:
-    try:
-        return signal.Signals(num).name
-    except ValueError:
-        return str(num)
-
-
 # --- pure decisions --------------------------------------------------------------------------------------------
-
-def parse_duration(text: str) -> float | None:
-    """Slurm's durations ('1-02:03:04', '02:03:04', '03:04', '5') in seconds; None for UNLIMITED/unknown."""
-    text = (text or "").strip()
-    if not text or text.upper() in ("UNLIMITED", "INFINITE", "NONE", "N/A", "PARTITION_LIMIT"):
-        return None
-    days = 0
-    if "-" in text:
-        d, text = text.split("-", 1)
-        try:
-            days = int(d)
-        except ValueError:
-            return None
-    try:
-        parts = [float(p) for p in text.split(":")]
-    except ValueError:
-        return None
-    if len(parts) == 1:          # minutes when alone (Slurm's --time=5), but RunTime always has colons
-        secs = parts[0] * 60
-    elif len(parts) == 2:
-        secs = parts[0] * 60 + parts[1]
-    elif len(parts) == 3:
-        secs = parts[0] * 3600 + parts[1] * 60 + parts[2]
-    else:
-        return None
-    return days * 86400 + secs
-
 
 def classify(elapsed: float | None, limit: float | None, window: float = 600.0, fraction: float = 0.8) -> str:
     """'timeout' or 'preemption' for a trigger signal at `elapsed` seconds into a job of time limit `limit`.

@@ -167,13 +167,10 @@ class DrainSettings(Section):
 
 
 def _check_signal(name: str, what: str, allow_none: bool = False) -> None:
-    import signal as _signal
-    n = name.strip().upper()
-    if allow_none and n in ("NONE", ""):
+    from .signals import is_name
+    if allow_none and name.strip().upper() in ("NONE", ""):
         return
-    if not n.startswith("SIG"):
-        n = "SIG" + n
-    if n not in _signal.Signals.__members__:
+    if not is_name(name):
         raise ValueError(f"{what}: unknown signal {name!r} (e.g. USR2, TERM, INT{', none' if allow_none else ''})")
 
 

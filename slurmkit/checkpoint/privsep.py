@@ -9,6 +9,7 @@ import signal
 import time
 from typing import TYPE_CHECKING
 
+from ..signals import signame
 from .report import SyncError, SyncReport
 
 if TYPE_CHECKING:
@@ -125,10 +126,7 @@ def run_as(identity: tuple[int, int, str] | None, fn, *args, timeout: float | No
         # killed by someone else (the OOM killer, an admin, a hung-task watchdog): a failure with its signal,
         # and the checkpoints it had not published are left for the background or manual finish
         sig = os.WTERMSIG(wstatus)
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
+        name = signame(sig, unknown=f"signal {sig}")
         return _report({"status": "failed", "errors": [f"sync child killed by {name}"], "deferred": ["*"],
                         "child_signal": name})
     data = b"".join(chunks)

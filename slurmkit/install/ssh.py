@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..errors import SlurmkitError
+from ..proc import Result
 from .plan import RemoteFile
 
 
@@ -40,11 +41,8 @@ def short(argv) -> str:
 
 
 @dataclass(frozen=True)
-class RunResult:
-    argv: tuple[str, ...]
-    returncode: int
-    stdout: str
-    stderr: str
+class RunResult(Result):
+    """proc.Result of a command on a node; check() raises NodeError unless it exited 0."""
 
     def check(self) -> RunResult:
         if self.returncode != 0:
@@ -122,7 +120,7 @@ class LocalTransport:
     def run(self, argv: list[str], timeout: float | None = None) -> RunResult:
         from .. import proc
         r = proc.run(argv, timeout=timeout or self.timeout, check=False)
-        return RunResult(tuple(argv), r.returncode, r.stdout, r.stderr)
+        return RunResult(tuple(argv), r.returncode, r.stdout, r.stderr, r.seconds)
 
     def close(self) -> None:
         pass

@@ -402,8 +402,8 @@ def _cpus(cpus: list[int]) -> str:
 
 
 def _secs(t: str) -> int:
-    from .spec import time_seconds
-    return time_seconds(t)
+    from ..duration import seconds
+    return seconds(t)
 
 
 # --- templates -----------------------------------------------------------------------------------------------------
