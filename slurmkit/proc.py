@@ -92,8 +92,10 @@ def pid_alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             return f.read(4096).rsplit(b")", 1)[1].split()[0] != b"Z"
+    except FileNotFoundError:
+        return not os.path.isdir("/proc/self")   # gone between the two looks; without /proc kill(0) said yes
     except (OSError, IndexError):
-        return True                     # no /proc to tell (or it vanished between the two looks): kill(0) said yes
+        return True                     # unreadable: kill(0) said yes
 
 
 def _kill(p: subprocess.Popen) -> tuple[str, str]:
