@@ -27,6 +27,10 @@ import socket
 import stat
 from datetime import datetime, timezone
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 SINGLE_FILE_SUFFIXES = (".jsonl", ".json", ".log")
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
@@ -186,7 +190,7 @@ def append(path: str, records: list[dict] | dict, *, max_bytes: int = DEFAULT_MA
         append_node(path, node, recs, max_bytes=max_bytes, keep=keep)
 
 
-def write(settings, records: list[dict] | dict) -> None:
+def write(settings: Settings, records: list[dict] | dict) -> None:
     """Append records to the configured health log and feed the site's pipelines (syslog/journald, the
     Prometheus textfile) when the config turns them on. A sink that fails never loses the log record: the log is
     written first."""
@@ -194,14 +198,13 @@ def write(settings, records: list[dict] | dict) -> None:
         records = [records]
     if not records:
         return
-    h = getattr(settings, "health", None)
-    append(settings.paths.health_log, records,
-           max_bytes=int(getattr(h, "log_max_bytes", DEFAULT_MAX_BYTES) or DEFAULT_MAX_BYTES),
-           keep=int(getattr(h, "log_generations", DEFAULT_GENERATIONS)))
-    if h is not None and getattr(h, "syslog", False):
+    h = settings.health
+    append(settings.paths.health_log, records, max_bytes=h.log_max_bytes or DEFAULT_MAX_BYTES,
+           keep=h.log_generations)
+    if h.syslog:
         from . import logsinks
         logsinks.to_syslog(records)
-    textfile_dir = getattr(h, "textfile_dir", None) if h is not None else None
+    textfile_dir = h.textfile_dir
     if textfile_dir:
         from . import logsinks
         logsinks.to_textfile(textfile_dir, records, state_dir=settings.paths.state_dir)

@@ -26,8 +26,7 @@ def log_path(settings) -> str:
     `efficiency/` directory next to it (one writer per file, as the health log); a single health-log file gets
     `efficiency.jsonl` next to it."""
     from .. import healthlog
-    eff = getattr(settings, "efficiency", None)
-    explicit = getattr(eff, "log", None)
+    explicit = settings.efficiency.log
     if explicit:
         return explicit
     hl = settings.paths.health_log
