@@ -38,6 +38,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rootfs  # noqa: E402  (dev/rootfs.py, standard library only)
 
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
+from slurmkit.proc import pid_alive  # noqa: E402  (standard library only; tests import it from here too)
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = Path(os.environ.get("SLURMKIT_DEV_DIR", "/tmp/slurmkit-dev"))
 DEFAULT_PORT = int(os.environ.get("SLURMKIT_DEV_PORT", "6817"))
@@ -81,21 +84,6 @@ def cmd(version: str, argv: list[str], d: Path | None = None) -> list[str]:
 
 def venv_bin(version: str, name: str) -> str:
     return str(rootfs.venv_dir(version) / "bin" / name)
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie is not alive
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def read_pids(d: Path) -> dict[str, int]:

@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from .drain import check_of_tag
 from .errors import UsageError
@@ -88,14 +89,14 @@ def load_causes(path: str | Path | None = None) -> CauseTable:
         raise UsageError(f"YAML error in cause table: {e}", path=str(path),
                          line=mark.line + 1 if mark else None) from None
 
-    def cause(d: dict, by: str, where: str) -> Cause:
+    def cause(d: Any, by: str, where: str) -> Cause:   # checked: a mapping with id and next
         if not isinstance(d, dict) or "id" not in d or "next" not in d:
             raise UsageError(f"{where}: each cause needs at least id and next", path=str(path))
         try:
             rx = {k: re.compile(d[k], re.I) for k in ("tag", "detail", "match") if d.get(k)}
         except re.error as e:
             raise UsageError(f"{where} ({d['id']}): bad regex: {e}", path=str(path)) from None
-        return Cause(id=d["id"], by=d.get("by", by), title=d.get("title", d["id"]), next=d["next"],
+        return Cause(id=d["id"], by=d.get("by", by), title=d["title"] if "title" in d else d["id"], next=d["next"],
                      next_with_evidence=d.get("next_with_evidence"), text=d.get("text"), **rx)
 
     if not isinstance(data, dict):

@@ -9,11 +9,8 @@ import sys
 import click
 
 from . import __version__
-from .context import Ctx
+from .commands.ctx import Ctx, pass_ctx  # noqa: F401 - pass_ctx: still importable from here for older imports
 from .errors import SlurmkitError
-
-
-pass_ctx = click.make_pass_decorator(Ctx)
 
 
 # Subcommands load lazily: `slurmkit submit` must not pay for paramiko, nor the prolog for jinja2.
@@ -78,8 +75,6 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    # `python -m slurmkit.cli` loads this file as __main__; commands import slurmkit.cli, a second copy with its own
-    # Ctx class, and click then finds no Ctx ("Managed to invoke callback without a context object"). Run the one
-    # real module instead.
+    # `python -m slurmkit.cli` loads this file as __main__, a second copy of it: run the one real module's main
     from slurmkit.cli import main as _main
     _main()

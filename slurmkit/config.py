@@ -171,7 +171,7 @@ def _convert(node, tp, key: str, path: str, lines: dict[str, int], *, budget: _B
     if depth > MAX_DEPTH:
         raise UsageError(f"{key or 'the top level'}: nested too deeply (the limit is {MAX_DEPTH} levels)",
                          path=path, line=_line(node))
-    kw = {"budget": budget, "depth": depth + 1}
+    kw: dict[str, Any] = {"budget": budget, "depth": depth + 1}
     if key:
         lines.setdefault(key, _line(node))
     label = key or "the top level"
@@ -194,7 +194,7 @@ def _convert(node, tp, key: str, path: str, lines: dict[str, int], *, budget: _B
             except UsageError as e:
                 errors.append(e)
         raise UsageError(f"{label}: expected {_typename(tp)}, got {_kind(node)}", path=path, line=_line(node))
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(node, yaml.MappingNode):
             raise UsageError(f"{label}: expected a mapping, got {_kind(node)}", path=path, line=_line(node))
         hints = _hints(tp)

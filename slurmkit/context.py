@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 
 def _stderr(msg: str) -> None:
@@ -14,11 +18,11 @@ class Ctx:
     def __init__(self, config: str | None, verbose: int, echo: Callable[[str], None] | None = None):
         self.config_arg = config
         self.verbose = verbose
-        self._settings = None
+        self._settings: Settings | None = None
         self._echo = echo or _stderr
 
     @property
-    def settings(self):
+    def settings(self) -> Settings:
         if self._settings is None:
             from . import config
             self._settings = config.load(self.config_arg)

@@ -41,7 +41,7 @@ LOCK_WAIT = 30.0                # seconds a hook waits for another hook's drain 
 
 def is_slurmkit_reason(reason: str | None, settings) -> bool:
     """True when slurmkit wrote this drain reason (it starts with the configured prefix)."""
-    return bool(reason) and reason.strip().startswith(settings.drain.prefix)
+    return reason is not None and reason.strip().startswith(settings.drain.prefix)
 
 
 def check_of_tag(tag: str | None) -> str | None:
@@ -57,7 +57,7 @@ def check_of_tag(tag: str | None) -> str | None:
 
 def tag_of_reason(reason: str | None, settings) -> str | None:
     """'slurmkit:xid79 GPU ...' -> 'xid79'; None for a reason slurmkit did not write."""
-    if not is_slurmkit_reason(reason, settings):
+    if reason is None or not is_slurmkit_reason(reason, settings):
         return None
     return reason.strip()[len(settings.drain.prefix):].split(" ", 1)[0] or None
 

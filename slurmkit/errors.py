@@ -15,6 +15,7 @@ class UsageError(SlurmkitError):
     """
 
     exit_code = 2
+    check: str | None = None   # the health check whose --capture input this is (health.runner sets it)
 
     def __init__(self, message: str, *, path: str | None = None, line: int | None = None):
         self.path = path

@@ -26,7 +26,11 @@ import re
 import socket
 import stat
 from datetime import datetime, timezone
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 SINGLE_FILE_SUFFIXES = (".jsonl", ".json", ".log")
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
@@ -186,7 +190,7 @@ def append(path: str, records: list[dict] | dict, *, max_bytes: int = DEFAULT_MA
         append_node(path, node, recs, max_bytes=max_bytes, keep=keep)
 
 
-def write(settings, records: list[dict] | dict) -> None:
+def write(settings: Settings, records: list[dict] | dict) -> None:
     """Append records to the configured health log and feed the site's pipelines (syslog/journald, the
     Prometheus textfile) when the config turns them on. A sink that fails never loses the log record: the log is
     written first."""
@@ -194,14 +198,13 @@ def write(settings, records: list[dict] | dict) -> None:
         records = [records]
     if not records:
         return
-    h = getattr(settings, "health", None)
-    append(settings.paths.health_log, records,
-           max_bytes=int(getattr(h, "log_max_bytes", DEFAULT_MAX_BYTES) or DEFAULT_MAX_BYTES),
-           keep=int(getattr(h, "log_generations", DEFAULT_GENERATIONS)))
-    if h is not None and getattr(h, "syslog", False):
+    h = settings.health
+    append(settings.paths.health_log, records, max_bytes=h.log_max_bytes or DEFAULT_MAX_BYTES,
+           keep=h.log_generations)
+    if h.syslog:
         from . import logsinks
         logsinks.to_syslog(records)
-    textfile_dir = getattr(h, "textfile_dir", None) if h is not None else None
+    textfile_dir = h.textfile_dir
     if textfile_dir:
         from . import logsinks
         logsinks.to_textfile(textfile_dir, records, state_dir=settings.paths.state_dir)
@@ -261,7 +264,7 @@ def read_node(directory: str, node: str, *, since: str | None = None) -> list[di
             rec = _parse(line)
             if rec is None:
                 continue
-            if stop is not None:
+            if stop is not None and since is not None:
                 t = str(rec.get("time", ""))
                 if t and t < stop:
                     recs.reverse()
@@ -280,6 +283,7 @@ def read(path: str, *, node: str | None = None, nodes: Iterable[str] | None = No
         want = {node}
     elif nodes is not None:
         want = set(nodes)
+    rec: dict | None
     if per_node(path):
         names = sorted(want) if want is not None else log_nodes(path)
         for n in names:
@@ -320,8 +324,10 @@ def read_bounded(path: str, bounds: dict[str, str | None]) -> dict[str, list[dic
                 pass
         return out
     for rec in read(path, nodes=bounds):
-        n = rec.get("node")
-        since = bounds.get(n) if isinstance(n, str) else None
+        node = rec.get("node")
+        if not isinstance(node, str):
+            continue
+        since = bounds.get(node)
         if since is None or str(rec.get("time", "")) >= since:
-            out[n].append(rec)
+            out[node].append(rec)
     return out

@@ -14,7 +14,7 @@ from .errors import UsageError
 
 DEFAULT_LIMIT = 100_000
 _MAX_DIGITS = 18                 # a node index longer than this is not a node index
-_RANGE = re.compile(r"([0-9]{1,%d})(?:-([0-9]{1,%d}))?(?:/([0-9]{1,%d}))?" % ((_MAX_DIGITS,) * 3), re.ASCII)
+_RANGE = re.compile(r"([0-9]{1,%d})(?:-([0-9]{1,%d}))?(?:/([0-9]{1,%d}))?" % ((_MAX_DIGITS,) * 3), re.ASCII)  # noqa: UP031 - {} is regex syntax
 
 
 _OUTSIDE_COMMA = re.compile(r",(?![^\[\]]*\])")     # a comma not followed by a `]` before any `[`

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass
+from typing import IO
 
 from .errors import CommandError
 
@@ -23,11 +24,12 @@ KILL_GRACE = 1.0
 
 @dataclass(frozen=True)
 class Result:
+    """What a command did: here (run), or on a node over SSH (install.ssh.RunResult adds check())."""
     argv: tuple[str, ...]
     returncode: int
     stdout: str
     stderr: str
-    seconds: float
+    seconds: float = 0.0            # 0: not timed (a remote command)
 
     @property
     def ok(self) -> bool:
@@ -79,6 +81,23 @@ def run(argv: list[str] | tuple[str, ...], *, timeout: float, input: str | None 
     return res
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process of that pid runs (ours or another user's); a zombie (exited, not yet reaped) is not."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read(4096).rsplit(b")", 1)[1].split()[0] != b"Z"
+    except FileNotFoundError:
+        return not os.path.isdir("/proc/self")   # gone between the two looks; without /proc kill(0) said yes
+    except (OSError, IndexError):
+        return True                     # unreadable: kill(0) said yes
+
+
 def _kill(p: subprocess.Popen) -> tuple[str, str]:
     try:
         os.killpg(p.pid, signal.SIGKILL)
@@ -104,11 +123,11 @@ def spawn_detached(argv: list[str] | tuple[str, ...], *, env: dict[str, str] | N
     stdin is /dev/null; stdout/stderr go to `log` (appended) or /dev/null. Returns the pid."""
     if isinstance(argv, str):
         raise TypeError("proc.spawn_detached takes an argv list, not a string")
-    out = open(log, "ab") if log else subprocess.DEVNULL
+    out: IO[bytes] | int = open(log, "ab") if log else subprocess.DEVNULL
     try:
         p = subprocess.Popen([str(a) for a in argv], stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                              env=_env(env), start_new_session=True, close_fds=True)
     finally:
-        if log:
+        if not isinstance(out, int):
             out.close()
     return p.pid

@@ -47,60 +47,17 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable
+from collections.abc import Callable
 
+from .duration import duration_or_none as parse_duration
+from .signals import signame, signum
 from .checkpoint import ENV_CHECKPOINT_DIR, ENV_STOP_FILE, ENV_STOP_SIGNAL
 
 FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGCONT")
 TERMINATING = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
 
 
-def signum(name: str | int) -> int:
-    if isinstance(name, int):
-        return name
-    n = name.strip().upper()
-    if n.isdigit():
-        return int(n)
-    if not n.startswith("SIG"):
-        n = "SIG" + n
-    return int(signal.Signals[n])
-
-
-def signame(num: int) -> str:
-    try:
-        return signal.Signals(num).name
-    except ValueError:
-        return str(num)
-
-
 # --- pure decisions --------------------------------------------------------------------------------------------
-
-def parse_duration(text: str) -> float | None:
-    """Slurm's durations ('1-02:03:04', '02:03:04', '03:04', '5') in seconds; None for UNLIMITED/unknown."""
-    text = (text or "").strip()
-    if not text or text.upper() in ("UNLIMITED", "INFINITE", "NONE", "N/A", "PARTITION_LIMIT"):
-        return None
-    days = 0
-    if "-" in text:
-        d, text = text.split("-", 1)
-        try:
-            days = int(d)
-        except ValueError:
-            return None
-    try:
-        parts = [float(p) for p in text.split(":")]
-    except ValueError:
-        return None
-    if len(parts) == 1:          # minutes when alone (Slurm's --time=5), but RunTime always has colons
-        secs = parts[0] * 60
-    elif len(parts) == 2:
-        secs = parts[0] * 60 + parts[1]
-    elif len(parts) == 3:
-        secs = parts[0] * 3600 + parts[1] * 60 + parts[2]
-    else:
-        return None
-    return days * 86400 + secs
-
 
 def classify(elapsed: float | None, limit: float | None, window: float = 600.0, fraction: float = 0.8) -> str:
     """'timeout' or 'preemption' for a trigger signal at `elapsed` seconds into a job of time limit `limit`.
@@ -148,7 +105,7 @@ def dist_env(environ: dict[str, str], master_port: int | None = None) -> dict[st
         from .slurm import expand_hostlist
         try:
             nodes = expand_hostlist(nodelist)
-        except Exception:
+        except Exception:  # noqa: BLE001 - an unreadable nodelist: no MASTER_ADDR, the launcher says so
             nodes = []
         if nodes:
             out["MASTER_ADDR"] = nodes[0]
@@ -303,7 +260,7 @@ class RunOptions:
     flops_per_step: float | None = None  # MFU (issue 15): SLURMKIT_STEP lines on the child's stdout count steps
 
     @classmethod
-    def from_settings(cls, rs, **overrides) -> "RunOptions":
+    def from_settings(cls, rs, **overrides) -> RunOptions:
         base = {f: getattr(rs, f) for f in ("signal", "checkpoint_signal", "grace", "max_requeues", "requeue_on",
                                             "timeout_window", "master_port", "imds_endpoint",
                                             "imds_poll_interval", "imds_timeout", "spot_margin")}
@@ -384,9 +341,10 @@ class Runner:
 
     def job_times(self) -> tuple[float | None, float | None]:
         """(elapsed, time limit) in seconds from `scontrol show job`; (None, None) when unavailable."""
+        assert self.job_id is not None           # the caller asks only in a job
         try:
             raw = self.backend().job(int(self.job_id)).raw
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - logged; the wrapper must outlive a broken controller
             self.log("scontrol-error", error=str(e))
             return None, None
         return parse_duration(raw.get("RunTime", "")), parse_duration(raw.get("TimeLimit", ""))
@@ -536,9 +494,10 @@ class Runner:
         if o.dry_run:
             self.log("no-requeue", reason=final.why, would="scontrol requeue " + str(self.job_id))
             return self._finish_child(code) if rc is None else code
+        assert self.job_id is not None           # requeue_decision requeues only a job
         try:
             self.backend().requeue(int(self.job_id))
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - logged; the child's exit code stands
             self.log("requeue-failed", error=str(e))
             return self._finish_child(code) if rc is None else code
         self.log("requeued", kind=asked, restart=self.restarts + 1, max_requeues=o.max_requeues)
@@ -583,11 +542,12 @@ class Runner:
         (SIGKILL to every task at once), so the tasks get the signal from Slurm directly instead: `scancel
         --signal=SIG JOBID` reaches every process of the job's steps on every node, not the batch shell, and
         ends nothing. Anything else: the child's process group."""
+        assert self.ask_signal is not None       # asked only when there is a checkpoint signal
         if self.child_is_srun and self.job_id:
             try:
                 self.backend().signal_steps(int(self.job_id), signame(self.ask_signal))
                 return "scancel"
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - logged; srun is signalled directly instead
                 self.log("scancel-error", error=str(e), note="signalling srun itself instead")
         self._send(self.ask_signal)
         return "process-group"

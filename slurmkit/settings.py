@@ -121,7 +121,7 @@ class Section:
         return tuple(getattr(self, f.name) for f in dataclasses.fields(self))  # type: ignore[arg-type]
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self._values() == other._values()  # type: ignore[attr-defined]
+        return type(other) is type(self) and self._values() == other._values()
 
     __hash__ = None  # type: ignore[assignment]  # mutable, as a dataclass with eq
 
@@ -167,13 +167,10 @@ class DrainSettings(Section):
 
 
 def _check_signal(name: str, what: str, allow_none: bool = False) -> None:
-    import signal as _signal
-    n = name.strip().upper()
-    if allow_none and n in ("NONE", ""):
+    from .signals import is_name
+    if allow_none and name.strip().upper() in ("NONE", ""):
         return
-    if not n.startswith("SIG"):
-        n = "SIG" + n
-    if n not in _signal.Signals.__members__:
+    if not is_name(name):
         raise ValueError(f"{what}: unknown signal {name!r} (e.g. USR2, TERM, INT{', none' if allow_none else ''})")
 
 
@@ -531,7 +528,7 @@ class Settings(Section):
     lines: dict[str, int] = field(default_factory=dict, metadata={"internal": True})
 
 
-SECTIONS: dict[str, type] = {f.name: f.default_factory for f in dataclasses.fields(Settings)  # type: ignore[misc]
+SECTIONS: dict[str, type] = {f.name: f.default_factory for f in dataclasses.fields(Settings)  # type: ignore[arg-type,misc]
                              if not f.metadata.get("internal")}
 
 

@@ -56,9 +56,11 @@ import shutil
 import signal
 import socket
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from . import manifest
+from ..proc import pid_alive
+from ..signals import signum
 from .layout import CHECKPOINT_PREFIX, CHECKPOINT_RE, STEP_DIGITS, name_for, step_of  # noqa: F401
 from .layout import SAVE_TMP_PREFIX as TMP_PREFIX
 from .layout import SAVE_TMP_RE as _TMP_OWNED_RE
@@ -126,7 +128,7 @@ def latest(dir: str, *, verify: bool = False) -> Checkpoint | None:
 
 def _fsync_tree(root: str) -> None:
     """fsync every regular file and every directory under root (deepest first), then root itself."""
-    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
+    for dirpath, _dirs, filenames in os.walk(root, topdown=False):
         for name in filenames:
             full = os.path.join(dirpath, name)
             if os.path.islink(full) or not os.path.isfile(full):
@@ -155,21 +157,11 @@ def _hide_and_remove(dir: str, name: str, step: int) -> None:
     shutil.rmtree(hidden, ignore_errors=True)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_stale_tmp(dir: str) -> list[str]:
     """Delete `.tmp-*` directories that this host's dead processes left behind (a save that was killed).
     Directories of live processes and of other hosts are left alone. Returns the names removed."""
     host = socket.gethostname().split(".")[0].replace("-", "_") or "host"
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(dir)
     except FileNotFoundError:
@@ -179,7 +171,7 @@ def remove_stale_tmp(dir: str) -> list[str]:
         if not m or m.group("host") != host:
             continue
         pid = int(m.group("pid"))
-        if pid == os.getpid() or _pid_alive(pid):
+        if pid == os.getpid() or pid_alive(pid):
             continue
         shutil.rmtree(os.path.join(dir, name), ignore_errors=True)
         removed.append(name)
@@ -278,23 +270,12 @@ def stop_requested() -> bool:
     return _stop
 
 
-def _signum(name: str | int) -> int:
-    if isinstance(name, int):
-        return name
-    name = name.strip().upper()
-    if name.isdigit():
-        return int(name)
-    if not name.startswith("SIG"):
-        name = "SIG" + name
-    return int(signal.Signals[name])
-
-
 def install_stop_handler(signals=("SIGTERM",), *, force: bool = False) -> list[int]:
     """Make these signals set stop_requested() instead of killing the process. Only from the main thread; a
     handler someone else installed is kept unless `force`. Returns the signal numbers now handled."""
     done = []
     for s in signals:
-        num = _signum(s)
+        num = signum(s)
         try:
             if not force and signal.getsignal(num) not in (signal.SIG_DFL, None, _on_stop_signal):
                 continue

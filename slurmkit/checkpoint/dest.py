@@ -1,7 +1,8 @@
 """Where the copies go: one Dest protocol, two kinds (a filesystem path, an s3:// URL)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable
 
 from .fsdest import FsDest
 

@@ -77,14 +77,14 @@ def run_parallel(fn, items: list, workers: int) -> None:
                 errs.append(SyncError(f"{type(e).__name__}: {e}"))
                 for other in futs:
                     other.cancel()
-    for e in errs:
-        if isinstance(e, Deferred):
-            raise e
+    for err in errs:
+        if isinstance(err, Deferred):
+            raise err
     if errs:
         raise errs[0]
 
 
-def _hash_behind(rfd: int, algo: str, ranges: "queue.Queue", out: list, writeback: bool = False) -> None:
+def _hash_behind(rfd: int, algo: str, ranges: queue.Queue, out: list, writeback: bool = False) -> None:
     """Hash rfd from offset 0 up to each end offset taken from `ranges` (None: done); append (size, hex)."""
     done = False
     try:

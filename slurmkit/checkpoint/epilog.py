@@ -143,7 +143,7 @@ def _job_sync_rel(source: str, dest: str, cfg: SyncSettings, deadline_in: float 
     return _job_sync(source, dest, cfg, deadline, series)
 
 
-def _spawn_background(settings, environ) -> int | None:
+def _spawn_background(settings: Settings, environ) -> int | None:
     from .. import proc
     env = {k: environ[k] for k in VARIABLES if environ.get(k)}
     env["SLURM_JOB_UID"] = environ.get("SLURM_JOB_UID", "")
@@ -151,10 +151,10 @@ def _spawn_background(settings, environ) -> int | None:
               "PYTHONPATH"):
         if os.environ.get(k):
             env[k] = os.environ[k]
-    if getattr(settings, "source", None):
+    if settings.source:
         env["SLURMKIT_CONFIG"] = settings.source
     log = None
-    state = getattr(settings.paths, "state_dir", None)
+    state = settings.paths.state_dir
     if state:
         try:
             os.makedirs(state, exist_ok=True)
@@ -168,7 +168,7 @@ def _spawn_background(settings, environ) -> int | None:
         return None
 
 
-def _log(settings, rep: dict, job_id, context: str, finish) -> None:
+def _log(settings: Settings, rep: SyncReport, job_id, context: str, finish) -> None:
     from .. import healthlog
     status = {"ok": "ok", "nothing": "ok", "partial": "warn", "disabled-by-job": "skip"}.get(rep["status"], "fail")
     if rep.get("deferred"):

@@ -22,7 +22,7 @@ class FsDest:
 
     def __init__(self, root: str):
         self.root = root
-        self._lockfd = None
+        self._lockfd: int | None = None
 
     def __str__(self):
         return self.root

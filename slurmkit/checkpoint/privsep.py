@@ -9,6 +9,7 @@ import signal
 import time
 from typing import TYPE_CHECKING
 
+from ..signals import signame
 from .report import SyncError, SyncReport
 
 if TYPE_CHECKING:
@@ -27,8 +28,8 @@ def job_identity(environ: dict[str, str], allow_root: bool = False) -> tuple[int
     user = environ.get("SLURM_JOB_USER") or pw.pw_name
     if user != pw.pw_name:
         raise SyncError(f"SLURM_JOB_USER={user!r} is not uid {uid} ({pw.pw_name})")
-    gid = environ.get("SLURM_JOB_GID")
-    gid = int(gid) if gid and gid.isdigit() else pw.pw_gid
+    gid_s = environ.get("SLURM_JOB_GID")
+    gid = int(gid_s) if gid_s and gid_s.isdigit() else pw.pw_gid
     if uid == 0 and not allow_root:
         raise SyncError("refusing to sync a root job's checkpoints as root")
     return uid, gid, user
@@ -125,10 +126,7 @@ def run_as(identity: tuple[int, int, str] | None, fn, *args, timeout: float | No
         # killed by someone else (the OOM killer, an admin, a hung-task watchdog): a failure with its signal,
         # and the checkpoints it had not published are left for the background or manual finish
         sig = os.WTERMSIG(wstatus)
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
+        name = signame(sig, unknown=f"signal {sig}")
         return _report({"status": "failed", "errors": [f"sync child killed by {name}"], "deferred": ["*"],
                         "child_signal": name})
     data = b"".join(chunks)

@@ -55,7 +55,7 @@ class SyncReport:
         return isinstance(k, str) and (self._is_field(k) or k in self.extra)
 
     def get(self, k: str, default: Any = None) -> Any:
-        return self[k] if k in self else default
+        return self[k] if k in self else default  # noqa: SIM401 - this IS get(); the rule's fix recurses
 
     def setdefault(self, k: str, default: Any) -> Any:
         if k not in self:
@@ -79,7 +79,7 @@ class SyncReport:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SyncReport":
+    def from_dict(cls, d: dict[str, Any]) -> SyncReport:
         rep = cls()
         rep.update(d)
         return rep

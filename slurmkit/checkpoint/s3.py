@@ -89,7 +89,7 @@ class S3Dest:
             body = self.s3.get_object(Bucket=self.bucket, Key=self._key(name, mf.MANIFEST))["Body"].read()
         except self.s3.exceptions.NoSuchKey:
             return None
-        except Exception as e:  # noqa: BLE001 - 404 as a ClientError on some servers
+        except Exception as e:  # 404 as a ClientError on some servers
             if "404" in str(e) or "NoSuchKey" in str(e):
                 return None
             raise

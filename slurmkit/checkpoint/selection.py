@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import Any
 
 from . import layout
 from . import manifest as mf
@@ -16,7 +17,7 @@ def _same(a: dict | None, b: dict | None) -> bool:
 
 
 def scan_source(root: str, marker: str | None = None, *,
-                problems: list[str] | None = None) -> tuple[dict[str, dict | str], list[str]]:
+                problems: list[str] | None = None) -> tuple[dict[str, Any], list[str]]:
     """({name: manifest, or "marker" when complete by marker only}, [incomplete names]); names sorted."""
     complete: dict[str, dict | str] = {}
     incomplete = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 import errno
 import os
 import time
+from typing import Any
 
 from . import manifest as mf
 from .dest import make_dest
@@ -21,7 +22,7 @@ def sync_dir(source: str, dest: str, *, keep: int, marker: str | None = None, al
     that series' checkpoints (see selection.plan)."""
     t0 = time.monotonic()
     rep = empty_report(source, dest)
-    src_ckpts: dict = {}
+    src_ckpts: dict[str, Any] = {}   # name -> manifest, or "marker"
     try:
         check_disjoint(source, dest)
         # a manifest that is there but refused (unsupported algo, over the size limits) is an error, not a wait
@@ -60,6 +61,7 @@ def sync_dir(source: str, dest: str, *, keep: int, marker: str | None = None, al
                 try:
                     man = src_ckpts[name]
                     if man == "marker":
+                        assert marker is not None    # scan_source says "marker" only when given one
                         rep["refused"] += [f"{name}/{s}" for s in _symlinks_in(ck)]
                         man = build_marker_manifest(ck, marker, algo)
                         if _same(man, dst_ckpts.get(name)):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import sys
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import click
 
-from ..cli import Ctx
+from .ctx import Ctx
 from ..errors import CommandError, UsageError
 
 
@@ -149,7 +150,7 @@ def _run_audit(ctx: Ctx, from_file, since_text, partition, now_text, limit_nodes
     window = timedelta(minutes=s.audit.evidence_window_minutes)
     health = _health(ctx, since, recs, window)
     parts = [p for p in (partition or "").split(",") if p] or None
-    kw = dict(table=table, prefix=s.drain.prefix, now=now, since=since, partitions=parts,
+    kw: dict[str, Any] = dict(table=table, prefix=s.drain.prefix, now=now, since=since, partitions=parts,
               evidence_per_node=s.audit.evidence_per_node,
               evidence_window=timedelta(minutes=s.audit.evidence_window_minutes))
     entries = A.audit(recs, health=health, **kw)
@@ -281,7 +282,7 @@ def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
         if e is None and name not in known:
             decisions.append(drain.ResumeDecision(name, "skip", "no such node"))
             continue
-        passed = bool(e) and A.passed_since(health.get(name, []), e.check, A.slurm_time(e.node.reason_time))
+        passed = e is not None and A.passed_since(health.get(name, []), e.check, A.slurm_time(e.node.reason_time))
         d = drain.plan_resume(e, name, force=force, recheck=recheck, passed_since_drain=passed)
         if d.action == "recheck":
             if not d.check:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import Ctx, pass_ctx
+from .ctx import Ctx, pass_ctx
 
 
 def _split_only(value: str | None) -> list[str] | None:

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..cli import Ctx, pass_ctx
+from .ctx import Ctx, pass_ctx
 from ..errors import UsageError
 
 

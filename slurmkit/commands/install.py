@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..cli import Ctx, pass_ctx
+from .ctx import Ctx, pass_ctx
 from ..errors import CommandError, SlurmkitError, UsageError
 
 
@@ -39,6 +39,8 @@ def install(ctx: Ctx, nodelist, partition, dry_run, parallel, as_json, rollback,
 
     settings = ctx.settings
     inst = settings.install
+    wh: bundle.Wheelhouse | None           # none for a rollback
+    conf: dict | None                      # slurm.conf advice; none for a rollback
     if build_dir:
         wh = bundle.wheelhouse(inst, say=ctx.say, build=True)
         for w in bundle.export_wheelhouse(wh, Path(build_dir)):

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import Ctx, pass_ctx
+from .ctx import Ctx, pass_ctx
 
 
 @click.command()

@@ -5,7 +5,7 @@ import time
 
 import click
 
-from ..cli import Ctx, pass_ctx
+from .ctx import Ctx, pass_ctx
 from ..errors import UsageError
 
 

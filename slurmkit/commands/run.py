@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import Ctx, pass_ctx
+from .ctx import Ctx, pass_ctx
 
 
 @click.command(context_settings={"ignore_unknown_options": False, "allow_interspersed_args": False})
@@ -35,7 +35,8 @@ def run(ctx: Ctx, trigger, checkpoint_signal, grace, max_requeues, checkpoint_di
     --requeue). Exits with COMMAND's exit code. Settings: the `run:` section of the site config.
     """
     from ..errors import UsageError
-    from ..run import RunOptions, Runner, signum
+    from ..run import RunOptions, Runner
+    from ..signals import signum
 
     for what, val, none_ok in (("--signal", trigger, False), ("--checkpoint-signal", checkpoint_signal, True)):
         if val is None or (none_ok and val.strip().lower() == "none"):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import Ctx, pass_ctx
+from .ctx import Ctx, pass_ctx
 
 set_option = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
                           help="Override a spec key (dotted for nested keys: preemption.signal_lead=60); the "

@@ -4,7 +4,7 @@ import sys
 
 import click
 
-from ..cli import Ctx, pass_ctx
+from .ctx import Ctx, pass_ctx
 
 
 @click.command()
@@ -60,12 +60,12 @@ def sync(ctx: Ctx, source, dest, keep, as_user, marker, series, dry_run, as_json
         state = {}
         lock = threading.Lock()  # the copy reports from its worker threads
 
-        def on_total(n):  # noqa: F811
+        def on_total(n):
             state["bar"] = click.progressbar(length=max(n, 1), label="sync", file=sys.stderr,
                                              show_pos=False, show_percent=True, show_eta=True)
             state["bar"].__enter__()
 
-        def progress(n):  # noqa: F811
+        def progress(n):
             if "bar" in state:
                 with lock:
                     state["bar"].update(n)
@@ -96,6 +96,6 @@ def sync(ctx: Ctx, source, dest, keep, as_user, marker, series, dry_run, as_json
                           if rep["incomplete"] else ""))
         for w in rep.get("refused", []):
             click.echo(f"slurmkit: refused symlink {w}", err=True)
-        for e in rep["errors"]:
-            click.echo(f"slurmkit: error: {e}", err=True)
+        for err in rep["errors"]:
+            click.echo(f"slurmkit: error: {err}", err=True)
     return 1 if rep["errors"] or rep.get("deferred") else 0

@@ -24,8 +24,8 @@ def _files(settings, job_id: int, node: str) -> tuple[str, str]:
 
 def _job(settings, environ):
     """(efficiency settings, job id, node, GPUs) for a GPU job with efficiency on, else None."""
-    eff = getattr(settings, "efficiency", None)
-    if eff is None or not eff.enabled:
+    eff = settings.efficiency
+    if not eff.enabled:
         return None
     from ..hooks.common import job_gpus, job_id
     jid, gpus = job_id(environ), job_gpus(environ)

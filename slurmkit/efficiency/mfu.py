@@ -106,7 +106,7 @@ def read_steps_file(path: str, uid: int | None) -> str:
 def for_record(settings, rec: dict, environ) -> dict | None:
     """The epilog: MFU for the job record from the job's step file (then removed), or None."""
     jid = rec.get("job_id")
-    steps_dir = getattr(getattr(settings, "efficiency", None), "steps_dir", None) or "/tmp"
+    steps_dir = settings.efficiency.steps_dir or "/tmp"
     path = steps_path(jid, steps_dir)
     uid = environ.get("SLURM_JOB_UID")
     text = read_steps_file(path, int(uid) if uid and uid.isdigit() else None)

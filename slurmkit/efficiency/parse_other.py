@@ -44,7 +44,7 @@ def parse_table(text: str, *, path: str = "<capture>") -> Capture:
 def parse_jobstats_json(text: str, *, path: str = "<capture>") -> Capture:
     try:
         doc = json.loads(text)
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         raise UsageError(f"not JSON: {e.msg}", path=path, line=e.lineno) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), dict):
         raise UsageError("not a jobstats summary: no 'nodes' mapping", path=path, line=1)
@@ -81,7 +81,7 @@ def parse_jobstats_text(text: str, *, path: str = "<capture>") -> Capture:
     cap = Capture(format="jobstats", snapshot=True)
     section = None
     nodes = set()
-    for i, ln in enumerate(text.splitlines(), 1):
+    for ln in text.splitlines():
         s = ln.strip()
         if s.startswith("GPU utilization per node"):
             section = "util"

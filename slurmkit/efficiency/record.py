@@ -10,6 +10,7 @@ Standard library only (the epilog writes it).
 """
 from __future__ import annotations
 
+from typing import Any
 import json
 import os
 import time
@@ -25,8 +26,7 @@ def log_path(settings) -> str:
     `efficiency/` directory next to it (one writer per file, as the health log); a single health-log file gets
     `efficiency.jsonl` next to it."""
     from .. import healthlog
-    eff = getattr(settings, "efficiency", None)
-    explicit = getattr(eff, "log", None)
+    explicit = settings.efficiency.log
     if explicit:
         return explicit
     hl = settings.paths.health_log
@@ -175,7 +175,10 @@ def report_for_job(settings, job_id: int, *, node: str | None = None, thresholds
     for r in recs:
         latest[r.get("node")] = r        # a requeued job: the newest record per node
     multi = len(latest) > 1
-    gpus, series, findings, steps = [], {}, [], []
+    gpus: list[dict] = []
+    series: dict[Any, Any] = {}     # "node:gpu" keys across nodes, else the GPU index
+    findings: list[str] = []
+    steps: list[dict] = []
     for nd, r in latest.items():
         for g in r["gpus"]:
             g = dict(g)

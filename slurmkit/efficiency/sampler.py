@@ -20,6 +20,7 @@ dcgmi gave its first sample, or {"event": "dcgm-unavailable", "error": ...} when
 """
 from __future__ import annotations
 
+from typing import Any
 import argparse
 import json
 import os
@@ -111,7 +112,9 @@ class Writer:
         self.f.close()
         with open(self.path, encoding="utf-8") as f:
             lines = f.readlines()
-        keep, ticks, last_t = [], {}, {}
+        keep: list[str] = []
+        ticks: dict[str, Any] = {}
+        last_t: dict[str, Any] = {}
         for ln in lines:
             if ln.startswith("["):
                 t = ln.split(",", 1)[0]
@@ -215,7 +218,9 @@ def sample_smi(tool: str, gpus: list[int], interval: float, w: Writer, stop: thr
             return "tool-missing"
         child["nvidia-smi"] = p
         last_t = None
-        for line in iter(lambda: p.stdout.readline(MAX_LINE), ""):
+        out = p.stdout
+        assert out is not None               # Popen(stdout=PIPE)
+        for line in iter(lambda: out.readline(MAX_LINE), ""):
             cells = [c.strip() for c in line.split(",")]
             if len(cells) != 8 or not cells[0].isdigit():
                 continue
@@ -283,7 +288,8 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGINT, lambda *_: halt("interrupted"))
 
     def watchdog() -> None:
-        start, seen, misses, known = time.monotonic(), False, 0, set()
+        start, seen, misses = time.monotonic(), False, 0
+        known: set[str] = set()
         while not stop.wait(a.watchdog):
             if not os.path.exists(a.out):
                 return halt("output file removed")

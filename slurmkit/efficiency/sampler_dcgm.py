@@ -58,7 +58,9 @@ def sample_dcgm(argv: list[str], gpus: list[int], interval: float, start_timeout
             p.kill()
     threading.Thread(target=deadline, daemon=True).start()
     last_t = None
-    for line in iter(lambda: p.stdout.readline(MAX_LINE), ""):
+    out = p.stdout
+    assert out is not None                   # Popen(stdout=PIPE)
+    for line in iter(lambda: out.readline(MAX_LINE), ""):
         cells = line.split()
         if cells[:1] == ["#Entity"]:
             cols = cells[1:]

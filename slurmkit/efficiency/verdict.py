@@ -14,6 +14,7 @@ A job's verdict is its worst GPU's, in that order (hung, idle, unknown, underuse
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .model import STATES, Capture, GpuSeries
 
@@ -32,7 +33,7 @@ class Thresholds:
     sm_low_active_pct: float = 20.0
 
     @classmethod
-    def from_settings(cls, eff) -> "Thresholds":
+    def from_settings(cls, eff) -> Thresholds:
         return cls(**{k: getattr(eff, k) for k in cls.__dataclass_fields__ if hasattr(eff, k)})
 
 
@@ -74,7 +75,7 @@ def gpu_summary(g: GpuSeries, th: Thresholds, *, interval: float | None, power_l
     pows = _valid(g.power)
     limit = g.power_limit or power_limit
     dt = interval_of(g, interval)
-    s = {"index": g.index if g.index is not None else g.key, "uuid": g.uuid, "name": g.name,
+    s: dict[str, Any] = {"index": g.index if g.index is not None else g.key, "uuid": g.uuid, "name": g.name,
          "samples": len(utils),
          "util_mean": round(sum(utils) / len(utils), 1) if utils else None,
          "util_max": max(utils) if utils else None,

@@ -42,5 +42,5 @@ def load(name: str, path: str, ttl_seconds: float, how_to_run: str, *, check: st
     ev = dict(r.get("evidence", {}) if isinstance(r.get("evidence"), dict) else {}, cached_age_seconds=round(age))
     if age > ttl_seconds:
         return Result(name, "skip", f"cached {what} result is {age / 3600:.1f} h old (ttl {ttl_seconds:g} s)", ev)
-    status = r.get("status") if r.get("status") in ("ok", "warn", "fail", "skip") else "skip"
+    status = str(r["status"]) if r.get("status") in ("ok", "warn", "fail", "skip") else "skip"
     return Result(name, status, f"cached: {r.get('reason', '')}", ev, code=str(cached.get("code", "")))

@@ -12,6 +12,7 @@ bandwidth. Integers are ASCII and bounded too (no superscript digits, no 4,300-d
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _LABEL = re.compile(r"^\s*[0-9]{1,6}:\s?")
 _ROW = re.compile(r"^\s*(?P<size>[0-9]{1,20})\s+(?P<count>[0-9]{1,20})\s+(?P<type>\w+)\s+(?P<redop>\w+)\s+"
@@ -35,7 +36,7 @@ def _int(s: str) -> int | None:
 
 
 def parse(text: str) -> dict:
-    rows = []
+    rows: list[dict[str, Any]] = []
     warns: list[str] = []
     failures: list[str] = []
     avg = None
@@ -98,7 +99,7 @@ def parse(text: str) -> dict:
                 unreadable.append(f"line {i + 1}: #wrong {w[:40]!r} is not a count")
         rows.append({"size": int(m.group("size")), "type": m.group("type"), "busbw_oop": oop_bw, "busbw_ip": ip_bw,
                      "wrong": [cells[3], cells[7]]})
-    avg_source = "footer"
+    avg_source: str | None = "footer"
     if avg is None and footer:
         avg_source = None
     elif avg is None and rows:

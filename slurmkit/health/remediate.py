@@ -197,7 +197,7 @@ def act(settings, node: str, *, backend, boot_id: str | None, records) -> dict |
     except SlurmkitError:
         return None                  # the next run decides; nothing is done on a state that could not be read
     d = decision(settings, rec, records)
-    if d.step == "none":
+    if d.step == "none" or rec is None or d.tag is None:   # decide() says "none" for an unknown node or cause
         return None
     ev = {"cause": d.tag, "reboots_in_window": d.count, "limit": h.remediate_flap_limit,
           "window_hours": h.remediate_flap_window_hours, "boot_id": boot_id, "was": rec.reason}

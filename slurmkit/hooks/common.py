@@ -3,6 +3,11 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:                 # types only: the hooks' import path stays light
+    from ..health.base import Report
+    from ..settings import Settings
 
 
 def job_id(environ) -> int | None:
@@ -58,8 +63,8 @@ def _act(profile, settings, node, jid, report) -> str:
 _UNSET = object()
 
 
-def run_hook(profile: str, settings, environ, *, pre_records=(), checks=None, job_gpus=_UNSET,
-             budget: float | None = None) -> tuple[object, str]:
+def run_hook(profile: str, settings: Settings, environ, *, pre_records=(), checks=None, job_gpus=_UNSET,
+             budget: float | None = None) -> tuple[Report, str]:
     """Run `profile` ("prolog" | "epilog" | "health"), or only `checks` of it; returns (report, action). Appends
     every verdict to the health log. `job_gpus` None = all the node's GPUs (a health run: no job)."""
     from .. import drain, healthlog
@@ -113,7 +118,7 @@ def fail_safe(profile: str, fn) -> int:
     "<Prolog|Epilog> error": fail-closed, and visible)."""
     try:
         return fn()
-    except Exception as e:  # noqa: BLE001 - the hook must say what broke, in one line, and never hang
+    except Exception as e:  # the hook must say what broke, in one line, and never hang
         print(f"slurmkit {profile}: internal error: {type(e).__name__}: {e}", file=sys.stderr)
         if os.environ.get("SLURMKIT_DEBUG"):
             raise

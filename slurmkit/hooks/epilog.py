@@ -20,8 +20,7 @@ def checkpoint_sync(settings, environ) -> list[dict]:
     sync_for_job never raises and appends its own health-log record (context "sync"); this returns records only for
     what it cannot say itself: a sync module that does not import, or an exception escaping it anyway.
     """
-    sync = getattr(settings, "sync", None)
-    if sync is None or not getattr(sync, "enabled", False):
+    if not settings.sync.enabled:
         return []
     from .. import healthlog
     node = environ.get("SLURMD_NODENAME")

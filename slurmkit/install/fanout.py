@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Callable, TypeVar
+from typing import TypeVar
+from collections.abc import Callable
 
 R = TypeVar("R")
 

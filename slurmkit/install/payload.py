@@ -38,7 +38,7 @@ _EPOCH = int(SOURCE_DATE_EPOCH)
 PROBE = """\
 import json, os, sys, sysconfig
 print(json.dumps({"cache_tag": sys.implementation.cache_tag, "soabi": sysconfig.get_config_var("SOABI") or "",
-                  "machine": os.uname().machine, "version": "%d.%d.%d" % sys.version_info[:3],
+                  "machine": os.uname().machine, "version": ".".join(map(str, sys.version_info[:3])),
                   "base_executable": getattr(sys, "_base_executable", "") or sys.executable}))
 """
 
@@ -85,7 +85,7 @@ def parse_probe(text: str) -> PyId:
 def here() -> PyId:
     """This (the admin's) interpreter: the one that builds the tree and compiles its bytecode."""
     return PyId(sys.implementation.cache_tag, sysconfig.get_config_var("SOABI") or "", platform.machine(),
-                "%d.%d.%d" % sys.version_info[:3], getattr(sys, "_base_executable", "") or sys.executable)
+                ".".join(map(str, sys.version_info[:3])), getattr(sys, "_base_executable", "") or sys.executable)
 
 
 def misfit(built: PyId, node: PyId) -> str | None:
@@ -123,14 +123,14 @@ class Payload:
 def _import_installer(wh: Wheelhouse) -> None:
     """pypa/installer: the admin's own, else the one in the wheelhouse (a pure-Python wheel imports as a zip)."""
     try:
-        import installer  # noqa: F401
+        import installer
         return
     except ImportError:
         pass
     sys.path.insert(0, str(wh.installer))
     try:
-        import installer.destinations  # noqa: F401
-        import installer.scripts  # noqa: F401
+        import installer.destinations
+        import installer.scripts
         import installer.sources  # noqa: F401
     finally:
         sys.path.remove(str(wh.installer))

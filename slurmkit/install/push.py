@@ -18,7 +18,9 @@ from __future__ import annotations
 import posixpath
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .bundle import Artifact, Wheelhouse, artifacts
 from .layout import COMPLETE, PREV, Layout
@@ -27,6 +29,9 @@ from .payload import PROBE, Payload, PyId, misfit, parse_probe, pyvenv_cfg
 from .plan import (Change, NodePlan, RemoteFile, RollbackPlan, parse_sha256sum, parse_stamp, plan_node,
                    plan_rollback)
 from .ssh import HostKeyRefused, NodeError, Transport
+
+if TYPE_CHECKING:
+    from ..settings import InstallSettings
 
 
 @dataclass
@@ -149,14 +154,14 @@ IMPORT_CHECK = "import slurmkit.cli, yaml, click; print(slurmkit.__version__)"
 
 # Runs on the node as `python3 -c VENV_SCRIPT VDIR INSTALLER_WHEEL WHEEL...`: fixed code, paths as argv, one
 # round trip for what would be three commands (create the venv, install the wheels, check the import).
-VENV_SCRIPT = """\
+VENV_SCRIPT = f"""\
 import os, subprocess, sys, venv
 vdir, installer, wheels = sys.argv[1], sys.argv[2], sys.argv[3:]
 venv.EnvBuilder(with_pip=False, symlinks=True).create(vdir)
 py = os.path.join(vdir, "bin", "python")
 steps = [([py, "-m", "installer", "--no-compile-bytecode", *wheels], dict(os.environ, PYTHONPATH=installer)),
-         ([py, "-c", %r], None)]
-""" % IMPORT_CHECK + """\
+         ([py, "-c", {IMPORT_CHECK!r}], None)]
+""" + """\
 for argv, env in steps:
     r = subprocess.run(argv, env=env, capture_output=True, text=True)
     if r.returncode:
@@ -253,7 +258,7 @@ def apply(t: Transport, lay: Layout, plan: NodePlan, wh: Wheelhouse, remote: dic
         for a in order[0]:
             commit(t, a.path, staged[a.path], remote[a.path].exists)
             del left[a.path]
-        leftover = remote.get(plan.build_venv, RemoteFile("", False)).exists
+        leftover = remote.get(plan.build_venv or "", RemoteFile("", False)).exists
         if plan.build_venv and payload is not None and node_py is not None:
             unpack_venv(t, lay, payload, node_py, wh.version, plan.build_venv, install.command_timeout, leftover)
         elif plan.build_venv:
@@ -331,12 +336,12 @@ def verify_reason(returncode: int, report, stderr_lines: list[str]) -> str | Non
 @dataclass
 class Job:
     """What every node gets; `connect(node) -> Transport` is the edge (paramiko, or a local stand-in)."""
-    install: object                  # config.InstallSettings
-    wheelhouse: Wheelhouse | None
+    install: InstallSettings
+    wheelhouse: Wheelhouse | None    # None for a rollback
     prolog: bytes
     epilog: bytes
     site_config: bytes
-    connect: object
+    connect: Callable[[str], Transport]
     health: bytes = b""
     payload: Payload | None = None   # the prebuilt venv (install.prebuilt_venv); None: every node builds its own
     dry_run: bool = False
@@ -364,13 +369,13 @@ def run_node(node: str, job: Job) -> NodeResult:
         res.status, res.error = "refused", str(e)
     except NodeError as e:
         res.status, res.error = "failed", str(e)
-    except Exception as e:   # one broken node never stops the others; the report says what happened
+    except Exception as e:  # noqa: BLE001 - one broken node never stops the others; the report says what happened
         res.status, res.error = "failed", f"{type(e).__name__}: {e}"
     finally:
         if t is not None:
             try:
                 t.close()
-            except Exception:
+            except Exception:  # noqa: BLE001 - closing a broken transport: the result already says why
                 pass
         res.seconds = time.monotonic() - start
     return res
@@ -378,6 +383,7 @@ def run_node(node: str, job: Job) -> NodeResult:
 
 def _plan(t: Transport, lay: Layout, job: Job, pl: Payload | None) -> tuple[list[Artifact], dict, NodePlan]:
     wh = job.wheelhouse
+    assert wh is not None                # an install (not a rollback) always has its bundle
     bundle_id = wh.bundle_id
     arts = artifacts(lay, wh, job.prolog, job.epilog, job.site_config, job.health, payload=pl, bundle_id=bundle_id)
     venv = lay.venv_for(bundle_id)
@@ -389,6 +395,7 @@ def _plan(t: Transport, lay: Layout, job: Job, pl: Payload | None) -> tuple[list
 
 def _install_node(t: Transport, lay: Layout, job: Job, res: NodeResult) -> None:
     wh = job.wheelhouse
+    assert wh is not None                # an install (not a rollback) always has its bundle
     arts, remote, plan = _plan(t, lay, job, job.payload)
     node_py = None
     if job.payload is not None and plan.changed:

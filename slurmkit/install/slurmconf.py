@@ -46,7 +46,7 @@ def required_lines(prolog: str, epilog: str, timeout: int, *, health: str | None
 
 def parse_show_config(text: str) -> dict[str, str]:
     """Key -> value; an indexed key (`Prolog[1]`) is kept as it is, and its first script also as `Prolog`."""
-    out = {}
+    out: dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition("=")
         key = key.strip()
@@ -118,7 +118,7 @@ def merged(lines: list[Line], conf: dict[str, str] | None) -> list[Line]:
 
 def configless(conf: dict[str, str] | None) -> bool:
     """SlurmctldParameters=enable_configless: nodes fetch slurm.conf from the controller; edit it there only."""
-    return bool(conf) and "enable_configless" in {i.lower() for i in _items(conf.get("SlurmctldParameters"))}
+    return conf is not None and "enable_configless" in {i.lower() for i in _items(conf.get("SlurmctldParameters"))}
 
 
 def wrapper_script(which: str, hook_template: str) -> str:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..errors import SlurmkitError
+from ..proc import Result
 from .plan import RemoteFile
 
 
@@ -40,13 +41,10 @@ def short(argv) -> str:
 
 
 @dataclass(frozen=True)
-class RunResult:
-    argv: tuple[str, ...]
-    returncode: int
-    stdout: str
-    stderr: str
+class RunResult(Result):
+    """proc.Result of a command on a node; check() raises NodeError unless it exited 0."""
 
-    def check(self) -> "RunResult":
+    def check(self) -> RunResult:
         if self.returncode != 0:
             last = (self.stderr or self.stdout).strip().splitlines()
             raise NodeError(f"{short(self.argv)}: {last[-1] if last else f'exit code {self.returncode}'}")
@@ -122,7 +120,7 @@ class LocalTransport:
     def run(self, argv: list[str], timeout: float | None = None) -> RunResult:
         from .. import proc
         r = proc.run(argv, timeout=timeout or self.timeout, check=False)
-        return RunResult(tuple(argv), r.returncode, r.stdout, r.stderr)
+        return RunResult(tuple(argv), r.returncode, r.stdout, r.stderr, r.seconds)
 
     def close(self) -> None:
         pass
@@ -183,7 +181,7 @@ def _local_user() -> str:
     return getpass.getuser()
 
 
-def connect(node: str, install, *, accept_new: bool = False, say=lambda m: None) -> "ParamikoTransport":
+def connect(node: str, install, *, accept_new: bool = False, say=lambda m: None) -> ParamikoTransport:
     import paramiko
     o = ssh_options(node, install)
     client = paramiko.SSHClient()
@@ -304,7 +302,7 @@ class ParamikoTransport:
             chan.close()
         except NodeError:
             raise
-        except Exception as e:  # paramiko.SSHException, socket.timeout, EOFError: the connection broke
+        except Exception as e:  # noqa: BLE001 - paramiko.SSHException, socket.timeout, EOFError: the connection broke
             raise NodeError(f"{short(argv)}: {type(e).__name__}: {e}") from None
         return RunResult(tuple(str(a) for a in argv), rc, out.decode(errors="replace"), err.decode(errors="replace"))
 

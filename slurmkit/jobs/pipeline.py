@@ -102,7 +102,7 @@ def background(fn: Callable[[], Any]) -> Callable[[], Any]:
     def target():
         try:
             box["value"] = fn()
-        except BaseException as e:   # re-raised in the caller's thread
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
             box["error"] = e
 
     t = threading.Thread(target=target, daemon=True)

@@ -116,7 +116,7 @@ def plan_binding(profile: dict, gpus_per_task: int, tasks_per_node: int) -> dict
 def profile_cpus_per_gpu(profile: dict) -> int | None:
     """CPUs per GPU from a profile alone: the CPUs of the node (union of the GPUs' affinities) / GPUs."""
     gpus = profile.get("gpus") or []
-    cpus = set()
+    cpus: set[int] = set()
     for g in gpus:
         cpus.update(g.get("cpus") or [])
     if not gpus or not cpus:
@@ -364,7 +364,7 @@ def _launch(spec: JobSpec, sub, launcher: str, srun: list[str], tasks: int, note
     p = spec.preemption
     gpn = spec.gpus_per_node
     is_text = isinstance(spec.command, str)
-    user = spec.command if is_text else " ".join(q(a) for a in spec.command)
+    user: str = spec.command if isinstance(spec.command, str) else " ".join(q(a) for a in spec.command or ())
     wrapper = None
     if spec.checkpoint_dir:
         # `slurmkit run` (issue 7): --signal is what Slurm sends (sbatch --signal=B:USR2@lead),
@@ -406,8 +406,8 @@ def _cpus(cpus: list[int]) -> str:
 
 
 def _secs(t: str) -> int:
-    from .spec import time_seconds
-    return time_seconds(t)
+    from ..duration import seconds
+    return seconds(t)
 
 
 # --- templates -----------------------------------------------------------------------------------------------------
@@ -483,7 +483,7 @@ def render(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
     else:
         r.notes.append("script from the render cache (same templates, same inputs)")
     r.script = script
-    r.template_dirs, r.template_deps = cache.dirs, cache.deps
+    r.template_dirs, r.template_deps = cache.dirs, cache.deps or []
     return r
 
 
@@ -516,7 +516,7 @@ class _ScriptCache:
         if os.environ.get("SLURMKIT_NO_CACHE"):
             return
         try:   # the builtin module: hashlib pulls in OpenSSL, a few ms of start-up
-            from _sha256 import sha256
+            from _sha256 import sha256  # type: ignore[import-not-found]  # CPython builtin, no stub
         except ImportError:
             from hashlib import sha256
         from .. import __version__
@@ -598,7 +598,7 @@ def render_template(settings, tname: str, ctx: dict, *, extra_dir=None, spec=Non
 def _template_frame(exc: BaseException, default: str) -> tuple[str, int | None]:
     """The innermost template file and line in a Jinja traceback (Jinja rewrites frames to template lines)."""
     import traceback
-    found = (default, None)
+    found: tuple[str, int | None] = (default, None)
     for fr in traceback.extract_tb(exc.__traceback__):
         if fr.filename.endswith(".j2") or "/templates/" in fr.filename:
             found = (fr.filename, fr.lineno)

@@ -27,6 +27,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ..duration import TIME_RE, seconds as time_seconds  # noqa: F401 - TIME_RE: the spec's grammar
 from ..errors import SpecError, UsageError
 
 # Validation patterns match the whole value (`\Z`, not `$`, which lets a trailing newline through) and ASCII
@@ -35,9 +36,6 @@ NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 MEM_RE = re.compile(r"\A[0-9]{1,15}[KMGTkmgt]?\Z")
 UNLIMITED = ("infinite", "unlimited")
 # Slurm's time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
-_N = r"[0-9]{1,9}"
-TIME_RE = re.compile(rf"\A(?:(?P<d>{_N})-(?P<dh>{_N})(?::(?P<dm>{_N})(?::(?P<ds>{_N}))?)?"
-                     rf"|(?P<h>{_N}):(?P<m>{_N}):(?P<s>{_N})|(?P<m2>{_N}):(?P<s2>{_N})|(?P<m1>{_N}))\Z")
 # an sbatch option name: --long-name or -x; its value, if any, after `=`
 SBATCH_OPT_RE = re.compile(r"\A(?:--[A-Za-z][A-Za-z0-9-]*|-[A-Za-z])\Z")
 MAX_SWEEP = 10000
@@ -113,20 +111,6 @@ class JobSpec:
             return []
         keys = list(self.sweep)
         return [dict(zip(keys, combo)) for combo in itertools.product(*(self.sweep[k] for k in keys))]
-
-
-def time_seconds(text: str) -> int:
-    m = TIME_RE.fullmatch(text)
-    if not m:
-        raise ValueError(text)
-    g = {k: int(v) for k, v in m.groupdict().items() if v is not None}
-    if "d" in g:
-        return g["d"] * 86400 + g["dh"] * 3600 + g.get("dm", 0) * 60 + g.get("ds", 0)
-    if "h" in g:
-        return g["h"] * 3600 + g["m"] * 60 + g["s"]
-    if "m2" in g:
-        return g["m2"] * 60 + g["s2"]
-    return g["m1"] * 60
 
 
 # --- loading -----------------------------------------------------------------------------------------------------
@@ -379,7 +363,7 @@ def _check_command_and_lines(spec: JobSpec) -> None:
         for i, a in enumerate(spec.command):
             if "\0" in a:
                 fail(f"command[{i}]", "contains a NUL byte")
-    elif "\0" in spec.command:
+    elif isinstance(spec.command, str) and "\0" in spec.command:
         fail("command", "contains a NUL byte")
     # values that end up on #SBATCH lines: one line each, no NUL
     for key in ("name", "partition", "account", "qos", "workdir", "output", "checkpoint_dir", "template"):

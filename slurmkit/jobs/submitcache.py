@@ -63,7 +63,7 @@ def key_for(config_arg: str | None, spec_path: str, sets) -> str | None:
     if os.environ.get("SLURMKIT_NO_CACHE"):
         return None
     try:   # the builtin module: hashlib pulls in OpenSSL, a few ms of start-up
-        from _sha256 import sha256
+        from _sha256 import sha256  # type: ignore[import-not-found]
     except ImportError:
         from hashlib import sha256
     cfg = config_arg or os.environ.get("SLURMKIT_CONFIG") or None

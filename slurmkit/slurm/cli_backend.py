@@ -31,11 +31,13 @@ def _version_key(bin_dir: str | None) -> str | None:
     if os.environ.get("SLURMKIT_NO_CACHE"):
         return None
     path = os.path.join(bin_dir, "sinfo") if bin_dir else shutil.which("sinfo")
+    if not path:
+        return None
     try:
-        st = os.stat(path) if path else None
+        st = os.stat(path)
     except OSError:
         return None
-    return f"{os.path.realpath(path)}:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}" if st else None
+    return f"{os.path.realpath(path)}:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def _version_file() -> str:

@@ -30,13 +30,13 @@ def usable(cli) -> tuple[bool, str]:
     if importlib.util.find_spec("pyslurm") is None:
         return False, "pyslurm is not installed"
     try:
-        import pyslurm  # noqa: F401
-    except Exception as e:  # pyslurm raises on import when built for another libslurm
+        import pyslurm
+    except Exception as e:  # noqa: BLE001 - pyslurm raises on import when built for another libslurm
         return False, f"pyslurm does not import ({e.__class__.__name__}: {str(e).splitlines()[0] if str(e) else ''})"
     have = _major_minor(getattr(pyslurm, "__version__", "") or "")
     try:
         want = _major_minor(cli.version())
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - said in the reason pyslurm is not used
         return False, f"cannot read the Slurm version ({e})"
     if not have or have != want:
         return False, f"pyslurm {have or '?'} does not match Slurm {want or '?'}"
@@ -113,7 +113,7 @@ class PyslurmBackend:
             nodes = pyslurm.Nodes.load()
             jobs = pyslurm.Jobs.load()
             layouts = [j.get_resource_layout_per_node() for j in jobs.values() if str(j.state) == "RUNNING"]
-        except Exception as e:   # pyslurm.core.error.RPCError and friends: a clear error, not a traceback
+        except Exception as e:  # noqa: BLE001 - pyslurm.core.error.RPCError and friends: a clear error, not a traceback
             msg = str(e).strip() or e.__class__.__name__
             raise SlurmError(f"pyslurm could not load nodes/jobs from slurmctld: {msg} (is slurmctld up? "
                              "check SLURM_CONF and `scontrol ping`)") from None

@@ -84,7 +84,7 @@ def parse_state(text: str) -> tuple[str, list[str]]:
         return "UNKNOWN", []
     base, flags = "UNKNOWN", []
     for i, word in enumerate(parts):
-        suffix = []
+        suffix: list[str] = []
         while word and word[-1] in _SUFFIX_FLAGS:
             suffix.insert(0, _SUFFIX_FLAGS[word[-1]])
             word = word[:-1]
@@ -126,7 +126,9 @@ def gres_gpu_count(gres: str) -> int:
 
 def split_gres(gres: str) -> list[str]:
     """Split on commas outside parentheses: 'gpu:2(IDX:0,2),nic:1' -> ['gpu:2(IDX:0,2)', 'nic:1']."""
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in gres or "":
         if ch == "(":
             depth += 1
@@ -394,9 +396,10 @@ def parse_sinfo_text(text: str) -> list[NodeRecord]:
         elif "NODES(A/I/O/T)" in header:
             continue   # `sinfo -s`: per-partition counts, nothing per node
         else:
-            row = _split_columns(line, header)
-            if row is None:
+            split = _split_columns(line, header)
+            if split is None:
                 continue
+            row = split
         for rec in _sinfo_row_record(row):
             _merge(out, rec)
     return list(out.values())

@@ -23,6 +23,8 @@ SlurmFormatError that names the source, the version the document says and what w
 """
 from __future__ import annotations
 
+import builtins                      # _Reader has methods named str and int
+
 import json
 import re
 from datetime import datetime
@@ -97,7 +99,7 @@ def read_meta(data: dict) -> Meta:
                 v = d["version"]
                 parts = [v.get(k) for k in ("major", "minor", "micro")]
                 if all(isinstance(p, (int, str)) and str(p).isdigit() for p in parts):
-                    release = "{:02d}.{:02d}.{}".format(int(parts[0]), int(parts[1]), parts[2])
+                    release = f"{int(parts[0]):02d}.{int(parts[1]):02d}.{parts[2]}"
             if release:
                 break
     return Meta(release, parser, text)
@@ -128,7 +130,7 @@ class _Reader:
             raise self.fail(f"{path}.{key}", "a string", v)
         return v
 
-    def strs(self, d: dict, key: str, path: str) -> list[str]:
+    def strs(self, d: dict, key: builtins.str, path: builtins.str) -> list[builtins.str]:
         """A list of strings; also a comma-separated string (older CSV fields)."""
         v = d.get(key)
         if v is None:
@@ -139,7 +141,7 @@ class _Reader:
             raise self.fail(f"{path}.{key}", "a list of strings", v)
         return list(v)
 
-    def int(self, d: dict, key: str, path: str) -> int | None:
+    def int(self, d: dict, key: builtins.str, path: builtins.str) -> builtins.int | None:
         """An integer, or Slurm's {set, infinite, number} (None when unset or infinite)."""
         v = d.get(key)
         if isinstance(v, dict):
@@ -152,7 +154,7 @@ class _Reader:
             raise self.fail(f"{path}.{key}", "an integer or {set, infinite, number}", v)
         return int(v)
 
-    def items(self, data: dict, key: str) -> list:
+    def items(self, data: dict, key: builtins.str) -> list:
         v = data.get(key)
         if not isinstance(v, list):
             raise self.fail(key, f"a list under top-level `{key}`", v)

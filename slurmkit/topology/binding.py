@@ -14,6 +14,7 @@ How it chooses:
 """
 from __future__ import annotations
 
+from typing import Any
 from ..errors import UsageError
 from .model import INTERCONNECTS, format_cpulist, is_nvlink, link_rank
 
@@ -175,14 +176,14 @@ def _task_cpus(gpus: list[dict], groups: list[list[int]], notes: list[str]):
         if cs:
             by_set.setdefault(tuple(cs), []).append(i)
     claimed: set[int] = set()
-    for cs, users in by_set.items():
-        free_cs = [c for c in cs if c not in claimed]
+    for shared, users in by_set.items():
+        free_cs = [c for c in shared if c not in claimed]
         parts = split_cpus(free_cs, len(users))
         for u, part in zip(users, parts):
             task_cpus[u] = part
             claimed.update(part)
         if len(users) > 1:
-            notes.append(f"tasks {','.join(map(str, users))} share CPUs {format_cpulist(cs)}: split evenly")
+            notes.append(f"tasks {','.join(map(str, users))} share CPUs {format_cpulist(shared)}: split evenly")
     empty = [i for i, cs in enumerate(task_cpus) if not cs and i not in unknown]
     if unknown:
         notes.append(f"CPU affinity unknown for the GPUs of task(s) {','.join(map(str, unknown))}: no --cpu-bind "
@@ -200,7 +201,7 @@ def _task_nics(profile: dict, groups: list[list[int]], notes: list[str]) -> list
     nameless: set[str] = set()
     for grp in groups:
         # each NIC's distance to the task is its distance to the nearest of the task's GPUs; keep the nearest
-        dist = {}
+        dist: dict[str, Any] = {}
         for g in grp:
             for col, tok in gpus[g]["links"].items():
                 if col in nic_names:

@@ -57,7 +57,7 @@ def _from_triples(rows: list[tuple[int, int, int, int | None]], source: str) -> 
     for cpu, _, _, node in rows:
         if node is not None:
             numa.setdefault(node, []).append(cpu)
-    per_socket = {}
+    per_socket: dict[int, int] = {}
     for (s, _c) in cores:
         per_socket[s] = per_socket.get(s, 0) + 1
     threads = max(len(v) for v in cores.values())
@@ -130,7 +130,7 @@ def _derive(node_cpus: dict[int, list[int]], sockets: int | None, threads: int |
                      f"splitting the CPU list")
         allc = sorted(c for n in with_cpus for c in node_cpus[n])
         cores_total = len(allc) // threads
-        socket_lists = [[] for _ in range(sockets)]
+        socket_lists: list[list[int]] = [[] for _ in range(sockets)]
         for c in allc:
             core_global = c % cores_total if cores_total else c
             socket_lists[min(sockets - 1, core_global // max(1, cores_total // sockets))].append(c)
@@ -197,13 +197,14 @@ def parse_numactl(text: str, path: str | None = None, sockets: int | None = None
                   threads: int | None = None) -> CpuLayout:
     """`numactl -H`: node -> CPUs only (sockets and threads per core must come from elsewhere, else 1)."""
     where = path or "<numactl -H>"
-    nodes = {}
+    nodes: dict[int, list[int]] = {}
     for i, ln in enumerate(text.splitlines(), 1):
         m = _NUMACTL_CPUS.match(ln.strip())
         if m:
             vals = m.group(2).split()
-            ids = [small_int(v) for v in vals]
-            if None in ids or small_int(m.group(1)) is None:
+            maybe = [small_int(v) for v in vals]
+            ids = [n for n in maybe if n is not None]
+            if len(ids) != len(maybe) or small_int(m.group(1)) is None:
                 raise UsageError(f"node {m.group(1)[:40]} cpus: not a list of numbers", path=where, line=i)
             nodes[int(m.group(1))] = sorted(ids)
     if not nodes:

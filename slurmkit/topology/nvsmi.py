@@ -79,7 +79,7 @@ def _split_gpu_affinity(vals: list[str], cols: list[str], lineno: int, path) -> 
     any other count of fields could put a value under the wrong column."""
     vals = [v.strip() for v in vals]
     if cols == ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]:
-        layouts = [["CPU Affinity", "NUMA Affinity", None, "GPU NUMA ID"],
+        layouts: list[list[str | None]] = [["CPU Affinity", "NUMA Affinity", None, "GPU NUMA ID"],
                    ["CPU Affinity", None, "NUMA Affinity", None, "GPU NUMA ID"],
                    ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]]
     elif cols == ["CPU Affinity", "NUMA Affinity"]:

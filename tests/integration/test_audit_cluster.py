@@ -12,10 +12,23 @@ ADMIN_REASON = "admin: PSU swap ticket 4411"
 JOB = "#!/bin/sh\nsleep 1\n"
 
 
-def audit_json(c, *args):
-    r = c.slurmkit("audit", "--json", *args)
-    assert r.returncode in (0, 1), r.stderr
-    return {n["node"]: n for n in json.loads(r.stdout)["nodes"]}, json.loads(r.stdout)["summary"]
+def audit_json(c, *args, config=None):
+    r = c.slurmkit(*(["--config", str(config)] if config else []), "audit", "--json", *args)
+    doc = json.loads(r.stdout)
+    # what an admin's script sees: exit 1 exactly when some node is out (drained/down), 0 when none is
+    assert r.returncode == (1 if doc["nodes"] else 0), (r.returncode, r.stderr)
+    return {n["node"]: n for n in doc["nodes"]}, doc["summary"]
+
+
+def own_health_log(c, tmp_path):
+    """The site config with a health log of this test's own: the shared one holds what earlier tests wrote
+    (a slurmkit failure on n4 from another test would read as this drain's evidence)."""
+    import yaml
+    cfg = yaml.safe_load(c.site_config.read_text()) or {}
+    cfg.setdefault("paths", {})["health_log"] = str(tmp_path / "health.jsonl")
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
 
 
 def still(c, name, reason):
@@ -34,13 +47,14 @@ def failing_prolog_n4(clean):
 
 
 @pytest.mark.compat("audit")
-def test_admin_and_prolog_error_drains_are_classified_and_not_resumed(failing_prolog_n4):
+def test_admin_and_prolog_error_drains_are_classified_and_not_resumed(failing_prolog_n4, tmp_path):
     c = failing_prolog_n4
+    cfg = own_health_log(c, tmp_path)
     t0 = time.time()
     c.run("scontrol", "update", "NodeName=n2", "State=DRAIN", f"Reason={ADMIN_REASON}")
     c.sbatch(JOB, "-w", "n4")
     c.wait_node("n4", lambda r: r.drained and r.reason == "Prolog error", timeout=60)
-    nodes, summary = audit_json(c)
+    nodes, summary = audit_json(c, config=cfg)
     assert sorted(nodes) == ["n2", "n4"]
     n2, n4 = nodes["n2"], nodes["n4"]
     assert (n2["by"], n2["cause"], n2["condition"], n2["reason"], n2["gpus_out"]) == \

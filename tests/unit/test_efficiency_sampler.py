@@ -6,7 +6,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 from hypothesis import given, settings, strategies as st
 
@@ -98,7 +97,9 @@ def test_log_rotates_at_its_bound(tmp_path):
 
 def test_hooks_do_nothing_for_cpu_jobs_or_when_disabled(tmp_path):
     from slurmkit.efficiency import hooks
-    s = SimpleNamespace(efficiency=SimpleNamespace(enabled=True), paths=SimpleNamespace(state_dir=str(tmp_path)))
+    from slurmkit.settings import Settings
+    s = Settings()
+    s.efficiency.enabled, s.paths.state_dir = True, str(tmp_path)
     assert hooks.start(s, {"SLURM_JOB_ID": "5"}) is None
     assert hooks.stop(s, {"SLURM_JOB_ID": "5"}) is None
     s.efficiency.enabled = False

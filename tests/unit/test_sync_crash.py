@@ -77,17 +77,19 @@ def kill_loop(tmp_path, keep, old, new, extra_ok=(), kills=KILLS, change=lambda 
     for s in (1, 2):
         make_ckpt(src, s)
     cs.sync_dir(src, base, keep=keep)
-    assert state(base) == old or content
-    old = state(base, content)
+    assert state(base) == old                      # the names before the change
+    old = state(base, content)                     # with content: the versions too
     change(src)
     # how long an undisturbed sync takes, to spread the kills over it
-    runs = []
+    runs, names_new, new = [], new, None
     for _ in range(3):
         shutil.rmtree(dst, ignore_errors=True)
         shutil.copytree(base, dst)
         took, rc = run_child(src, dst, keep, None)
-        assert rc == 0 and (state(dst) == new or content)
-        new = state(dst, content)
+        assert rc == 0 and state(dst) == names_new
+        got = state(dst, content)
+        assert new is None or got == new, (got, new)   # every undisturbed run ends in the same state
+        new = got
         runs.append(took)
     assert new != old
     took = sorted(runs)[1]
@@ -132,7 +134,8 @@ def test_sigkill_with_retention(tmp_path):
 def test_sigkill_while_replacing_a_changed_checkpoint(tmp_path):
     """Step 2 rewritten at the source (new content, same name): the copy at the destination is swapped in one
     atomic exchange, so step 2 is never missing and never a mix."""
-    seen = kill_loop(tmp_path, 3, None, None, kills=max(1, KILLS // 2), content=True,
+    names = ("step-0000000001", "step-0000000002")     # the same names before and after: step 2 changes content
+    seen = kill_loop(tmp_path, 3, names, names, kills=max(1, KILLS // 2), content=True,
                      change=lambda src: make_ckpt(src, 2, salt=1))
     print("states after kills:", seen)
     assert len({st for (st, _) in seen}) == 2, seen  # both versions seen, nothing else

@@ -12,7 +12,7 @@ def evaluate(text: str, s) -> Result:
     driver = cuda = None
     if nvsmi.looks_like_csv(text):
         rows = nvsmi.parse_csv(text)
-        drivers = {r.get("driver_version") for r in rows if r.get("driver_version")}
+        drivers = {str(r["driver_version"]) for r in rows if r.get("driver_version")}
         driver = sorted(drivers)[0] if len(drivers) == 1 else (",".join(sorted(drivers)) or None)
     else:
         q = nvsmi.parse_q(text)

@@ -45,8 +45,9 @@ def _gpu_findings_q(tree, s) -> tuple[list[str], dict]:
     else:
         # a flat excerpt (`nvidia-smi -q | grep -i correctable`): no section names to tell volatile from aggregate
         for path, v in tree.walk():
-            if "uncorrectable" in path[-1].lower() and to_int(v) is not None:
-                flat_unc.append(to_int(v))
+            n = to_int(v) if "uncorrectable" in path[-1].lower() else None
+            if n is not None:
+                flat_unc.append(n)
     ev.update({"volatile_uncorrectable": vol_unc, "aggregate_sram_uncorrectable": agg_sram})
     if vol_unc is not None and vol_unc > s.volatile_uncorrectable_max:
         f.append(f"{vol_unc} volatile uncorrectable ECC errors")

@@ -5,6 +5,7 @@ below its max (or below `pcie.min_width`) is real down-training. Input: `nvidia-
 pcie.link.* columns, or the kernel's "limited by ... (capable of ...)" lines."""
 from __future__ import annotations
 
+from typing import Any
 import re
 
 from .. import nvsmi
@@ -62,8 +63,12 @@ def evaluate(text: str, s) -> Result:
             gid = nvsmi.short_bus(g["bus_id"]) or "?"
             gen = li.get_ci("PCIe Generation")
             wid = li.get_ci("Link Width")
-            g_ = (lambda k: to_int(gen.get_ci(k)) if isinstance(gen, nvsmi.Node) else None)
-            w_ = (lambda k: to_int(wid.get_ci(k)) if isinstance(wid, nvsmi.Node) else None)
+            def g_(k, gen=gen):
+                return to_int(gen.get_ci(k)) if isinstance(gen, nvsmi.Node) else None
+
+            def w_(k, wid=wid):
+                return to_int(wid.get_ci(k)) if isinstance(wid, nvsmi.Node) else None
+
             vals = {"gen.current": g_("Current"), "gen.max": g_("Max"), "gen.gpumax": g_("Device Max"),
                     "gen.hostmax": g_("Host Max"), "width.current": w_("Current"), "width.max": w_("Max")}
             per.append({"gpu": gid, **vals})
@@ -77,7 +82,7 @@ def evaluate(text: str, s) -> Result:
     blind = [p["gpu"] for p in per if p.get("width.current", p.get("width")) is None]
     if blind and len(blind) == len(per) and not findings:
         raise NoData(f"no readable PCIe link width in this input (N/A for {', '.join(map(str, blind[:8]))})")
-    ev = {"gpus": per}
+    ev: dict[str, Any] = {"gpus": per}
     if findings:
         ev["findings"] = findings
         return Result(NAME, s.status, "; ".join(findings), ev, code="pcie")

@@ -56,8 +56,8 @@ def _groups(events: list, verdicts: list) -> list[dict]:
 
 def evaluate(events: list, all_events: list, s, *, total_events=None, live: bool = True) -> Result:
     verdicts = kernlog.grade_all(events, fatal_extra=s.fatal_extra, ignore=s.ignore, unknown_status=s.unknown_status,
-                                 userspace=getattr(s, "userspace", "warn"),
-                                 extra_signatures=getattr(s, "signatures_extra", ()))
+                                 userspace=s.userspace,
+                                 extra_signatures=s.signatures_extra)
     ev = {"events": [dict(e.to_dict(), status=v.status, name=v.name, action=v.action, why=v.why)
                      for e, v in zip(events, verdicts)][:50],
           "groups": _groups(events, verdicts)[:50],
@@ -77,8 +77,8 @@ def evaluate(events: list, all_events: list, s, *, total_events=None, live: bool
 
 def parse(text: str | bytes, s) -> list:
     """The kernel-log events of `text` with the site's signatures (xid.signatures_extra, xid.ignore_signatures)."""
-    return kernlog.parse(text, extra_signatures=getattr(s, "signatures_extra", ()),
-                         ignore_signatures=getattr(s, "ignore_signatures", ()))
+    return kernlog.parse(text, extra_signatures=s.signatures_extra,
+                         ignore_signatures=s.ignore_signatures)
 
 
 def boot_id(settings, node: str) -> str | None:
@@ -116,7 +116,7 @@ def run(ctx) -> Result:
                 state = json.load(f)
         except (OSError, ValueError):
             state = {}
-    if ctx.live and getattr(s, "log_file", None) and NAME not in ctx.captures:
+    if ctx.live and s.log_file and NAME not in ctx.captures:
         # a log file: read only what was appended since the last hook; everything read is new
         text, mark = read_from(s.log_file, state.get("file"))
         events = parse(text, s)

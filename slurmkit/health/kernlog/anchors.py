@@ -5,12 +5,14 @@ the lines holding one of them with C string searches before any per-line regex. 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 try:                                      # the regex parser the re module itself uses
-    from re import _constants as _c, _parser as _p   # Python >= 3.11
+    from re import _constants as _c, _parser as _p   # type: ignore[attr-defined]  # Python >= 3.11, private
 except ImportError:                       # pragma: no cover - Python 3.10
-    import sre_constants as _c            # type: ignore[no-redef]
-    import sre_parse as _p                # type: ignore[no-redef]
+    import sre_constants as _c            # type: ignore[no-redef,unused-ignore]
+    import sre_parse as _p                # type: ignore[no-redef,unused-ignore]
 
 _MIN = 3                                  # shorter literals ("a", "GP") would make every line a candidate
 
@@ -38,8 +40,9 @@ def _options(items, split: bool = False) -> list[frozenset]:
             opts.extend(_options(av[-1], split))
         elif op is _c.BRANCH:
             branches = [_best(_options(b, split), split) for b in av[1]]
-            if all(b is not None for b in branches):
-                opts.append(frozenset().union(*branches))
+            found = [b for b in branches if b is not None]
+            if len(found) == len(branches):
+                opts.append(frozenset().union(*found))
         elif op in (_c.MAX_REPEAT, _c.MIN_REPEAT, getattr(_c, "POSSESSIVE_REPEAT", None)) and av[0] >= 1:
             opts.extend(_options(av[2], split))
         elif op is getattr(_c, "ATOMIC_GROUP", None):
@@ -53,7 +56,8 @@ def _best(opts: list[frozenset], split: bool = False) -> frozenset | None:
     then fewest literals."""
     if not opts:
         return None
-    return max(opts, key=lambda o: (min(map(_score if split else len, o)), -len(o)))
+    weight: Callable[[str], Any] = _score if split else len
+    return max(opts, key=lambda o: (min(map(weight, o)), -len(o)))
 
 
 def options(rx: re.Pattern | str) -> list[frozenset]:

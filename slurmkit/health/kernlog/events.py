@@ -61,7 +61,7 @@ def keywords(sigs, aer: bool = True) -> tuple[str, ...] | None:
 _KEYWORDS: dict = {}
 
 
-def builtin_keywords() -> tuple[str, ...]:
+def builtin_keywords() -> tuple[str, ...] | None:
     return keywords(signatures.builtin())
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 MAX_LINE = 8192            # longer lines (never the kernel's: it prints ~1 KiB at most) are cut here
 
@@ -50,13 +51,13 @@ def candidate_lines(text: str | bytes, keywords: tuple | None):
     hundreds of megabytes costs a few passes, not a regex per line. keywords None (a pattern with no literal
     anchor): every line. Bytes (a log file read raw) are decoded line by line, only the lines that matter."""
     raw = isinstance(text, (bytes, bytearray, memoryview))
-    nl = b"\n" if raw else "\n"
+    nl: Any = b"\n" if raw else "\n"   # str or bytes, as text is
     if keywords is None:
         yield from _every_line(text, raw)
         return
     starts: set[int] = set()
     for kw in keywords:
-        k = kw.encode() if raw else kw
+        k: Any = kw.encode() if raw else kw
         pos = text.find(k)
         while pos >= 0:
             starts.add(text.rfind(nl, 0, pos) + 1)
@@ -108,6 +109,7 @@ def looks_like_a_log(text: str, keywords: tuple | None, lines: int = 200) -> boo
         return True
     for line in text.splitlines()[:lines]:
         m = PREFIX_RE.match(line)
+        assert m is not None                 # every part of PREFIX_RE is optional: it matches any line
         if m.group("br") or m.group("iso") or (m.group("sys") and HOST_RE.match(line, m.end())):
             return True
     return False
@@ -116,6 +118,7 @@ def looks_like_a_log(text: str, keywords: tuple | None, lines: int = 200) -> boo
 def split_prefix(line: str) -> tuple[str, str | None, str, bool]:
     """(body, time as printed, source, is_continuation) of one physical line."""
     m = PREFIX_RE.match(line)
+    assert m is not None                     # every part of PREFIX_RE is optional: it matches any line
     fac, br, iso, sysd = m.group("fac"), m.group("br"), m.group("iso"), m.group("sys")
     end, tag = m.end(), None
     if iso or sysd:

@@ -154,7 +154,7 @@ def reduce(buf, tokens: tuple, context: tuple, burst_lines: int) -> bytes:
     """The windows of buf as one text, burst_lines+1 empty lines between two windows."""
     spans = windows(buf, tokens, context, burst_lines)
     gap = b"\n" * (burst_lines + 1)
-    parts = []
+    parts: list[bytes] = []
     for a, b in spans:
         if parts:
             parts.append(gap)

@@ -7,6 +7,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
+from typing import Any
 
 _DATA: dict | None = None
 ANY_PCI_RE = re.compile(r"\b[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f]+)?\b")
@@ -91,7 +92,7 @@ def active(extra=(), ignore=()) -> tuple:
 class Match:
     sig: Signature
     gpu: str | None           # normalised PCI address, "minor N", "GPUn" (the driver's numbering) or None
-    record: object
+    record: Any               # the logline.Record matched
 
 
 def gpu_of(m: re.Match) -> str | None:
