@@ -363,8 +363,9 @@ class XidSettings(Section):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        from .health.kernlog.signatures import validate_extra
-        validate_extra(self.signatures_extra)
+        if self.signatures_extra:   # only then: the kernel-log package costs a CLI such as `sync` ~15 ms to import
+            from .health.kernlog.signatures import validate_extra
+            validate_extra(self.signatures_extra)
 
 
 @section
