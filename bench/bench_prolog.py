@@ -7,7 +7,9 @@
     `dmesg`, the tools the prolog profile runs) run back to back from a shell, and `python -c pass`. Runs are
     interleaved so machine noise hits all three alike. Targets: prolog - floor <= 60 ms, prolog < 150 ms.
 (b) N short jobs on the dev cluster with the slurmkit prolog+epilog vs `/bin/true`-like hooks
-    (`dev/cluster.py up --hooks true`), one cluster after the other on the same dir/port: throughput ratio.
+    (`dev/cluster.py up --hooks true`), one cluster after the other on the same dir/port: throughput ratio
+    (target >= 0.6, issue 18). The jobs are root's (the benchmark submits as root): the epilog's checkpoint sync
+    has nothing to do for them, as for any job that writes no checkpoints.
 """
 from __future__ import annotations
 
@@ -66,10 +68,27 @@ health:
         t_prolog.append(timed(prolog, env))
         t_floor.append(timed(floor, env))
         t_bare.append(timed(bare, env))
+    stop_samplers(tmp / "state" / "efficiency")
     med = {k: statistics.median(v) * 1000 for k, v in
            (("prolog", t_prolog), ("floor", t_floor), ("python_pass", t_bare))}
     med["added"] = med["prolog"] - med["floor"]
     return med
+
+
+def stop_samplers(d: Path) -> None:
+    """Part (a) runs the prolog alone: the efficiency samplers it starts (one a run) have no epilog to stop them.
+    Stop every sampler writing under d, so they do not load the machine during part (b)."""
+    import signal
+    mark = str(d).encode()
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            argv = (p / "cmdline").read_bytes().split(b"\0")
+            if b"slurmkit.efficiency.sampler" in argv and any(a.startswith(mark) for a in argv):
+                os.killpg(int(p.name), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
 
 
 def cluster(args, *cmd, check=True):
@@ -128,7 +147,8 @@ def main() -> None:
     print(f"(b) {args.jobs} one-GPU jobs (an array) on the 4-node dev cluster, submit -> all done:")
     print(f"    /bin/true hooks     {t_true:6.2f} s  ({args.jobs / t_true:5.2f} jobs/s)")
     print(f"    slurmkit hooks      {t_sk:6.2f} s  ({args.jobs / t_sk:5.2f} jobs/s)")
-    print(f"    throughput ratio slurmkit / true = {t_true / t_sk:.2f}")
+    ratio = t_true / t_sk
+    print(f"    throughput ratio slurmkit / true = {ratio:.2f}   (target >= 0.6: {'met' if ratio >= 0.6 else 'MISSED'})")
 
 
 if __name__ == "__main__":

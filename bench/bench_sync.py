@@ -7,7 +7,7 @@ The checkpoint: 4 large shards plus 200 small files (4-64 KiB), with its manifes
 alternating order, `cp -r SRC DST && sync` and `slurmkit sync SRC DST` (the CLI, startup included, every file
 copied, fsynced and its hash verified at the destination), then a re-sync of the unchanged checkpoint. Both read
 the source from the page cache (it was just written). Prints medians and the ratios:
-  throughput ratio = slurmkit MB/s / cp MB/s  (target >= 0.8)
+  throughput ratio = slurmkit MB/s / cp MB/s  (target >= 0.9 through the CLI, issue 18)
   re-sync ratio    = unchanged re-sync time / first sync time  (target < 0.05)
 and, for the choice of hash, sha256 vs blake2b throughput over the shards on this machine. The machine is
 shared and noisy: medians, best-of-N and the per-round ratio are all printed.
@@ -123,12 +123,14 @@ def main() -> int:
         mb = total / 1e6
         print(f"median: cp -r + sync {cp_m:.2f}s ({mb / cp_m:.0f} MB/s); slurmkit sync {sk_m:.2f}s "
               f"({mb / sk_m:.0f} MB/s, hashes verified); unchanged re-sync {re_m:.3f}s")
-        print(f"throughput ratio slurmkit/cp: {cp_m / sk_m:.2f}x (target >= 0.8)")
+        met = lambda ok: "met" if ok else "MISSED"  # noqa: E731
+        print(f"throughput ratio slurmkit/cp: {cp_m / sk_m:.2f}x (target >= 0.9: {met(cp_m / sk_m >= 0.9)})")
         print(f"throughput ratio library sync_dir/cp: {cp_m / lib_m:.2f}x")
         print(f"best of {a.rounds} (least disturbed by other load): cp -r + sync {min(cp_t):.2f}s, slurmkit sync "
               f"{min(sk_t):.2f}s -> {min(cp_t) / min(sk_t):.2f}x, library {min(lib_t):.2f}s -> "
               f"{min(cp_t) / min(lib_t):.2f}x; per-round ratio median {statistics.median(c / k for c, k in zip(cp_t, sk_t)):.2f}x")
-        print(f"re-sync/first-sync time, library (what the epilog runs): {lre_m / lib_m:.4f} (target < 0.05)")
+        print(f"re-sync/first-sync time, library (what the epilog runs): {lre_m / lib_m:.4f} (target < 0.05: "
+              f"{met(lre_m / lib_m < 0.05)})")
         print(f"re-sync/first-sync time, CLI (each includes ~0.1 s of Python + click startup): "
               f"{re_m / sk_m:.3f}")
     finally:

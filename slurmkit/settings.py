@@ -365,7 +365,7 @@ class XidSettings(Section):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.signatures_extra:   # the kernel-log modules only when there is something to check (submit's start-up)
+        if self.signatures_extra:   # only then: the kernel-log package costs every CLI (submit, sync) ~15 ms to import
             from .health.kernlog.signatures import validate_extra
             validate_extra(self.signatures_extra)
 

@@ -52,9 +52,7 @@ the signals you name (default SIGTERM) the same way.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import socket
 from dataclasses import dataclass
 from collections.abc import Callable
 
@@ -142,6 +140,7 @@ def _fsync_tree(root: str) -> None:
 
 
 def _tmp_name(kind: str, step: int) -> str:
+    import socket   # lazily, as shutil: the epilog's sync imports this package on every job
     host = socket.gethostname().split(".")[0].replace("-", "_") or "host"
     return f"{TMP_PREFIX}{kind}-{step:0{STEP_DIGITS}d}-{host}-{os.getpid()}-{os.urandom(4).hex()}"
 
@@ -154,12 +153,14 @@ def _hide_and_remove(dir: str, name: str, step: int) -> None:
     except FileNotFoundError:
         return
     manifest.fsync_dir(dir)
+    import shutil
     shutil.rmtree(hidden, ignore_errors=True)
 
 
 def remove_stale_tmp(dir: str) -> list[str]:
     """Delete `.tmp-*` directories that this host's dead processes left behind (a save that was killed).
     Directories of live processes and of other hosts are left alone. Returns the names removed."""
+    import socket
     host = socket.gethostname().split(".")[0].replace("-", "_") or "host"
     removed: list[str] = []
     try:
@@ -173,6 +174,7 @@ def remove_stale_tmp(dir: str) -> list[str]:
         pid = int(m.group("pid"))
         if pid == os.getpid() or pid_alive(pid):
             continue
+        import shutil
         shutil.rmtree(os.path.join(dir, name), ignore_errors=True)
         removed.append(name)
     return removed
@@ -205,6 +207,7 @@ def save(dir: str, step: int, write_fn: Callable[[str], object], *, keep: int | 
             _hide_and_remove(dir, final_name, int(step))
         os.rename(tmp, final)
     except BaseException:
+        import shutil
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     manifest.fsync_dir(dir)

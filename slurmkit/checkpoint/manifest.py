@@ -12,10 +12,8 @@ Paths are relative, '/'-separated, never absolute, never with '..'. Standard lib
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-from datetime import datetime, timezone
 
 from ..settings import HASH_ALGOS
 
@@ -50,6 +48,7 @@ def hash_file(path: str, algo: str = DEFAULT_ALGO) -> tuple[int, str]:
 
 def hash_fd(fd: int, algo: str = DEFAULT_ALGO) -> tuple[int, str]:
     """(size, hex digest) of what an open file holds from offset 0."""
+    import hashlib   # lazily (as datetime): ~5 ms of OpenSSL, and the hooks import this module
     h = hashlib.new(algo)
     size = 0
     buf = bytearray(CHUNK)
@@ -84,6 +83,7 @@ def build(root: str, step: int, algo: str = DEFAULT_ALGO, extra: dict | None = N
     for rel in walk_files(root):
         size, digest = hash_file(os.path.join(root, rel), algo)
         files.append({"path": rel, "size": size, "hash": digest})
+    from datetime import datetime, timezone
     m = {"format": FORMAT, "step": int(step), "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
          "algo": algo, "files": files}
     if extra:

@@ -69,6 +69,32 @@ def expand(pattern: str, environ: dict[str, str], what: str = "path") -> str:
     return validate_location(out, what)
 
 
+def source_absent(pattern: str, environ: dict[str, str]) -> bool:
+    """True when the job's SOURCE certainly does not exist: the epilog then has nothing to sync and skips the sync
+    (its imports, the forked child) on the many jobs that write no checkpoints. Decided as root without following
+    a link: each component is lstat-ed only below components that are real directories, so a user's link can
+    neither point this walk anywhere nor hang it on a dead mount. Anything else (a pattern that does not expand
+    from the environment alone, a link, a file, an error) is False: the full sync, as the job's user, decides."""
+    try:
+        src = expand(pattern, environ, "source")
+    except SyncError:
+        return False
+    if src.startswith("s3://"):
+        return False
+    path = ""
+    for part in src.strip("/").split("/"):
+        path += "/" + part
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        if not stat.S_ISDIR(st.st_mode):
+            return False
+    return False
+
+
 def validate_location(loc: str, what: str = "path") -> str:
     if "\0" in loc:
         raise SyncError(f"sync {what}: NUL in path")

@@ -46,11 +46,12 @@ def start(settings, environ) -> int | None:
         _clean_stale(d)
         out, pidf = _files(settings, jid, node)
         from .. import proc
+        from ..hooks.common import module_argv   # without `site` when the prolog started so
         tool = settings.tools.nvidia_smi
-        argv = [sys.executable, "-I", "-m", "slurmkit.efficiency.sampler", "--job", str(jid),
-                "--gpus", ",".join(map(str, gpus)), "--out", out, "--interval", str(eff.interval),
-                "--max-bytes", str(eff.samples_max_bytes), "--tool", tool, "--backend", eff.backend,
-                "--watchdog", str(eff.watchdog_interval), "--start-grace", str(eff.start_grace)]
+        argv = module_argv("slurmkit.efficiency.sampler") + [
+            "--job", str(jid), "--gpus", ",".join(map(str, gpus)), "--out", out, "--interval", str(eff.interval),
+            "--max-bytes", str(eff.samples_max_bytes), "--tool", tool, "--backend", eff.backend,
+            "--watchdog", str(eff.watchdog_interval), "--start-grace", str(eff.start_grace)]
         if getattr(eff, "profiling", False):
             dcgmi = settings.tools.dcgmi
             argv += ["--dcgmi", json.dumps([dcgmi] if isinstance(dcgmi, str) else list(dcgmi)),

@@ -10,6 +10,19 @@ if TYPE_CHECKING:                 # types only: the hooks' import path stays lig
     from ..settings import Settings
 
 
+_BOOT = (f"import sys, runpy\nm = sys.argv.pop(1)\nsys.path[:] = sys.argv.pop(1).split({os.pathsep!r})\n"
+         "runpy.run_module(m, run_name='__main__', alter_sys=True)")
+
+
+def module_argv(module: str) -> list[str]:
+    """argv that runs `python -I -m module` the way this hook runs: without `site` (and its .pth files' CPU) on this
+    process's sys.path when the hook script started it so (prolog/prolog's boot), else plainly. The module name
+    stays one argv word (the epilog finds its sampler by it)."""
+    if "site" in sys.modules or any(os.pathsep in p for p in sys.path):
+        return [sys.executable, "-I", "-m", module]
+    return [sys.executable, "-I", "-S", "-c", _BOOT, module, os.pathsep.join(sys.path)]
+
+
 def job_id(environ) -> int | None:
     v = environ.get("SLURM_JOB_ID") or environ.get("SLURM_JOBID")
     return int(v) if v and v.isdigit() else None

@@ -25,6 +25,13 @@ def checkpoint_sync(settings, environ) -> list[dict]:
     from .. import healthlog
     node = environ.get("SLURMD_NODENAME")
     try:
+        from ..checkpoint.patterns import source_absent
+        if source_absent(settings.sync.source, environ):
+            # most jobs write no checkpoints: no sync to run (none of its imports, no child), as sync_for_job
+            # would find ("nothing": no record); only the prolog's record of the job is dropped
+            from ..checkpoint.jobstate import forget
+            forget(settings, environ.get("SLURM_JOB_ID") or "")
+            return []
         from ..checkpoint.sync import sync_for_job  # lazily: only when the site syncs checkpoints
         sync_for_job(settings, environ)             # the hooks' cached settings do: no YAML on this path
         return []

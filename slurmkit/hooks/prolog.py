@@ -17,7 +17,9 @@ def main() -> int:
     if settings is None:
         return 1
     report, _ = run_hook("prolog", settings, os.environ)
-    if report.healthy and settings.sync.enabled:  # the job record the epilog's sync needs (issue 20.5)
+    # the job record the epilog's sync needs (issue 20.5); not for a root job, whose checkpoints the sync refuses
+    # (no `scontrol show job` for it)
+    if report.healthy and settings.sync.enabled and os.environ.get("SLURM_JOB_UID") != "0":
         from ..checkpoint.jobstate import remember
         remember(settings, os.environ)
     if report.healthy:

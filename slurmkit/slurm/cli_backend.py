@@ -129,6 +129,10 @@ class CliBackend:
     def nodes(self, names: str | None = None) -> list[NodeRecord]:
         """All nodes (or those in the hostlist `names`). A controller that answers with no nodes, or with a
         document slurmkit does not read, is a SlurmError that says what it got (exit 1), never an empty list."""
+        if names:
+            named = self._named_nodes(names)
+            if named is not None:
+                return named
         argv, why = self.node_source()
         cmd = " ".join(argv)
         if self._say:
@@ -151,6 +155,28 @@ class CliBackend:
             wanted = set(expand_hostlist(names))
             records = [r for r in records if r.name in wanted]
         return records
+
+    def _named_nodes(self, names: str) -> list[NodeRecord] | None:
+        """Only the nodes in `names` (a hook asks about its own node on every job): `scontrol -o -d show node NAMES`,
+        one line per node on every Slurm version, so neither `sinfo --version` first nor the whole cluster's
+        listing. None when Slurm says a name is not a node: the full listing then answers (without it)."""
+        cmd = f"scontrol -o -d show node {names}"
+        if self._say:
+            self._say(f"nodes from `{cmd}`")
+        try:
+            res = self._run(["scontrol", "-o", "-d", "show", "node", names])
+        except SlurmError as e:
+            cause = e.__cause__
+            if isinstance(cause, CommandError) and "not found" in cause.stderr + cause.stdout:
+                return None
+            raise
+        records = parse_scontrol_nodes_oneliner(res.stdout)
+        if not records:
+            raise SlurmError(f"{cmd}: no NodeName= lines in {_excerpt(res.stdout + res.stderr)}; expected one line "
+                             f"per node")
+        from . import expand_hostlist
+        wanted = set(expand_hostlist(names))
+        return [r for r in records if r.name in wanted]
 
     def job(self, job_id: int) -> JobRecord:
         res = self._run(["scontrol", "-o", "show", "job", str(int(job_id))])

@@ -112,6 +112,8 @@ def write(tmp):
     for i in range(4):
         with open(os.path.join(tmp, f"blob-{i}.bin"), "wb") as f:
             f.write(os.urandom(256 * 1024))
+step += 1
+checkpoint.save(d, step, write, keep=3)   # one complete first (the modules a save needs load lazily, in it)
 print("ready", flush=True)
 while True:
     step += 1

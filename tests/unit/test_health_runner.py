@@ -316,12 +316,28 @@ def test_hook_settings_cache(tmp_path, monkeypatch):
     assert settings_cache.load().tools.nvidia_smi.endswith("/nvidia-smi")
 
 
+def fake_sync_site(tmp_path, monkeypatch, sync_for_job, source_tail):
+    """A stand-in sync module, an uncached site config syncing SOURCE tmp_path/src/<source_tail>, job 9's env."""
+    import types
+    from slurmkit.hooks import settings_cache
+    fake = types.ModuleType("slurmkit.checkpoint.sync")
+    fake.sync_for_job = sync_for_job
+    monkeypatch.setitem(sys.modules, "slurmkit.checkpoint.sync", fake)
+    monkeypatch.setattr(settings_cache, "CACHE_DIR", str(tmp_path / "cache"))
+    cfg = write_config(tmp_path)
+    cfg.write_text(cfg.read_text() + f"sync:\n  enabled: true\n  source: {tmp_path}/src/{source_tail}\n"
+                                     f"  dest: {tmp_path}/dst/$SLURM_JOB_ID\n")
+    for k, v in {"SLURMKIT_CONFIG": str(cfg), "SLURMD_NODENAME": "n7", "SLURM_JOB_ID": "9",
+                 "SLURM_JOB_GPUS": "0", "SLURMKIT_FAKEGPU_SCENARIO": str(SCEN / "healthy-h100x8")}.items():
+        monkeypatch.setenv(k, v)
+    return cfg
+
+
 def test_epilog_call_point_runs_the_sync_first_and_survives_its_failure(tmp_path, monkeypatch):
     # The call point's contract, with a stand-in sync module: called first, with the hook's (cached) settings;
     # an exception escaping it is logged and the verdict still runs.
     # (The real sync inside the real epilog on the real cluster: tests/integration/test_epilog_sync.py.)
-    import types
-    from slurmkit.hooks import epilog, settings_cache
+    from slurmkit.hooks import epilog
     calls = []
 
     def sync_for_job(settings, environ):
@@ -332,16 +348,8 @@ def test_epilog_call_point_runs_the_sync_first_and_survives_its_failure(tmp_path
         if environ.get("BREAK"):
             raise OSError("bucket unreachable")
         return {"status": "ok"}
-    fake = types.ModuleType("slurmkit.checkpoint.sync")
-    fake.sync_for_job = sync_for_job
-    monkeypatch.setitem(sys.modules, "slurmkit.checkpoint.sync", fake)
-    monkeypatch.setattr(settings_cache, "CACHE_DIR", str(tmp_path / "cache"))
-    cfg = write_config(tmp_path)
-    cfg.write_text(cfg.read_text() + f"sync:\n  enabled: true\n  source: {tmp_path}/src/$SLURM_JOB_ID\n"
-                                     f"  dest: {tmp_path}/dst/$SLURM_JOB_ID\n")
-    for k, v in {"SLURMKIT_CONFIG": str(cfg), "SLURMD_NODENAME": "n7", "SLURM_JOB_ID": "9",
-                 "SLURM_JOB_GPUS": "0", "SLURMKIT_FAKEGPU_SCENARIO": str(SCEN / "healthy-h100x8")}.items():
-        monkeypatch.setenv(k, v)
+    fake_sync_site(tmp_path, monkeypatch, sync_for_job, "$SLURM_JOB_ID")
+    (tmp_path / "src" / "9").mkdir(parents=True)   # the job's SOURCE exists: the sync runs
     assert epilog.main() == 0
     monkeypatch.setenv("BREAK", "1")
     assert epilog.main() == 0                      # a failed sync does not stop the verdict (nor fail the node)
@@ -350,6 +358,31 @@ def test_epilog_call_point_runs_the_sync_first_and_survives_its_failure(tmp_path
                                           + ["checkpoint-sync", "checkpoint-sync", "xid", "ecc", "gpu_procs"])
     assert recs[5]["status"] == "fail" and "bucket unreachable" in recs[5]["reason"]
     assert [c[1] for c in calls] == ["9", "9"]
+
+
+def test_epilog_runs_no_sync_for_a_job_without_a_source_but_does_behind_a_link(tmp_path, monkeypatch):
+    # Most jobs write no checkpoints: with no SOURCE the epilog neither imports nor runs the sync, logs no sync
+    # record (as the sync's own "nothing"), and drops the prolog's record of the job. A link on the way is not
+    # followed as root: the sync (as the job's user) decides.
+    from slurmkit.checkpoint import jobstate
+    from slurmkit.hooks import epilog
+    calls = []
+    cfg = fake_sync_site(tmp_path, monkeypatch, lambda settings, environ: calls.append(environ["SLURM_JOB_ID"]),
+                         "$SLURM_JOB_ID/ckpt")
+    s = config.load(str(cfg))
+    rec = tmp_path / "state" / jobstate.DIRNAME / "9.json"
+    rec.parent.mkdir(parents=True, mode=0o700)
+    rec.write_text('{"job_id": "9", "vars": {}}')
+    assert epilog.main() == 0
+    assert calls == [] and not rec.exists()
+    assert "checkpoint-sync" not in [json.loads(x)["check"] for x in (tmp_path / "health.jsonl").read_text().splitlines()]
+    assert s.sync.enabled
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "9").symlink_to(elsewhere)      # ckpt is missing behind the link: not ours to decide
+    assert epilog.main() == 0
+    assert calls == ["9"]
 
 
 def test_a_pending_drain_record_that_cannot_be_read_is_still_a_pending_drain(tmp_path):
