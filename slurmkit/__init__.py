@@ -5,12 +5,18 @@ The Python API (slurmkit.api, loaded on first use: `import slurmkit` stays light
     import slurmkit
     job_id = slurmkit.submit("job.yaml", nodes=2)      # -> int; slurmkit.render(...) -> the sbatch script
 """
+
 __version__ = "0.1.0"
 
 # name -> module holding it; imported on first access (PEP 562), so the hooks' `import slurmkit.x` pulls nothing
 _LAZY = {
-    "submit": "slurmkit.api", "render": "slurmkit.api", "refresh": "slurmkit.api", "Client": "slurmkit.api",
-    "SlurmkitError": "slurmkit.errors", "UsageError": "slurmkit.errors", "SpecError": "slurmkit.errors",
+    "submit": "slurmkit.api",
+    "render": "slurmkit.api",
+    "refresh": "slurmkit.api",
+    "Client": "slurmkit.api",
+    "SlurmkitError": "slurmkit.errors",
+    "UsageError": "slurmkit.errors",
+    "SpecError": "slurmkit.errors",
     "CommandError": "slurmkit.errors",
 }
 __all__ = ["__version__", *_LAZY]
@@ -21,6 +27,7 @@ def __getattr__(name: str):
     if mod is None:
         raise AttributeError(f"module 'slurmkit' has no attribute {name!r}")
     import importlib
+
     value = getattr(importlib.import_module(mod), name)
     globals()[name] = value
     return value

@@ -14,6 +14,7 @@ Overrides are spec keys as keyword arguments; `__` reaches into a nested key (`p
 Errors: SpecError (a UsageError) for a bad spec or a request the cluster cannot hold, with `.path` and `.line`;
 UsageError for a bad site config; SlurmkitError (CommandError) when sbatch/sinfo fail.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,7 +39,7 @@ class Client:
         self._lock = threading.Lock()
         self._settings = None
         self._backend = None
-        self._nodes = None   # a function returning the node records (joins the first sinfo's thread)
+        self._nodes = None  # a function returning the node records (joins the first sinfo's thread)
 
     # --- what is cached for the process ---------------------------------------------------------------------------
 
@@ -48,6 +49,7 @@ class Client:
         with self._lock:
             if self._settings is None:
                 from . import config
+
                 self._settings = config.load(self.config)
             return self._settings
 
@@ -58,6 +60,7 @@ class Client:
         with self._lock:
             if self._backend is None:
                 from . import slurm
+
                 self._backend = slurm.get_backend(settings)
             return self._backend
 
@@ -70,6 +73,7 @@ class Client:
         with self._lock:
             if self._nodes is None:
                 from .jobs.pipeline import background
+
                 self._nodes = _remember(background(backend.nodes), self)
             return self._nodes
 
@@ -84,6 +88,7 @@ class Client:
         """The sbatch script for `spec` (a path to a spec file, or the spec as a mapping) with `overrides`;
         nothing is asked of the cluster and nothing is submitted. Raises SpecError for a bad spec."""
         from .jobs.pipeline import build
+
         _, r = build(spec, self.settings, overrides_to_sets(overrides))
         return r.script
 
@@ -92,9 +97,10 @@ class Client:
         returns the job id. Raises SpecError (with .path/.line) for a bad spec or one the cluster cannot hold,
         SlurmkitError when sbatch fails."""
         from .jobs.pipeline import build
+
         settings = self.settings
         check = settings.submit.check_cluster if self.check is None else self.check
-        nodes = self._nodes_fn() if check else None   # the first sinfo runs while the spec is read and rendered
+        nodes = self._nodes_fn() if check else None  # the first sinfo runs while the spec is read and rendered
         _, r = build(spec, settings, overrides_to_sets(overrides), nodes=nodes)
         return self.backend.submit(r.script)
 
@@ -114,6 +120,7 @@ def _remember(result, client: Client):
                         client._nodes = None
                 raise
         return box["value"]
+
     return nodes
 
 
@@ -121,13 +128,13 @@ def overrides_to_sets(overrides: dict[str, Any]) -> list[str]:
     """Keyword overrides as `--set` items: `a__b=v` -> `a.b=<v as JSON, which is YAML>`."""
     from .errors import SpecError
     from .jobs.pipeline import yaml_text
+
     out = []
     for key, value in overrides.items():
         try:
             text = yaml_text(value)
         except (TypeError, ValueError) as e:
-            raise SpecError(f"override {key}: not plain data (str, int, float, bool, None, list, dict): {e}") \
-                from None
+            raise SpecError(f"override {key}: not plain data (str, int, float, bool, None, list, dict): {e}") from None
         out.append(f"{key.replace('__', '.')}={text}")
     return out
 
@@ -147,8 +154,9 @@ def _client(config, check) -> Client:
         return c
 
 
-def submit(spec: SpecSource, /, *, config: str | os.PathLike[str] | None = None, check: bool | None = None,
-           **overrides: Any) -> int:
+def submit(
+    spec: SpecSource, /, *, config: str | os.PathLike[str] | None = None, check: bool | None = None, **overrides: Any
+) -> int:
     """Submit a job spec (a path to a spec file, or the spec as a mapping) with keyword `overrides`; returns the
     Slurm job id. `config`: the site config (default as the CLI); `check`: ask the cluster first (default: the
     site's submit.check_cluster). The site config and the cluster's nodes are cached for the process (refresh()).

@@ -7,6 +7,7 @@ Who: `slurmkit` (a reason starting with `drain.prefix`, written by slurmkit's ch
 writes itself: "Prolog error", "Not responding", ...), `other-checker` (NHC), `admin` (anything else: a person),
 `unknown` (out of service with no reason in the capture).
 """
+
 from __future__ import annotations
 
 import json
@@ -22,11 +23,12 @@ from .errors import UsageError
 from .slurm.records import NodeRecord
 
 DEFAULT_CAUSES = Path(__file__).resolve().parent / "data" / "audit_causes.yaml"
-SINFO_R_WIDTH = 20          # `sinfo -R` cuts reasons at 20 characters by default
+SINFO_R_WIDTH = 20  # `sinfo -R` cuts reasons at 20 characters by default
 OK_STATUSES = ("ok", "warn")
 
 
 # --- the cause table ----------------------------------------------------------------------------------------------
+
 
 @dataclass
 class Cause:
@@ -62,13 +64,13 @@ class CauseTable:
         if not reason:
             return self.unknown, None
         if prefix and reason.startswith(prefix):
-            rest = reason[len(prefix):]
+            rest = reason[len(prefix) :]
             tag, _, detail = rest.partition(" ")
             for c in self.slurmkit:
                 if c.tag and c.tag.search(tag) and (c.detail is None or c.detail.search(detail)):
                     return c, tag
             return self.slurmkit[-1], tag
-        cut = len(reason) == SINFO_R_WIDTH   # maybe cut by `sinfo -R`: compare with the full message's start
+        cut = len(reason) == SINFO_R_WIDTH  # maybe cut by `sinfo -R`: compare with the full message's start
         for c in self.slurm:
             if c.match and c.match.search(reason):
                 return c, None
@@ -79,6 +81,7 @@ class CauseTable:
 
 def load_causes(path: str | Path | None = None) -> CauseTable:
     import yaml
+
     path = Path(path) if path else DEFAULT_CAUSES
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -86,30 +89,42 @@ def load_causes(path: str | Path | None = None) -> CauseTable:
         raise UsageError("cause table not found", path=str(path)) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        raise UsageError(f"YAML error in cause table: {e}", path=str(path),
-                         line=mark.line + 1 if mark else None) from None
+        raise UsageError(
+            f"YAML error in cause table: {e}", path=str(path), line=mark.line + 1 if mark else None
+        ) from None
 
-    def cause(d: Any, by: str, where: str) -> Cause:   # checked: a mapping with id and next
+    def cause(d: Any, by: str, where: str) -> Cause:  # checked: a mapping with id and next
         if not isinstance(d, dict) or "id" not in d or "next" not in d:
             raise UsageError(f"{where}: each cause needs at least id and next", path=str(path))
         try:
             rx = {k: re.compile(d[k], re.I) for k in ("tag", "detail", "match") if d.get(k)}
         except re.error as e:
             raise UsageError(f"{where} ({d['id']}): bad regex: {e}", path=str(path)) from None
-        return Cause(id=d["id"], by=d.get("by", by), title=d["title"] if "title" in d else d["id"], next=d["next"],
-                     next_with_evidence=d.get("next_with_evidence"), text=d.get("text"), **rx)
+        return Cause(
+            id=d["id"],
+            by=d.get("by", by),
+            title=d["title"] if "title" in d else d["id"],
+            next=d["next"],
+            next_with_evidence=d.get("next_with_evidence"),
+            text=d.get("text"),
+            **rx,
+        )
 
     if not isinstance(data, dict):
         raise UsageError("cause table: expected a mapping with slurmkit, slurm, admin, unknown", path=str(path))
     sk = [cause(d, "slurmkit", "slurmkit") for d in data.get("slurmkit") or []]
     if not sk:
         raise UsageError("cause table: the slurmkit list is empty", path=str(path))
-    return CauseTable(slurmkit=sk, slurm=[cause(d, "slurm", "slurm") for d in data.get("slurm") or []],
-                      admin=cause(data.get("admin"), "admin", "admin"),
-                      unknown=cause(data.get("unknown"), "unknown", "unknown"))
+    return CauseTable(
+        slurmkit=sk,
+        slurm=[cause(d, "slurm", "slurm") for d in data.get("slurm") or []],
+        admin=cause(data.get("admin"), "admin", "admin"),
+        unknown=cause(data.get("unknown"), "unknown", "unknown"),
+    )
 
 
 # --- times --------------------------------------------------------------------------------------------------------
+
 
 def slurm_time(text: str | None) -> datetime | None:
     """Slurm's reason time (controller local time, no zone) -> aware datetime; None when missing or unreadable."""
@@ -144,8 +159,9 @@ def parse_since(text: str, now: datetime) -> datetime:
     try:
         t = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise UsageError(f"--since: expected a duration like 7d, 12h, 30m or a date like 2026-11-01, "
-                         f"got {text!r}") from None
+        raise UsageError(
+            f"--since: expected a duration like 7d, 12h, 30m or a date like 2026-11-01, got {text!r}"
+        ) from None
     return t if t.tzinfo else t.astimezone()
 
 
@@ -199,6 +215,7 @@ def gpus_out(rec: NodeRecord) -> int:
 
 # --- evidence from the health log -----------------------------------------------------------------------------------
 
+
 def index_health_log(records: Iterable[dict]) -> dict[str, list[dict]]:
     """Health-log records by node, in file order."""
     out: dict[str, list[dict]] = {}
@@ -209,8 +226,9 @@ def index_health_log(records: Iterable[dict]) -> dict[str, list[dict]]:
     return out
 
 
-def find_evidence(rec: NodeRecord, cause: Cause, check: str | None, node_log: list[dict], *, limit: int,
-                  window: timedelta) -> list[dict]:
+def find_evidence(
+    rec: NodeRecord, cause: Cause, check: str | None, node_log: list[dict], *, limit: int, window: timedelta
+) -> list[dict]:
     """The health-log records that explain this node's reason, newest first.
 
     A slurmkit drain: records whose reason is the node's reason (or starts with it, when the capture cut it),
@@ -229,11 +247,16 @@ def find_evidence(rec: NodeRecord, cause: Cause, check: str | None, node_log: li
     failed = [r for r in node_log if r.get("status") == "fail" and r.get("context") != "audit"]
     if cause.by == "slurmkit":
         reason = rec.reason
-        same = [r for r in failed if r.get("reason") == reason
-                or (len(reason) == SINFO_R_WIDTH and str(r.get("reason", "")).startswith(reason))]
+        same = [
+            r
+            for r in failed
+            if r.get("reason") == reason
+            or (len(reason) == SINFO_R_WIDTH and str(r.get("reason", "")).startswith(reason))
+        ]
         # the same reason may have drained the node before: the records of this drain first
-        got = [r for r in same if near(r)] or same or \
-            [r for r in failed if check and r.get("check") == check and near(r)]
+        got = (
+            [r for r in same if near(r)] or same or [r for r in failed if check and r.get("check") == check and near(r)]
+        )
     elif cause.next_with_evidence:
         got = [r for r in failed if near(r)]
     else:
@@ -247,6 +270,7 @@ def find_evidence(rec: NodeRecord, cause: Cause, check: str | None, node_log: li
 
 
 # --- the audit --------------------------------------------------------------------------------------------------
+
 
 @dataclass
 class Entry:
@@ -266,19 +290,38 @@ class Entry:
     def to_dict(self) -> dict:
         n = self.node
         return {
-            "node": n.name, "state": n.state_text, "condition": condition(n), "reason": n.reason,
-            "reason_user": n.reason_user, "reason_time": n.reason_time,
+            "node": n.name,
+            "state": n.state_text,
+            "condition": condition(n),
+            "reason": n.reason,
+            "reason_user": n.reason_user,
+            "reason_time": n.reason_time,
             "age_seconds": None if self.age_seconds is None else int(self.age_seconds),
-            "age": human_age(self.age_seconds), "gpus_total": n.gpus_total, "gpus_out": self.gpus_out,
-            "partitions": n.partitions, "by": self.by, "cause": self.cause.id, "cause_title": self.cause.title,
-            "check": self.check, "next_step": self.next_step, "evidence": self.evidence,
+            "age": human_age(self.age_seconds),
+            "gpus_total": n.gpus_total,
+            "gpus_out": self.gpus_out,
+            "partitions": n.partitions,
+            "by": self.by,
+            "cause": self.cause.id,
+            "cause_title": self.cause.title,
+            "check": self.check,
+            "next_step": self.next_step,
+            "evidence": self.evidence,
         }
 
 
-def audit(records: Iterable[NodeRecord], *, table: CauseTable, prefix: str, now: datetime,
-          health: dict[str, list[dict]] | None = None, since: datetime | None = None,
-          partitions: list[str] | None = None, evidence_per_node: int = 3,
-          evidence_window: timedelta = timedelta(minutes=30)) -> list[Entry]:
+def audit(
+    records: Iterable[NodeRecord],
+    *,
+    table: CauseTable,
+    prefix: str,
+    now: datetime,
+    health: dict[str, list[dict]] | None = None,
+    since: datetime | None = None,
+    partitions: list[str] | None = None,
+    evidence_per_node: int = 3,
+    evidence_window: timedelta = timedelta(minutes=30),
+) -> list[Entry]:
     """Out-of-service nodes, classified, oldest first (nodes of unknown age last)."""
     health = health or {}
     wanted = set(partitions) if partitions else None
@@ -297,17 +340,30 @@ def audit(records: Iterable[NodeRecord], *, table: CauseTable, prefix: str, now:
         check = None
         if cause.by == "slurmkit":
             check = check_of_tag(tag)
-        ev = find_evidence(rec, cause, check, health.get(rec.name, []), limit=evidence_per_node,
-                           window=evidence_window) if evidence_per_node > 0 else []
+        ev = (
+            find_evidence(rec, cause, check, health.get(rec.name, []), limit=evidence_per_node, window=evidence_window)
+            if evidence_per_node > 0
+            else []
+        )
         if cause.by == "slurmkit":
-            check = next((r["check"] for r in ev if isinstance(r.get("check"), str) and r["check"] != "remediate"),
-                         check)
+            check = next(
+                (r["check"] for r in ev if isinstance(r.get("check"), str) and r["check"] != "remediate"), check
+            )
         step = cause.next_with_evidence if (ev and cause.next_with_evidence) else cause.next
         if cause.by == "slurmkit" and check:
             step = step.replace("CHECK", check)
-        out.append(Entry(node=rec, cause=cause, tag=tag, check=check,
-                         age_seconds=(now - when).total_seconds() if when else None,
-                         gpus_out=gpus_out(rec), evidence=ev, next_step=step))
+        out.append(
+            Entry(
+                node=rec,
+                cause=cause,
+                tag=tag,
+                check=check,
+                age_seconds=(now - when).total_seconds() if when else None,
+                gpus_out=gpus_out(rec),
+                evidence=ev,
+                next_step=step,
+            )
+        )
     out.sort(key=lambda e: (e.age_seconds is None, -(e.age_seconds or 0), e.node.name))
     return out
 
@@ -329,17 +385,39 @@ def summarize(entries: list[Entry], *, price_per_gpu_hour: float = 0.0) -> dict:
         else:
             lost += e.gpus_out * max(e.age_seconds, 0) / 3600
     gpus = sum(e.gpus_out for e in entries)
-    s = {"nodes": len(entries), "gpus_out": gpus, "by_who": by_who, "by_cause": by_cause,
-         "gpu_hours_lost": round(lost, 2), "nodes_of_unknown_age": unknown_age,
-         "gpu_hours_per_day": gpus * 24, "price_per_gpu_hour": price_per_gpu_hour}
+    s = {
+        "nodes": len(entries),
+        "gpus_out": gpus,
+        "by_who": by_who,
+        "by_cause": by_cause,
+        "gpu_hours_lost": round(lost, 2),
+        "nodes_of_unknown_age": unknown_age,
+        "gpu_hours_per_day": gpus * 24,
+        "price_per_gpu_hour": price_per_gpu_hour,
+    }
     if price_per_gpu_hour > 0:
         s["cost_so_far"] = round(lost * price_per_gpu_hour, 2)
         s["cost_per_day"] = round(gpus * 24 * price_per_gpu_hour, 2)
     return s
 
 
-CSV_FIELDS = ["node", "state", "condition", "by", "cause", "check", "reason", "reason_user", "reason_time",
-              "age_seconds", "gpus_total", "gpus_out", "partitions", "next_step", "evidence"]
+CSV_FIELDS = [
+    "node",
+    "state",
+    "condition",
+    "by",
+    "cause",
+    "check",
+    "reason",
+    "reason_user",
+    "reason_time",
+    "age_seconds",
+    "gpus_total",
+    "gpus_out",
+    "partitions",
+    "next_step",
+    "evidence",
+]
 
 
 def csv_rows(entries: list[Entry]) -> list[list]:
@@ -364,8 +442,12 @@ def passed_since(node_log: list[dict], check: str | None, since: datetime | None
     if not check or since is None:
         return False
     for r in node_log:
-        if r.get("check") == check and r.get("status") in OK_STATUSES and r.get("context") in PASS_CONTEXTS \
-                and partial_judgement(r) is None:
+        if (
+            r.get("check") == check
+            and r.get("status") in OK_STATUSES
+            and r.get("context") in PASS_CONTEXTS
+            and partial_judgement(r) is None
+        ):
             t = log_time(r.get("time"))
             if t is not None and t > since:
                 return True
@@ -380,8 +462,10 @@ def partial_judgement(result: dict) -> str | None:
     if isinstance(ev, dict):
         new, total = ev.get("new_events"), ev.get("events_in_log")
         if isinstance(new, int) and isinstance(total, int) and new < total:
-            return (f"check {result.get('check')} judged only the {new} new of {total} kernel-log events; the event "
-                    f"that drained the node is still in the log (reboot the node, which clears it, then recheck)")
+            return (
+                f"check {result.get('check')} judged only the {new} new of {total} kernel-log events; the event "
+                f"that drained the node is still in the log (reboot the node, which clears it, then recheck)"
+            )
     return None
 
 
@@ -389,14 +473,17 @@ def recheck_argv(template: list[str], node: str, check: str, values: dict[str, s
     """Fill {node}, {check} and `values` ({slurmkit}, {config}, ...) into the configured argv, anywhere inside an
     argument; each stays one argument (no shell, no splitting)."""
     if not template:
-        raise UsageError("audit.recheck_command is empty: set it to an argv that runs "
-                         "`slurmkit check --json --only {check}` on {node}")
+        raise UsageError(
+            "audit.recheck_command is empty: set it to an argv that runs "
+            "`slurmkit check --json --only {check}` on {node}"
+        )
     subs = {"node": node, "check": check, **(values or {})}
 
     def fill(arg: str) -> str:
         for k, v in subs.items():
             arg = arg.replace("{" + k + "}", v)
         return arg
+
     return [fill(a) for a in template]
 
 

@@ -2,6 +2,7 @@
 topology profiles. Every input has a size bound (default 64 MiB) and nothing that is not a regular file is read
 (a FIFO would block forever, /dev/zero would read until memory runs out). Standard library only: the hooks use it.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,9 +35,15 @@ def read_bytes(path: str | os.PathLike, *, limit: int = DEFAULT_LIMIT, what: str
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if (
-                stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)) else "a socket" if stat.S_ISSOCK(
-                st.st_mode) else "not a regular file"
+            kind = (
+                "a FIFO"
+                if stat.S_ISFIFO(st.st_mode)
+                else "a device"
+                if (stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode))
+                else "a socket"
+                if stat.S_ISSOCK(st.st_mode)
+                else "not a regular file"
+            )
             raise UsageError(f"{what} is {kind}: only regular files are read", path=p)
         if st.st_size > limit:
             raise UsageError(f"{what} is {st.st_size} bytes, over the limit of {_human(limit)}", path=p)
@@ -48,14 +55,15 @@ def read_bytes(path: str | os.PathLike, *, limit: int = DEFAULT_LIMIT, what: str
                 break
             chunks.append(b)
             total += len(b)
-            if total > limit:      # it grew while we read it
+            if total > limit:  # it grew while we read it
                 raise UsageError(f"{what} is over the limit of {_human(limit)}", path=p)
         return b"".join(chunks)
     finally:
         os.close(fd)
 
 
-def read_text(path: str | os.PathLike, *, limit: int = DEFAULT_LIMIT, what: str = "file",
-              errors: str = "replace") -> str:
+def read_text(
+    path: str | os.PathLike, *, limit: int = DEFAULT_LIMIT, what: str = "file", errors: str = "replace"
+) -> str:
     """read_bytes, decoded as UTF-8 (undecodable bytes replaced by default: captured logs hold such bytes)."""
     return read_bytes(path, limit=limit, what=what).decode("utf-8", errors)

@@ -2,6 +2,7 @@
 
 Exit codes: 0 success/healthy, 1 unhealthy or an operation failed, 2 bad usage or bad input.
 """
+
 from __future__ import annotations
 
 import sys
@@ -40,13 +41,18 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         import importlib
+
         mod, attr = target.split(":")
         return getattr(importlib.import_module(mod), attr)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
-@click.option("--config", "config", metavar="FILE",
-              help="Site config (default: $SLURMKIT_CONFIG, else /etc/slurmkit/config.yaml).")
+@click.option(
+    "--config",
+    "config",
+    metavar="FILE",
+    help="Site config (default: $SLURMKIT_CONFIG, else /etc/slurmkit/config.yaml).",
+)
 @click.option("-v", "--verbose", count=True, help="Say more on stderr.")
 @click.version_option(__version__, prog_name="slurmkit")
 @click.pass_context
@@ -77,4 +83,5 @@ def main(argv=None) -> None:
 if __name__ == "__main__":
     # `python -m slurmkit.cli` loads this file as __main__, a second copy of it: run the one real module's main
     from slurmkit.cli import main as _main
+
     _main()

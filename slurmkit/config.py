@@ -12,6 +12,7 @@ integers are at most MAX_INT_DIGITS digits. Each limit is named in its error.
 
 The names of slurmkit/settings.py are re-exported here (`config.Settings`, `config.SyncSettings`, ...).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,10 +27,10 @@ from .errors import UsageError
 from .settings import *  # noqa: F403 - the schema's names, re-exported: `from slurmkit import config` works
 from .settings import DEFAULT_PATH, RangeError, Settings, TRIGGER_FORBIDDEN, _check_signal  # noqa: F401
 
-CONFIG_LIMIT = 1 << 20     # bytes: a site config is a few KiB; 1 MiB is generous and parses in well under 1 s
-MAX_NODES = 100_000        # YAML nodes visited per document, aliases counted at each use
-MAX_DEPTH = 64             # levels of nesting
-MAX_INT_DIGITS = 30        # digits of an integer setting (every integer setting's range fits in far fewer)
+CONFIG_LIMIT = 1 << 20  # bytes: a site config is a few KiB; 1 MiB is generous and parses in well under 1 s
+MAX_NODES = 100_000  # YAML nodes visited per document, aliases counted at each use
+MAX_DEPTH = 64  # levels of nesting
+MAX_INT_DIGITS = 30  # digits of an integer setting (every integer setting's range fits in far fewer)
 
 
 def config_path(explicit: str | None = None) -> tuple[str, bool]:
@@ -63,6 +64,7 @@ def loads(text: str, path: str = "<config>") -> Settings:
 
 
 # --- a small typed YAML loader that keeps line numbers -------------------------------------------------------
+
 
 def parse_yaml(text: str, schema: type, path: str, *, top: str = "") -> Any:
     """Parse YAML text into an instance of the dataclass `schema`, with errors that name path:line and key."""
@@ -99,8 +101,11 @@ class _Budget:
     def take(self, node, path: str) -> None:
         self.left -= 1
         if self.left < 0:
-            raise UsageError(f"too many YAML nodes (the limit is {MAX_NODES}, aliases counted at each use)",
-                             path=path, line=_line(node))
+            raise UsageError(
+                f"too many YAML nodes (the limit is {MAX_NODES}, aliases counted at each use)",
+                path=path,
+                line=_line(node),
+            )
 
 
 def _line(node) -> int:
@@ -109,13 +114,15 @@ def _line(node) -> int:
 
 def _kind(node) -> str:
     import yaml
+
     if isinstance(node, yaml.MappingNode):
         return "a mapping"
     if isinstance(node, yaml.SequenceNode):
         return "a list"
     tag = node.tag.rsplit(":", 1)[-1]
-    return {"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean",
-            "null": "null"}.get(tag, tag) + f" ({node.value!r})"
+    return {"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean", "null": "null"}.get(
+        tag, tag
+    ) + f" ({node.value!r})"
 
 
 def _typename(tp) -> str:
@@ -157,20 +164,23 @@ def _hints(cls) -> dict[str, Any]:
 def _key_text(knode, path: str) -> str:
     """A mapping key as text: only a plain scalar (a list or mapping as a key, or an alias bomb, is refused)."""
     import yaml
+
     if not isinstance(knode, yaml.ScalarNode):
         raise UsageError(f"a key must be a plain string, got {_kind(knode)}", path=path, line=_line(knode))
     return str(knode.value)
 
 
-def _convert(node, tp, key: str, path: str, lines: dict[str, int], *, budget: _Budget | None = None,
-             depth: int = 0):
+def _convert(node, tp, key: str, path: str, lines: dict[str, int], *, budget: _Budget | None = None, depth: int = 0):
     import yaml
 
     budget = budget or _Budget()
     budget.take(node, path)
     if depth > MAX_DEPTH:
-        raise UsageError(f"{key or 'the top level'}: nested too deeply (the limit is {MAX_DEPTH} levels)",
-                         path=path, line=_line(node))
+        raise UsageError(
+            f"{key or 'the top level'}: nested too deeply (the limit is {MAX_DEPTH} levels)",
+            path=path,
+            line=_line(node),
+        )
     kw: dict[str, Any] = {"budget": budget, "depth": depth + 1}
     if key:
         lines.setdefault(key, _line(node))
@@ -204,7 +214,8 @@ def _convert(node, tp, key: str, path: str, lines: dict[str, int], *, budget: _B
             k = _key_text(knode, path)
             sub = f"{key}.{k}" if key else k
             if k not in names:
-                import difflib   # only for a hint on an error: off the start-up path
+                import difflib  # only for a hint on an error: off the start-up path
+
                 hint = difflib.get_close_matches(k, names, n=1)
                 msg = f"unknown key '{sub}'"
                 msg += f"; did you mean '{hint[0]}'?" if hint else f" (expected one of: {', '.join(names)})"
@@ -234,8 +245,9 @@ def _convert(node, tp, key: str, path: str, lines: dict[str, int], *, budget: _B
         for knode, vnode in node.value:
             k = _key_text(knode, path)
             if k in out:
-                raise UsageError(f"duplicate key '{key}.{k}'" if key else f"duplicate key '{k}'", path=path,
-                                 line=_line(knode))
+                raise UsageError(
+                    f"duplicate key '{key}.{k}'" if key else f"duplicate key '{k}'", path=path, line=_line(knode)
+                )
             out[k] = _convert(vnode, vt, f"{key}.{k}" if key else k, path, lines, **kw)
         return out
     if not isinstance(node, yaml.ScalarNode):
@@ -245,7 +257,8 @@ def _convert(node, tp, key: str, path: str, lines: dict[str, int], *, budget: _B
         allowed = typing.get_args(tp)
         if node.value in [str(a) for a in allowed]:
             return next(a for a in allowed if str(a) == node.value)
-        import difflib   # only for a hint on an error: off the start-up path
+        import difflib  # only for a hint on an error: off the start-up path
+
         hint = difflib.get_close_matches(node.value, [str(a) for a in allowed], n=1)
         msg = f"{label}: expected {_typename(tp)}, got {node.value!r}"
         raise UsageError(msg + (f"; did you mean {hint[0]!r}?" if hint else ""), path=path, line=_line(node))
@@ -261,14 +274,20 @@ def _convert(node, tp, key: str, path: str, lines: dict[str, int], *, budget: _B
         if tag != "int":
             raise UsageError(f"{label}: expected an integer, got {_kind(node)}", path=path, line=_line(node))
         if len(node.value) > MAX_INT_DIGITS:
-            raise UsageError(f"{label}: integer too long ({len(node.value)} characters; the limit is "
-                             f"{MAX_INT_DIGITS} digits)", path=path, line=_line(node))
+            raise UsageError(
+                f"{label}: integer too long ({len(node.value)} characters; the limit is {MAX_INT_DIGITS} digits)",
+                path=path,
+                line=_line(node),
+            )
         return yaml.constructor.SafeConstructor().construct_yaml_int(node)
     if tp is float:
         if tag not in ("int", "float"):
             raise UsageError(f"{label}: expected a number, got {_kind(node)}", path=path, line=_line(node))
         if tag == "int" and len(node.value) > MAX_INT_DIGITS:
-            raise UsageError(f"{label}: number too long ({len(node.value)} characters; the limit is "
-                             f"{MAX_INT_DIGITS} digits)", path=path, line=_line(node))
+            raise UsageError(
+                f"{label}: number too long ({len(node.value)} characters; the limit is {MAX_INT_DIGITS} digits)",
+                path=path,
+                line=_line(node),
+            )
         return float(yaml.constructor.SafeConstructor().construct_object(node))
     raise TypeError(f"config schema: unsupported type {tp!r} for {label}")

@@ -1,5 +1,6 @@
 """What a command runs with: the site config (loaded on first use), `-v` messages, the Slurm backend. Click-free,
 so the lean entry (slurmkit/entry.py) and the click CLI share it."""
+
 from __future__ import annotations
 
 import sys
@@ -25,6 +26,7 @@ class Ctx:
     def settings(self) -> Settings:
         if self._settings is None:
             from . import config
+
             self._settings = config.load(self.config_arg)
         return self._settings
 
@@ -34,4 +36,5 @@ class Ctx:
 
     def backend(self):
         from . import slurm
+
         return slurm.get_backend(self.settings, verbose=self.say if self.verbose else None)

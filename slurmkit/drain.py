@@ -15,6 +15,7 @@ Every function returns what it did, as a short action string the health log reco
 `skipped-admin-drain`, `skipped-down`, `skipped-maintenance`, `skipped-unknown-node`, `drain-failed: ...`,
 `resumed`, `would-resume`, `skipped-not-ours`, `skipped-not-drained`, `resume-failed: ...`.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,16 +28,23 @@ from .errors import SlurmkitError
 
 MAX_REASON = 200
 # states where slurmkit keeps its hands off the node
-_HANDS_OFF_FLAGS = {"MAINTENANCE", "REBOOT_REQUESTED", "REBOOT_ISSUED", "POWERED_DOWN", "POWERING_DOWN",
-                    "POWERING_UP", "RESERVED_MAINT"}
+_HANDS_OFF_FLAGS = {
+    "MAINTENANCE",
+    "REBOOT_REQUESTED",
+    "REBOOT_ISSUED",
+    "POWERED_DOWN",
+    "POWERING_DOWN",
+    "POWERING_UP",
+    "RESERVED_MAINT",
+}
 # the checks a reason tag can name, longest first where one is the start of another ("sxid" is the xid check's)
 _CHECKS = ("gpu_count", "gpu_procs", "driver", "nvlink", "nccl", "pcie", "ecc", "recovery", "dcgm", "sxid", "xid")
 # outcomes after which no job can run on the node with the fault unreported: the verdict was acted on
 ACTED = ("drained", "already-drained", "would-drain", "skipped-admin-drain", "not-drained (health.drain is false)")
 # what Slurm writes when a hook exits non-zero: ours to replace with the reason we could not write then
 _HOOK_ERRORS = ("Prolog error", "Epilog error")
-RETRY_DELAYS = (1.0, 2.0)       # between drain attempts inside a hook
-LOCK_WAIT = 30.0                # seconds a hook waits for another hook's drain on the same node
+RETRY_DELAYS = (1.0, 2.0)  # between drain attempts inside a hook
+LOCK_WAIT = 30.0  # seconds a hook waits for another hook's drain on the same node
 
 
 def is_slurmkit_reason(reason: str | None, settings) -> bool:
@@ -59,7 +67,7 @@ def tag_of_reason(reason: str | None, settings) -> str | None:
     """'slurmkit:xid79 GPU ...' -> 'xid79'; None for a reason slurmkit did not write."""
     if reason is None or not is_slurmkit_reason(reason, settings):
         return None
-    return reason.strip()[len(settings.drain.prefix):].split(" ", 1)[0] or None
+    return reason.strip()[len(settings.drain.prefix) :].split(" ", 1)[0] or None
 
 
 def check_of_reason(reason: str | None, settings) -> str | None:
@@ -72,7 +80,7 @@ def reason_for(settings, check: str, detail: str) -> str:
     """`<prefix><check> <detail>` on one line, cut to what Slurm keeps comfortably."""
     detail = " ".join(str(detail).split())
     text = f"{settings.drain.prefix}{check} {detail}".strip()
-    return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3] + "..."
+    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3] + "..."
 
 
 def reason_for_result(settings, result) -> str:
@@ -88,6 +96,7 @@ def _lookup(settings, backend, node: str, verb: str):
     """(the node's record or None, an action string when the controller could not be asked)."""
     if backend is None:
         from .slurm import get_backend
+
         backend = get_backend(settings)
     try:
         recs = backend.nodes(node)
@@ -99,6 +108,7 @@ def _lookup(settings, backend, node: str, verb: str):
 
 # --- one drain at a time per node ------------------------------------------------------------------------------
 
+
 class _NodeLock:
     """flock on `<state_dir>/drain-<node>.lock`, waited for up to LOCK_WAIT seconds (then the drain goes ahead:
     a stuck lock holder must not stop a drain). No state_dir (read-only, missing): no lock."""
@@ -109,6 +119,7 @@ class _NodeLock:
 
     def __enter__(self):
         import fcntl
+
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
@@ -126,12 +137,13 @@ class _NodeLock:
 
     def __exit__(self, *exc):
         if self.fd is not None:
-            os.close(self.fd)           # closing releases the flock
+            os.close(self.fd)  # closing releases the flock
         return False
 
 
-def drain_node(settings, node: str, reason: str, *, backend=None, dry_run: bool = False,
-               replace_hook_error: bool = False) -> str:
+def drain_node(
+    settings, node: str, reason: str, *, backend=None, dry_run: bool = False, replace_hook_error: bool = False
+) -> str:
     """Drain `node` with `reason` (which must carry slurmkit's prefix), following the etiquette.
     `replace_hook_error`: Slurm's own "Prolog error"/"Epilog error" drain (which a slurmkit hook that could not
     drain caused) is replaced by `reason`; used only for a pending drain slurmkit recorded itself."""
@@ -147,7 +159,7 @@ def drain_node(settings, node: str, reason: str, *, backend=None, dry_run: bool 
             return "skipped-maintenance"
         if rec.drained or "FAIL" in rec.flags:
             if replace_hook_error and (rec.reason or "").strip() in _HOOK_ERRORS:
-                pass                    # ours to replace: fall through to the drain
+                pass  # ours to replace: fall through to the drain
             elif not is_slurmkit_reason(rec.reason, settings):
                 return "skipped-admin-drain"
             else:
@@ -165,6 +177,7 @@ def drain_node(settings, node: str, reason: str, *, backend=None, dry_run: bool 
 
 # --- a drain that could not be made: retried, then pending ------------------------------------------------------
 
+
 def pending_path(settings, node: str) -> str:
     return os.path.join(settings.paths.state_dir, f"pending-drain-{node}.json")
 
@@ -177,6 +190,7 @@ def read_pending(settings, node: str) -> dict | None:
         return None
     try:
         from .bounded import read_text
+
         text = read_text(path, limit=64 * 1024, what="pending-drain record")
     except (OSError, SlurmkitError) as e:
         return {"reason": reason_for(settings, "pending", f"unreadable pending-drain record: {e}"), "check": None}
@@ -210,14 +224,23 @@ def clear_pending(settings, node: str) -> None:
         pass
 
 
-def drain_for_hook(settings, node: str, reason: str, *, check: str | None, context: str, job_id=None,
-                   backend=None, replace_hook_error: bool = False) -> str:
+def drain_for_hook(
+    settings,
+    node: str,
+    reason: str,
+    *,
+    check: str | None,
+    context: str,
+    job_id=None,
+    backend=None,
+    replace_hook_error: bool = False,
+) -> str:
     """A hook's drain: retried (RETRY_DELAYS, within health.budget_seconds) while the controller does not answer;
     a node the controller does not list is a drain that failed (the hook runs on a node Slurm knows: an empty
     answer is a controller that did not answer). When it still fails, a pending record keeps the reason for the
     next hook; the caller exits non-zero so Slurm drains the node ("Prolog error"/"Epilog error") meanwhile."""
     action = "drain-failed"
-    deadline = time.monotonic() + settings.health.budget_seconds   # a hook never retries past its checks' budget
+    deadline = time.monotonic() + settings.health.budget_seconds  # a hook never retries past its checks' budget
     for delay in (0.0, *RETRY_DELAYS):
         if delay:
             if time.monotonic() + delay > deadline:
@@ -231,13 +254,24 @@ def drain_for_hook(settings, node: str, reason: str, *, check: str | None, conte
     if acted(action):
         clear_pending(settings, node)
     elif action.startswith("drain-failed"):
-        err = _write_pending(settings, node, {"reason": reason, "check": check, "context": context,
-                                              "job_id": job_id, "error": action, "time": time.time()})
+        err = _write_pending(
+            settings,
+            node,
+            {
+                "reason": reason,
+                "check": check,
+                "context": context,
+                "job_id": job_id,
+                "error": action,
+                "time": time.time(),
+            },
+        )
         action += "; recorded as pending" if err is None else f"; cannot record it as pending: {err}"
     return action
 
 
 # --- resume --------------------------------------------------------------------------------------------------------
+
 
 def resume_node(settings, node: str, *, backend=None, dry_run: bool = False, force: bool = False) -> str:
     """Resume `node` only when slurmkit drained it (its reason carries the prefix); `force` resumes any drain."""
@@ -260,18 +294,22 @@ def resume_node(settings, node: str, *, backend=None, dry_run: bool = False, for
 @dataclass
 class ResumeDecision:
     node: str
-    action: str                  # resume | recheck | refuse | skip
+    action: str  # resume | recheck | refuse | skip
     why: str
     check: str | None = None
-    overrides: dict | None = None   # whose reason a forced resume overrides
+    overrides: dict | None = None  # whose reason a forced resume overrides
 
     def to_dict(self) -> dict:
-        return {"node": self.node, "action": self.action, "why": self.why, "check": self.check,
-                "overrides": self.overrides}
+        return {
+            "node": self.node,
+            "action": self.action,
+            "why": self.why,
+            "check": self.check,
+            "overrides": self.overrides,
+        }
 
 
-_WHO = {"admin": "an admin", "slurm": "Slurm itself", "other-checker": "another health checker",
-        "unknown": "someone"}
+_WHO = {"admin": "an admin", "slurm": "Slurm itself", "other-checker": "another health checker", "unknown": "someone"}
 
 
 def plan_resume(entry, name: str, *, force: bool, recheck: bool, passed_since_drain: bool) -> ResumeDecision:
@@ -288,18 +326,28 @@ def plan_resume(entry, name: str, *, force: bool, recheck: bool, passed_since_dr
         if recheck:
             return ResumeDecision(name, "recheck", f"rerun check {entry.check} on {name}", check=entry.check)
         if passed_since_drain:
-            return ResumeDecision(name, "resume", f"check {entry.check} has passed since the drain",
-                                  check=entry.check)
+            return ResumeDecision(name, "resume", f"check {entry.check} has passed since the drain", check=entry.check)
         if force:
-            return ResumeDecision(name, "resume", f"--force: check {entry.check} has not passed since the drain",
-                                  check=entry.check)
-        return ResumeDecision(name, "refuse", f"check {entry.check} has not passed since slurmkit drained it "
-                              f"({n.reason!r}); run with --recheck to run it now", check=entry.check)
+            return ResumeDecision(
+                name, "resume", f"--force: check {entry.check} has not passed since the drain", check=entry.check
+            )
+        return ResumeDecision(
+            name,
+            "refuse",
+            f"check {entry.check} has not passed since slurmkit drained it "
+            f"({n.reason!r}); run with --recheck to run it now",
+            check=entry.check,
+        )
     who = _WHO.get(entry.by, entry.by)
     owner = {"by": entry.by, "user": n.reason_user, "reason": n.reason, "time": n.reason_time}
-    desc = f"{who}" + (f" ({n.reason_user})" if n.reason_user else "") + \
-        (f": {n.reason!r}" if n.reason else ": no reason") + (f" set {n.reason_time}" if n.reason_time else "")
+    desc = (
+        f"{who}"
+        + (f" ({n.reason_user})" if n.reason_user else "")
+        + (f": {n.reason!r}" if n.reason else ": no reason")
+        + (f" set {n.reason_time}" if n.reason_time else "")
+    )
     if force:
         return ResumeDecision(name, "resume", f"--force: overriding the reason of {desc}", overrides=owner)
-    return ResumeDecision(name, "refuse", f"not drained by slurmkit but by {desc}; --force overrides it",
-                          overrides=owner)
+    return ResumeDecision(
+        name, "refuse", f"not drained by slurmkit but by {desc}; --force overrides it", overrides=owner
+    )

@@ -1,13 +1,16 @@
 """Slurm durations: the --time grammar (`MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS`) in seconds.
 One parser for the job spec's `time` (strict: bad text is a ValueError) and for scontrol's RunTime/TimeLimit
 (`duration_or_none`: UNLIMITED and the like, or text that is not a duration, are None). Standard library only."""
+
 from __future__ import annotations
 
 import re
 
 _N = r"[0-9]{1,9}"
-TIME_RE = re.compile(rf"\A(?:(?P<d>{_N})-(?P<dh>{_N})(?::(?P<dm>{_N})(?::(?P<ds>{_N}))?)?"
-                     rf"|(?P<h>{_N}):(?P<m>{_N}):(?P<s>{_N})|(?P<m2>{_N}):(?P<s2>{_N})|(?P<m1>{_N}))\Z")
+TIME_RE = re.compile(
+    rf"\A(?:(?P<d>{_N})-(?P<dh>{_N})(?::(?P<dm>{_N})(?::(?P<ds>{_N}))?)?"
+    rf"|(?P<h>{_N}):(?P<m>{_N}):(?P<s>{_N})|(?P<m2>{_N}):(?P<s2>{_N})|(?P<m1>{_N}))\Z"
+)
 NO_LIMIT = ("UNLIMITED", "INFINITE", "NONE", "N/A", "PARTITION_LIMIT")
 
 

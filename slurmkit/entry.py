@@ -7,13 +7,14 @@ A command line seen before with the same files runs from the submission cache (s
 Fast path: `slurmkit [--config FILE] submit [--set K=V]... [--dry-run] [--json] [--no-check] [--] JOB.yaml` and
 `slurmkit [--config FILE] render [--set K=V]... [--] JOB.yaml`.
 """
+
 from __future__ import annotations
 
 import re
 import sys
 
 FLAGS = {"submit": ("--dry-run", "--json", "--no-check"), "render": ()}
-_ANSI = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")   # click.echo strips these where the stream is not a terminal
+_ANSI = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")  # click.echo strips these where the stream is not a terminal
 
 
 def parse_fast(argv: list[str]) -> tuple[str, str | None, str, list[str], set[str]] | None:
@@ -25,7 +26,7 @@ def parse_fast(argv: list[str]) -> tuple[str, str | None, str, list[str], set[st
         if a == "--config" and i + 1 < len(argv):
             config, i = argv[i + 1], i + 2
         elif a.startswith("--config="):
-            config, i = a[len("--config="):], i + 1
+            config, i = a[len("--config=") :], i + 1
         else:
             return None
     if i >= len(argv) or argv[i] not in FLAGS:
@@ -45,7 +46,7 @@ def parse_fast(argv: list[str]) -> tuple[str, str | None, str, list[str], set[st
             sets.append(argv[i + 1])
             i += 1
         elif a.startswith("--set="):
-            sets.append(a[len("--set="):])
+            sets.append(a[len("--set=") :])
         elif a in FLAGS[cmd]:
             flags.add(a)
         else:
@@ -71,16 +72,19 @@ def main(argv: list[str] | None = None) -> None:
     fast = parse_fast(args)
     if fast is None:
         from .cli import main as cli_main
+
         cli_main(args)
         return
     cmd, config, spec_path, sets, flags = fast
     from .context import Ctx
     from .errors import SlurmkitError
+
     ctx = Ctx(config, 0)
     opts = {"dry_run": "--dry-run" in flags, "as_json": "--json" in flags, "no_check": "--no-check" in flags}
     try:
         from .commands import submit_core
         from .jobs import submitcache
+
         store = submitcache.key_for(config, spec_path, sets)
         if submit_core.from_cache(store, cmd, spec_path, echo=_echo, **(opts if cmd == "submit" else {})):
             pass
@@ -92,12 +96,13 @@ def main(argv: list[str] | None = None) -> None:
     except SlurmkitError as e:
         _echo(f"slurmkit: error: {e}", err=True)
         sys.exit(e.exit_code)
-    except (KeyboardInterrupt, EOFError):   # as click: a blank line (closes the terminal's ^C), then "aborted"
+    except (KeyboardInterrupt, EOFError):  # as click: a blank line (closes the terminal's ^C), then "aborted"
         _echo("", err=True)
         _echo("aborted", err=True)
         sys.exit(130)
-    except BrokenPipeError:   # as click: exit 1, and no second error when Python flushes the closed pipe
+    except BrokenPipeError:  # as click: exit 1, and no second error when Python flushes the closed pipe
         import os
+
         sys.stdout = open(os.devnull, "w")
         sys.exit(1)
     sys.exit(0)

@@ -1,4 +1,5 @@
 """Errors a user can act on. The CLI turns them into one line on stderr and an exit code, never a traceback."""
+
 from __future__ import annotations
 
 
@@ -15,12 +16,12 @@ class UsageError(SlurmkitError):
     """
 
     exit_code = 2
-    check: str | None = None   # the health check whose --capture input this is (health.runner sets it)
+    check: str | None = None  # the health check whose --capture input this is (health.runner sets it)
 
     def __init__(self, message: str, *, path: str | None = None, line: int | None = None):
         self.path = path
         self.line = line
-        self.message = message   # without the `file:line: ` prefix
+        self.message = message  # without the `file:line: ` prefix
         where = ""
         if path is not None:
             where = f"{path}:{line}: " if line is not None else f"{path}: "
@@ -35,8 +36,17 @@ class SpecError(UsageError):
 class CommandError(SlurmkitError):
     """An external command could not run, timed out, or failed."""
 
-    def __init__(self, message: str, *, argv: list[str] | None = None, returncode: int | None = None,
-                 stdout: str = "", stderr: str = "", timed_out: bool = False, missing: bool = False):
+    def __init__(
+        self,
+        message: str,
+        *,
+        argv: list[str] | None = None,
+        returncode: int | None = None,
+        stdout: str = "",
+        stderr: str = "",
+        timed_out: bool = False,
+        missing: bool = False,
+    ):
         super().__init__(message)
         self.argv = argv or []
         self.returncode = returncode

@@ -18,6 +18,7 @@ Two layouts, chosen by `paths.health_log`:
   and written for sites that have one. Safe only when every writer is on one host (see docs).
 Light: the prolog imports this (standard library only; the pipeline sinks import what they need when enabled).
 """
+
 from __future__ import annotations
 
 import json
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 SINGLE_FILE_SUFFIXES = (".jsonl", ".json", ".log")
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_GENERATIONS = 5
-SINCE_SLACK_SECONDS = 600        # a node clock that stepped back: keep reading this far past `since`
+SINCE_SLACK_SECONDS = 600  # a node clock that stepped back: keep reading this far past `since`
 _BLOCK = 64 * 1024
 _SAFE_NODE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,254}")
 
@@ -44,11 +45,29 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def record(*, check: str, status: str, reason: str = "", evidence: dict | None = None, context: str = "check",
-           node: str | None = None, job_id: int | None = None, action: str | None = None, **extra) -> dict:
-    rec = {"time": now_iso(), "node": node or os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
-           "context": context, "job_id": job_id, "check": check, "status": status, "reason": reason,
-           "evidence": evidence or {}, "action": action}
+def record(
+    *,
+    check: str,
+    status: str,
+    reason: str = "",
+    evidence: dict | None = None,
+    context: str = "check",
+    node: str | None = None,
+    job_id: int | None = None,
+    action: str | None = None,
+    **extra,
+) -> dict:
+    rec = {
+        "time": now_iso(),
+        "node": node or os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
+        "context": context,
+        "job_id": job_id,
+        "check": check,
+        "status": status,
+        "reason": reason,
+        "evidence": evidence or {},
+        "action": action,
+    }
     rec.update(extra)
     return rec
 
@@ -113,7 +132,7 @@ def _append_fd(path: str, data: bytes, mode: int = 0o644) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
         view = memoryview(data)
-        while view:                      # one write in practice; a short write is finished, not dropped
+        while view:  # one write in practice; a short write is finished, not dropped
             n = os.write(fd, view)
             view = view[n:]
     finally:
@@ -146,16 +165,24 @@ def _rotate(base: str, keep: int) -> None:
     os.replace(base, f"{base}.1")
 
 
-def append_node(directory: str, node: str, records: list[dict], *, max_bytes: int = DEFAULT_MAX_BYTES,
-                keep: int = DEFAULT_GENERATIONS) -> str:
+def append_node(
+    directory: str,
+    node: str,
+    records: list[dict],
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    keep: int = DEFAULT_GENERATIONS,
+) -> str:
     """Append to the node's own file, rotating first when it would grow past `max_bytes`. Rotation and append
     run under an flock on `<dir>/.<node>.lock`, so a prolog and an epilog of the same node never race."""
     import fcntl
+
     base = node_file(directory, node)
     data = _encode(records)
     os.makedirs(directory, mode=0o755, exist_ok=True)
-    lock = os.open(os.path.join(directory, f".{node}.lock"),
-                   os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    lock = os.open(
+        os.path.join(directory, f".{node}.lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
+    )
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -171,8 +198,9 @@ def append_node(directory: str, node: str, records: list[dict], *, max_bytes: in
     return base
 
 
-def append(path: str, records: list[dict] | dict, *, max_bytes: int = DEFAULT_MAX_BYTES,
-           keep: int = DEFAULT_GENERATIONS) -> None:
+def append(
+    path: str, records: list[dict] | dict, *, max_bytes: int = DEFAULT_MAX_BYTES, keep: int = DEFAULT_GENERATIONS
+) -> None:
     """Append records to the log at `path` in its layout (directories are made when missing, files are 0644)."""
     if isinstance(records, dict):
         records = [records]
@@ -199,14 +227,15 @@ def write(settings: Settings, records: list[dict] | dict) -> None:
     if not records:
         return
     h = settings.health
-    append(settings.paths.health_log, records, max_bytes=h.log_max_bytes or DEFAULT_MAX_BYTES,
-           keep=h.log_generations)
+    append(settings.paths.health_log, records, max_bytes=h.log_max_bytes or DEFAULT_MAX_BYTES, keep=h.log_generations)
     if h.syslog:
         from . import logsinks
+
         logsinks.to_syslog(records)
     textfile_dir = h.textfile_dir
     if textfile_dir:
         from . import logsinks
+
         logsinks.to_textfile(textfile_dir, records, state_dir=settings.paths.state_dir)
 
 
@@ -258,7 +287,7 @@ def read_node(directory: str, node: str, *, since: str | None = None) -> list[di
     record backwards and stop once records are older than `since` (less a slack for clock steps): the cost is
     what is shown, not the log's age."""
     stop = _iso_minus(since, SINCE_SLACK_SECONDS) if since is not None else None
-    recs: list[dict] = []                      # newest first while reading
+    recs: list[dict] = []  # newest first while reading
     for path in newest_first(directory, node):
         for line in _lines_backwards(path):
             rec = _parse(line)
@@ -274,8 +303,9 @@ def read_node(directory: str, node: str, *, since: str | None = None) -> list[di
     return recs if since is None else [r for r in recs if str(r.get("time", "")) >= since]
 
 
-def read(path: str, *, node: str | None = None, nodes: Iterable[str] | None = None,
-         since: str | None = None) -> Iterator[dict]:
+def read(
+    path: str, *, node: str | None = None, nodes: Iterable[str] | None = None, since: str | None = None
+) -> Iterator[dict]:
     """Records of one node, of `nodes`, or of all; per node in file order. Lines that are not JSON objects (a torn
     last line after a crash) are skipped. In the per-node layout only the named nodes' files are opened."""
     want = None
@@ -289,7 +319,7 @@ def read(path: str, *, node: str | None = None, nodes: Iterable[str] | None = No
         for n in names:
             try:
                 recs = read_node(path, n, since=since)
-            except ValueError:          # a name that cannot be a file has no records
+            except ValueError:  # a name that cannot be a file has no records
                 continue
             for rec in recs:
                 if rec.get("node", n) == n:

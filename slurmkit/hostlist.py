@@ -6,6 +6,7 @@ the text, no names made), and `expand()` / `contains()` refuse an expression ove
 that names the limit. Group names (`@gpu`) are refused: resolving them may run the site's group commands.
 Per-node settings stay patterns (`gpu_count.per_node: {"n[1-64]": 8}`); `contains` answers "is this node in it".
 """
+
 from __future__ import annotations
 
 import re
@@ -13,11 +14,11 @@ import re
 from .errors import UsageError
 
 DEFAULT_LIMIT = 100_000
-_MAX_DIGITS = 18                 # a node index longer than this is not a node index
+_MAX_DIGITS = 18  # a node index longer than this is not a node index
 _RANGE = re.compile(r"([0-9]{1,%d})(?:-([0-9]{1,%d}))?(?:/([0-9]{1,%d}))?" % ((_MAX_DIGITS,) * 3), re.ASCII)  # noqa: UP031 - {} is regex syntax
 
 
-_OUTSIDE_COMMA = re.compile(r",(?![^\[\]]*\])")     # a comma not followed by a `]` before any `[`
+_OUTSIDE_COMMA = re.compile(r",(?![^\[\]]*\])")  # a comma not followed by a `]` before any `[`
 
 
 class HostlistError(UsageError):
@@ -37,8 +38,9 @@ def count(expr: str) -> int:
     """How many names `expr` stands for, read off its brackets (an upper bound where ranges overlap). Raises
     HostlistError for what is not a plain hostlist (groups, set operators, bad ranges)."""
     if any(c in expr for c in "@!&^*"):
-        raise HostlistError(f"bad hostlist {expr!r}: only names and [ranges] are accepted (no @groups or set "
-                            "operators)", expr)
+        raise HostlistError(
+            f"bad hostlist {expr!r}: only names and [ranges] are accepted (no @groups or set operators)", expr
+        )
     total = 0
     for part in _top_level(expr.strip()):
         part = part.strip()
@@ -52,8 +54,11 @@ def count(expr: str) -> int:
             for item in m.group(1).split(","):
                 r = _RANGE.fullmatch(item.strip())
                 if not r:
-                    raise HostlistError(f"bad hostlist {expr!r}: {item.strip()!r} is not a range like 1-8 (at "
-                                        f"most {_MAX_DIGITS} digits)", expr)
+                    raise HostlistError(
+                        f"bad hostlist {expr!r}: {item.strip()!r} is not a range like 1-8 (at "
+                        f"most {_MAX_DIGITS} digits)",
+                        expr,
+                    )
                 lo = int(r.group(1))
                 hi = int(r.group(2)) if r.group(2) else lo
                 step = int(r.group(3)) if r.group(3) else 1
@@ -73,6 +78,7 @@ def nodeset(expr: str, *, limit: int = DEFAULT_LIMIT):
     if n > limit:
         raise HostlistError(f"hostlist {expr[:80]!r} stands for {n} names, over the limit of {limit}", expr)
     from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetParseError
+
     try:
         return NodeSet(expr, resolver=RESOLVER_NOGROUP)
     except (NodeSetParseError, ValueError) as e:

@@ -16,6 +16,7 @@ interface, documented in docs/metrics.md:
 The exposition format is written here rather than through prometheus-client: that library costs ~60 ms to import,
 more than the whole prolog, and this runs in every hook. The tests parse the file with prometheus-client's parser.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,15 +26,17 @@ import struct
 from datetime import datetime, timezone
 
 JOURNAL_SOCKET = "/run/systemd/journal/socket"
-_PRIORITY = {"fail": 3, "warn": 4, "ok": 6, "skip": 5}     # err, warning, info, notice
+_PRIORITY = {"fail": 3, "warn": 4, "ok": 6, "skip": 5}  # err, warning, info, notice
 STATUS_VALUE = {"ok": 0, "warn": 1, "fail": 2, "skip": -1}
 
 
 # -- journald / syslog ------------------------------------------------------------------------------------------------
 def journal_fields(rec: dict) -> list[tuple[str, str]]:
-    fields = [("MESSAGE", f"{rec.get('check')} {rec.get('status')}: {rec.get('reason') or ''}".rstrip(": ")),
-              ("PRIORITY", str(_PRIORITY.get(str(rec.get("status")), 6))),
-              ("SYSLOG_IDENTIFIER", "slurmkit")]
+    fields = [
+        ("MESSAGE", f"{rec.get('check')} {rec.get('status')}: {rec.get('reason') or ''}".rstrip(": ")),
+        ("PRIORITY", str(_PRIORITY.get(str(rec.get("status")), 6))),
+        ("SYSLOG_IDENTIFIER", "slurmkit"),
+    ]
     for key in ("node", "context", "job_id", "check", "status", "reason", "action"):
         v = rec.get(key)
         if v is not None and v != "":
@@ -59,7 +62,7 @@ def to_journal(records: list[dict], sock_path: str = JOURNAL_SOCKET) -> bool:
         return False
     s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     try:
-        s.settimeout(1.0)                   # a stuck journald must not hold a hook
+        s.settimeout(1.0)  # a stuck journald must not hold a hook
         for rec in records:
             s.sendto(encode_journal(journal_fields(rec)), sock_path)
     except OSError:
@@ -70,8 +73,11 @@ def to_journal(records: list[dict], sock_path: str = JOURNAL_SOCKET) -> bool:
 
 
 def syslog_line(rec: dict) -> str:
-    parts = [f"{k}={json.dumps(str(rec[k]))}" for k in ("node", "context", "job_id", "check", "status", "action",
-                                                           "reason") if rec.get(k) not in (None, "")]
+    parts = [
+        f"{k}={json.dumps(str(rec[k]))}"
+        for k in ("node", "context", "job_id", "check", "status", "action", "reason")
+        if rec.get(k) not in (None, "")
+    ]
     return " ".join(parts)
 
 
@@ -79,6 +85,7 @@ def to_syslog(records: list[dict]) -> None:
     if to_journal(records):
         return
     import syslog
+
     syslog.openlog("slurmkit", syslog.LOG_PID, syslog.LOG_DAEMON)
     for rec in records:
         syslog.syslog(_PRIORITY.get(str(rec.get("status")), 6), syslog_line(rec))
@@ -91,8 +98,7 @@ def _label(v: str) -> str:
 
 def _ts(rec: dict) -> float:
     try:
-        return datetime.strptime(str(rec.get("time")), "%Y-%m-%dT%H:%M:%SZ").replace(
-            tzinfo=timezone.utc).timestamp()
+        return datetime.strptime(str(rec.get("time")), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
     except ValueError:
         return 0.0
 
@@ -122,31 +128,41 @@ def fold(state: dict, records: list[dict]) -> dict:
 
 def render(state: dict) -> str:
     """The text exposition format for one node's state."""
-    lines = ["# HELP slurmkit_check_status Latest verdict of each check: 0 ok, 1 warn, 2 fail, -1 skip.",
-             "# TYPE slurmkit_check_status gauge"]
+    lines = [
+        "# HELP slurmkit_check_status Latest verdict of each check: 0 ok, 1 warn, 2 fail, -1 skip.",
+        "# TYPE slurmkit_check_status gauge",
+    ]
     for check, v in sorted(state.get("checks", {}).items()):
         lines.append(f'slurmkit_check_status{{check="{_label(check)}"}} {STATUS_VALUE[v["status"]]}')
-    lines += ["# HELP slurmkit_check_timestamp_seconds When each check last reported.",
-              "# TYPE slurmkit_check_timestamp_seconds gauge"]
+    lines += [
+        "# HELP slurmkit_check_timestamp_seconds When each check last reported.",
+        "# TYPE slurmkit_check_timestamp_seconds gauge",
+    ]
     for check, v in sorted(state.get("checks", {}).items()):
         lines.append(f'slurmkit_check_timestamp_seconds{{check="{_label(check)}"}} {v["time"]:.0f}')
-    lines += ["# HELP slurmkit_records_total Health-log records written by this node.",
-              "# TYPE slurmkit_records_total counter"]
+    lines += [
+        "# HELP slurmkit_records_total Health-log records written by this node.",
+        "# TYPE slurmkit_records_total counter",
+    ]
     for key, n in sorted(state.get("counts", {}).items()):
         check, _, status = key.partition("\t")
         lines.append(f'slurmkit_records_total{{check="{_label(check)}",status="{_label(status)}"}} {n}')
-    lines += ["# HELP slurmkit_drained 1 while a slurmkit drain of this node for this cause stands.",
-              "# TYPE slurmkit_drained gauge"]
+    lines += [
+        "# HELP slurmkit_drained 1 while a slurmkit drain of this node for this cause stands.",
+        "# TYPE slurmkit_drained gauge",
+    ]
     for cause in sorted(state.get("drained", {})):
         lines.append(f'slurmkit_drained{{cause="{_label(cause)}"}} 1')
-    lines += ["# HELP slurmkit_job_gpu_idle_hours_total Idle GPU-hours of the jobs that ran on this node.",
-              "# TYPE slurmkit_job_gpu_idle_hours_total counter",
-              f"slurmkit_job_gpu_idle_hours_total {state.get('idle_gpu_hours', 0.0):.6g}"]
+    lines += [
+        "# HELP slurmkit_job_gpu_idle_hours_total Idle GPU-hours of the jobs that ran on this node.",
+        "# TYPE slurmkit_job_gpu_idle_hours_total counter",
+        f"slurmkit_job_gpu_idle_hours_total {state.get('idle_gpu_hours', 0.0):.6g}",
+    ]
     return "\n".join(lines) + "\n"
 
 
 def _atomic_write(path: str, text: str) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"      # same directory: the rename is atomic; node_exporter skips non-.prom
+    tmp = f"{path}.{os.getpid()}.tmp"  # same directory: the rename is atomic; node_exporter skips non-.prom
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
         os.write(fd, text.encode())
@@ -169,7 +185,7 @@ def _load_state(path: str) -> dict:
     if not first.startswith(STATE_PREFIX):
         return {}
     try:
-        state = json.loads(first[len(STATE_PREFIX):])
+        state = json.loads(first[len(STATE_PREFIX) :])
     except ValueError:
         return {}
     return state if isinstance(state, dict) else {}
@@ -179,14 +195,17 @@ def to_textfile(textfile_dir: str, records: list[dict], *, state_dir: str) -> st
     """Fold the records into the node's metric state and rewrite its .prom file (temp + rename), under an flock
     in state_dir so a prolog and an epilog of one node do not lose each other's counts."""
     import fcntl
+
     node = str(records[0].get("node") or socket.gethostname())
     from .healthlog import node_file
-    node_file(textfile_dir, node)                     # refuses a node name that is not a file name
+
+    node_file(textfile_dir, node)  # refuses a node name that is not a file name
     os.makedirs(state_dir, exist_ok=True)
     os.makedirs(textfile_dir, exist_ok=True)
     out = os.path.join(textfile_dir, f"slurmkit-{node}.prom")
-    lock = os.open(os.path.join(state_dir, f"metrics-{node}.lock"),
-                   os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    lock = os.open(
+        os.path.join(state_dir, f"metrics-{node}.lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+    )
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         state = fold(_load_state(out), [r for r in records if str(r.get("node") or node) == node])

@@ -1,4 +1,5 @@
 """Human tables and stable JSON for every reporting command."""
+
 from __future__ import annotations
 
 import json

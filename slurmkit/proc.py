@@ -6,6 +6,7 @@ as nvidia-smi is on a GPU that fell off the bus) is abandoned after a short grac
 
 Light on purpose: the prolog imports this.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,11 +26,12 @@ KILL_GRACE = 1.0
 @dataclass(frozen=True)
 class Result:
     """What a command did: here (run), or on a node over SSH (install.ssh.RunResult adds check())."""
+
     argv: tuple[str, ...]
     returncode: int
     stdout: str
     stderr: str
-    seconds: float = 0.0            # 0: not timed (a remote command)
+    seconds: float = 0.0  # 0: not timed (a remote command)
 
     @property
     def ok(self) -> bool:
@@ -49,8 +51,15 @@ def _env(env: dict[str, str] | None) -> dict[str, str]:
     return base
 
 
-def run(argv: list[str] | tuple[str, ...], *, timeout: float, input: str | None = None, check: bool = True,
-        env: dict[str, str] | None = None, cwd: str | None = None) -> Result:
+def run(
+    argv: list[str] | tuple[str, ...],
+    *,
+    timeout: float,
+    input: str | None = None,
+    check: bool = True,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+) -> Result:
     """Run argv; return its Result, or raise CommandError (missing binary, timeout, non-zero exit with check)."""
     if isinstance(argv, str):  # a programming error, not a user one: never hand a string to a shell
         raise TypeError("proc.run takes an argv list, not a string")
@@ -58,9 +67,17 @@ def run(argv: list[str] | tuple[str, ...], *, timeout: float, input: str | None 
     name = argv[0]
     start = time.monotonic()
     try:
-        p = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
-                             env=_env(env), cwd=cwd, start_new_session=True)
+        p = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            env=_env(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
     except FileNotFoundError:
         path = _env(env)["PATH"]
         raise CommandError(f"{name}: command not found (PATH={path})", argv=argv, missing=True) from None
@@ -70,14 +87,14 @@ def run(argv: list[str] | tuple[str, ...], *, timeout: float, input: str | None 
         out, err = p.communicate(input, timeout=timeout)
     except subprocess.TimeoutExpired:
         out, err = _kill(p)
-        raise CommandError(f"{name}: timed out after {timeout:g}s", argv=argv, stdout=out, stderr=err,
-                           timed_out=True) from None
+        raise CommandError(
+            f"{name}: timed out after {timeout:g}s", argv=argv, stdout=out, stderr=err, timed_out=True
+        ) from None
     res = Result(tuple(argv), p.returncode, out or "", err or "", time.monotonic() - start)
     if check and p.returncode != 0:
         detail = (err or out or "").strip().splitlines()
         last = detail[-1] if detail else f"exit code {p.returncode}"
-        raise CommandError(f"{name}: {last}", argv=argv, returncode=p.returncode, stdout=res.stdout,
-                           stderr=res.stderr)
+        raise CommandError(f"{name}: {last}", argv=argv, returncode=p.returncode, stdout=res.stdout, stderr=res.stderr)
     return res
 
 
@@ -93,9 +110,9 @@ def pid_alive(pid: int) -> bool:
         with open(f"/proc/{pid}/stat", "rb") as f:
             return f.read(4096).rsplit(b")", 1)[1].split()[0] != b"Z"
     except FileNotFoundError:
-        return not os.path.isdir("/proc/self")   # gone between the two looks; without /proc kill(0) said yes
+        return not os.path.isdir("/proc/self")  # gone between the two looks; without /proc kill(0) said yes
     except (OSError, IndexError):
-        return True                     # unreadable: kill(0) said yes
+        return True  # unreadable: kill(0) said yes
 
 
 def _kill(p: subprocess.Popen) -> tuple[str, str]:
@@ -117,16 +134,24 @@ def _kill(p: subprocess.Popen) -> tuple[str, str]:
         return "", ""
 
 
-def spawn_detached(argv: list[str] | tuple[str, ...], *, env: dict[str, str] | None = None,
-                   log: str | None = None) -> int:
+def spawn_detached(
+    argv: list[str] | tuple[str, ...], *, env: dict[str, str] | None = None, log: str | None = None
+) -> int:
     """Start argv in its own session, not waited for (it outlives the caller: the epilog's background sync).
     stdin is /dev/null; stdout/stderr go to `log` (appended) or /dev/null. Returns the pid."""
     if isinstance(argv, str):
         raise TypeError("proc.spawn_detached takes an argv list, not a string")
     out: IO[bytes] | int = open(log, "ab") if log else subprocess.DEVNULL
     try:
-        p = subprocess.Popen([str(a) for a in argv], stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                             env=_env(env), start_new_session=True, close_fds=True)
+        p = subprocess.Popen(
+            [str(a) for a in argv],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            env=_env(env),
+            start_new_session=True,
+            close_fds=True,
+        )
     finally:
         if not isinstance(out, int):
             out.close()

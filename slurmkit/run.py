@@ -34,6 +34,7 @@ already set are left alone.
 The decisions are pure functions (classify, requeue_decision, dist_env, parse_instance_action); the loop in
 `Runner` is the imperative shell.
 """
+
 from __future__ import annotations
 
 import json
@@ -59,6 +60,7 @@ TERMINATING = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
 
 # --- pure decisions --------------------------------------------------------------------------------------------
 
+
 def classify(elapsed: float | None, limit: float | None, window: float = 600.0, fraction: float = 0.8) -> str:
     """'timeout' or 'preemption' for a trigger signal at `elapsed` seconds into a job of time limit `limit`.
 
@@ -79,8 +81,17 @@ class Decision:
     why: str
 
 
-def requeue_decision(kind: str, *, job_id: str | None, restarts: int, max_requeues: int, requeue_on: list[str],
-                     leader: bool, cancelled: bool = False, dry_run: bool = False) -> Decision:
+def requeue_decision(
+    kind: str,
+    *,
+    job_id: str | None,
+    restarts: int,
+    max_requeues: int,
+    requeue_on: list[str],
+    leader: bool,
+    cancelled: bool = False,
+    dry_run: bool = False,
+) -> Decision:
     """Whether the wrapper should requeue after asking its child to checkpoint."""
     if not job_id:
         return Decision(False, "not a Slurm job (no SLURM_JOB_ID)")
@@ -93,8 +104,10 @@ def requeue_decision(kind: str, *, job_id: str | None, restarts: int, max_requeu
         return Decision(False, f"{kind} is not in run.requeue_on ({', '.join(requeue_on) or 'empty'})")
     if restarts >= max_requeues:
         return Decision(False, f"requeue limit reached: SLURM_RESTART_COUNT={restarts} >= max_requeues={max_requeues}")
-    return Decision(True, f"{kind}, restart {restarts + 1} of at most {max_requeues}"
-                    + (" (dry run: not requeueing)" if dry_run else ""))
+    return Decision(
+        True,
+        f"{kind}, restart {restarts + 1} of at most {max_requeues}" + (" (dry run: not requeueing)" if dry_run else ""),
+    )
 
 
 def dist_env(environ: dict[str, str], master_port: int | None = None) -> dict[str, str]:
@@ -103,6 +116,7 @@ def dist_env(environ: dict[str, str], master_port: int | None = None) -> dict[st
     nodelist = environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST")
     if nodelist:
         from .slurm import expand_hostlist
+
         try:
             nodes = expand_hostlist(nodelist)
         except Exception:  # noqa: BLE001 - an unreadable nodelist: no MASTER_ADDR, the launcher says so
@@ -146,6 +160,7 @@ def parse_instance_action(text: str) -> dict:
 
 # --- AWS IMDSv2 -------------------------------------------------------------------------------------------------
 
+
 class ImdsError(Exception):
     pass
 
@@ -158,6 +173,7 @@ class Imds:
 
     def __init__(self, endpoint: str, timeout: float = 2.0, ttl: int = 21600):
         import urllib.request
+
         self.endpoint = endpoint.rstrip("/")
         self.timeout = timeout
         self.ttl = ttl
@@ -169,6 +185,7 @@ class Imds:
     def _request(self, method: str, path: str, headers: dict[str, str]) -> tuple[int, str]:
         import urllib.error
         import urllib.request
+
         req = urllib.request.Request(self.endpoint + path, method=method, headers=headers)
         try:
             with self._opener.open(req, timeout=self.timeout) as r:
@@ -181,8 +198,7 @@ class Imds:
     def token(self) -> str:
         if self._token and time.monotonic() < self._token_expiry:
             return self._token
-        status, body = self._request("PUT", self.TOKEN_PATH,
-                                     {"X-aws-ec2-metadata-token-ttl-seconds": str(self.ttl)})
+        status, body = self._request("PUT", self.TOKEN_PATH, {"X-aws-ec2-metadata-token-ttl-seconds": str(self.ttl)})
         if status != 200 or not body.strip():
             raise ImdsError(f"PUT {self.endpoint}{self.TOKEN_PATH}: HTTP {status}")
         self._token = body.strip()
@@ -197,7 +213,7 @@ class Imds:
                 return None
             if status == 200:
                 return parse_instance_action(body)
-            if status == 401 and attempt == 1:      # token expired or revoked: get a new one, once
+            if status == 401 and attempt == 1:  # token expired or revoked: get a new one, once
                 self._token = None
                 continue
             raise ImdsError(f"GET {self.endpoint}{self.ACTION_PATH}: HTTP {status}")
@@ -228,7 +244,7 @@ class SpotWatcher(threading.Thread):
                     self.log("imds-ok", endpoint=self.imds.endpoint)
                 failing = False
             except ImdsError as e:
-                if not failing:      # one line when it starts failing, not one per poll
+                if not failing:  # one line when it starts failing, not one per poll
                     self.log("imds-error", error=str(e))
                 failing = True
                 notice = None
@@ -241,10 +257,11 @@ class SpotWatcher(threading.Thread):
 
 # --- the wrapper ------------------------------------------------------------------------------------------------
 
+
 @dataclass
 class RunOptions:
     signal: str = "USR2"
-    checkpoint_signal: str = "TERM"      # or "none"
+    checkpoint_signal: str = "TERM"  # or "none"
     grace: float = 60.0
     max_requeues: int = 10
     requeue_on: list[str] = field(default_factory=lambda: ["timeout", "preemption", "spot"])
@@ -256,14 +273,27 @@ class RunOptions:
     spot_margin: float = 15.0
     checkpoint_dir: str | None = None
     dry_run: bool = False
-    after_requeue_wait: float = 60.0     # how long to wait for Slurm to end this run after a requeue
+    after_requeue_wait: float = 60.0  # how long to wait for Slurm to end this run after a requeue
     flops_per_step: float | None = None  # MFU (issue 15): SLURMKIT_STEP lines on the child's stdout count steps
 
     @classmethod
     def from_settings(cls, rs, **overrides) -> RunOptions:
-        base = {f: getattr(rs, f) for f in ("signal", "checkpoint_signal", "grace", "max_requeues", "requeue_on",
-                                            "timeout_window", "master_port", "imds_endpoint",
-                                            "imds_poll_interval", "imds_timeout", "spot_margin")}
+        base = {
+            f: getattr(rs, f)
+            for f in (
+                "signal",
+                "checkpoint_signal",
+                "grace",
+                "max_requeues",
+                "requeue_on",
+                "timeout_window",
+                "master_port",
+                "imds_endpoint",
+                "imds_poll_interval",
+                "imds_timeout",
+                "spot_margin",
+            )
+        }
         base.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**base)
 
@@ -278,8 +308,15 @@ def _fmt(v) -> str:
 
 
 class Runner:
-    def __init__(self, argv: list[str], opts: RunOptions, *, environ: dict[str, str] | None = None,
-                 backend_factory: Callable[[], object] | None = None, stream=None):
+    def __init__(
+        self,
+        argv: list[str],
+        opts: RunOptions,
+        *,
+        environ: dict[str, str] | None = None,
+        backend_factory: Callable[[], object] | None = None,
+        stream=None,
+    ):
         self.argv = list(argv)
         self.opts = opts
         self.environ = dict(os.environ if environ is None else environ)
@@ -314,6 +351,7 @@ class Runner:
         if self._backend is None:
             if self.backend_factory is None:
                 from .slurm.cli_backend import CliBackend
+
                 self._backend = CliBackend()
             else:
                 self._backend = self.backend_factory()
@@ -341,7 +379,7 @@ class Runner:
 
     def job_times(self) -> tuple[float | None, float | None]:
         """(elapsed, time limit) in seconds from `scontrol show job`; (None, None) when unavailable."""
-        assert self.job_id is not None           # the caller asks only in a job
+        assert self.job_id is not None  # the caller asks only in a job
         try:
             raw = self.backend().job(int(self.job_id)).raw
         except Exception as e:  # noqa: BLE001 - logged; the wrapper must outlive a broken controller
@@ -376,7 +414,7 @@ class Runner:
             return self._run(stop_file)
         finally:
             if getattr(self, "_tee", None) is not None:
-                self._tee.join(timeout=5.0)      # the child's last lines reach our stdout (and its last step)
+                self._tee.join(timeout=5.0)  # the child's last lines reach our stdout (and its last step)
             for num, h in old.items():
                 signal.signal(num, h)
             signal.set_wakeup_fd(old_wakeup)
@@ -395,31 +433,44 @@ class Runner:
         o = self.opts
         if o.checkpoint_dir:
             from .checkpoint import latest
+
             ck = latest(o.checkpoint_dir)
             if ck is not None:
                 self.log("resumed", step=ck.step, checkpoint=ck.path)
             elif self.restarts:
                 self.log("resumed", step="none", note="restarted, but no complete checkpoint")
         try:
-            tee = self.opts.flops_per_step is not None     # read SLURMKIT_STEP lines only when asked (MFU)
-            self.child = subprocess.Popen(self.argv, env=self.child_env(stop_file), start_new_session=True,
-                                          stdout=subprocess.PIPE if tee else None)
+            tee = self.opts.flops_per_step is not None  # read SLURMKIT_STEP lines only when asked (MFU)
+            self.child = subprocess.Popen(
+                self.argv,
+                env=self.child_env(stop_file),
+                start_new_session=True,
+                stdout=subprocess.PIPE if tee else None,
+            )
             if tee:
                 from .efficiency.steps import tee_step_lines
-                self._tee = threading.Thread(target=tee_step_lines, daemon=True,
-                                             args=(self.child.stdout, self.opts.flops_per_step))
+
+                self._tee = threading.Thread(
+                    target=tee_step_lines, daemon=True, args=(self.child.stdout, self.opts.flops_per_step)
+                )
                 self._tee.start()
         except OSError as e:
             self.log("child-exit", code=127, error=f"{self.argv[0]}: {e.strerror}")
             return 127
-        self.log("start", pid=self.child.pid, command=" ".join(self.argv), signal=signame(self.trigger),
-                 grace=o.grace, max_requeues=o.max_requeues)
+        self.log(
+            "start",
+            pid=self.child.pid,
+            command=" ".join(self.argv),
+            signal=signame(self.trigger),
+            grace=o.grace,
+            max_requeues=o.max_requeues,
+        )
         watcher = None
         if o.imds_endpoint:
             watcher = SpotWatcher(Imds(o.imds_endpoint, o.imds_timeout), o.imds_poll_interval, self._wake, self.log)
             watcher.start()
 
-        asked: str | None = None          # the kind once the child was asked to checkpoint
+        asked: str | None = None  # the kind once the child was asked to checkpoint
         decision: Decision | None = None
         deadline: float | None = None
         cancelled = False
@@ -446,16 +497,17 @@ class Runner:
                         if asked:
                             continue
                         if self.child.poll() is not None:
-                            break        # it already finished on its own: nothing to checkpoint, no requeue
+                            break  # it already finished on its own: nothing to checkpoint, no requeue
                         elapsed, limit = self.job_times() if self.job_id else (None, None)
                         kind = classify(elapsed, limit, o.timeout_window)
-                        asked, decision, deadline = self._ask(kind, stop_file, time.monotonic() + o.grace,
-                                                              elapsed=elapsed, limit=limit)
+                        asked, decision, deadline = self._ask(
+                            kind, stop_file, time.monotonic() + o.grace, elapsed=elapsed, limit=limit
+                        )
                         continue
                     name = signame(num)
                     if name in TERMINATING:
                         cancelled = True
-                    if num != signal.SIGCONT:       # Slurm sends CONT with most signals: forward it quietly
+                    if num != signal.SIGCONT:  # Slurm sends CONT with most signals: forward it quietly
                         self.log("signal", signal=name, action="forwarded to the child")
                     self._send(num)
                 if watcher is not None and watcher.notice is not None and not asked:
@@ -463,15 +515,14 @@ class Runner:
                     self.log("spot-notice", action=n["action"], time=n["time"] or "?")
                     if n["epoch"] is not None:
                         left = n["epoch"] - time.time() - o.spot_margin
-                        dl = time.monotonic() + max(5.0, left)     # a notice already due: 5 s still
+                        dl = time.monotonic() + max(5.0, left)  # a notice already due: 5 s still
                     else:
                         dl = time.monotonic() + max(0.0, min(o.grace, 120 - o.spot_margin))
                     asked, decision, deadline = self._ask("spot", stop_file, dl)
                 rc = self.child.poll()
                 if rc is not None:
                     break
-                if deadline is not None and decision is not None and decision.requeue \
-                        and time.monotonic() >= deadline:
+                if deadline is not None and decision is not None and decision.requeue and time.monotonic() >= deadline:
                     self.log("grace-expired", grace=o.grace, note="requeueing with the child still running")
                     break
         finally:
@@ -479,22 +530,28 @@ class Runner:
                 watcher.stop()
 
         if rc is not None:
-            self.log("child-exit", code=rc if rc >= 0 else 128 - rc,
-                     signal=signame(-rc) if rc < 0 else None)
+            self.log("child-exit", code=rc if rc >= 0 else 128 - rc, signal=signame(-rc) if rc < 0 else None)
         code = (128 - rc if rc < 0 else rc) if rc is not None else 1
         if not asked:
             return code
-        final = requeue_decision(asked, job_id=self.job_id, restarts=self.restarts, max_requeues=o.max_requeues,
-                                 requeue_on=o.requeue_on, leader=self.leader, cancelled=cancelled,
-                                 dry_run=o.dry_run)
+        final = requeue_decision(
+            asked,
+            job_id=self.job_id,
+            restarts=self.restarts,
+            max_requeues=o.max_requeues,
+            requeue_on=o.requeue_on,
+            leader=self.leader,
+            cancelled=cancelled,
+            dry_run=o.dry_run,
+        )
         if not final.requeue:
-            if decision is None or decision.requeue:       # say it if it changed since the ask
+            if decision is None or decision.requeue:  # say it if it changed since the ask
                 self.log("no-requeue", reason=final.why)
             return self._finish_child(code) if rc is None else code
         if o.dry_run:
             self.log("no-requeue", reason=final.why, would="scontrol requeue " + str(self.job_id))
             return self._finish_child(code) if rc is None else code
-        assert self.job_id is not None           # requeue_decision requeues only a job
+        assert self.job_id is not None  # requeue_decision requeues only a job
         try:
             self.backend().requeue(int(self.job_id))
         except Exception as e:  # noqa: BLE001 - logged; the child's exit code stands
@@ -519,8 +576,15 @@ class Runner:
 
     def _ask(self, kind: str, stop_file: str, deadline: float, **info):
         o = self.opts
-        decision = requeue_decision(kind, job_id=self.job_id, restarts=self.restarts, max_requeues=o.max_requeues,
-                                    requeue_on=o.requeue_on, leader=self.leader, dry_run=o.dry_run)
+        decision = requeue_decision(
+            kind,
+            job_id=self.job_id,
+            restarts=self.restarts,
+            max_requeues=o.max_requeues,
+            requeue_on=o.requeue_on,
+            leader=self.leader,
+            dry_run=o.dry_run,
+        )
         try:
             with open(stop_file, "w") as f:
                 f.write(f"{kind}\n")
@@ -530,11 +594,17 @@ class Runner:
         if self.ask_signal:
             via = self._send_ask()
         secs = max(0.0, deadline - time.monotonic())
-        self.log("checkpoint-asked", kind=kind, signal=signame(self.ask_signal) if self.ask_signal else "none",
-                 via=via, flag=stop_file, wait=f"{secs:.0f}s",
-                 elapsed=None if info.get("elapsed") is None else f"{info['elapsed']:.0f}s",
-                 limit=None if info.get("limit") is None else f"{info['limit']:.0f}s",
-                 then="requeue" if decision.requeue else "no requeue: " + decision.why)
+        self.log(
+            "checkpoint-asked",
+            kind=kind,
+            signal=signame(self.ask_signal) if self.ask_signal else "none",
+            via=via,
+            flag=stop_file,
+            wait=f"{secs:.0f}s",
+            elapsed=None if info.get("elapsed") is None else f"{info['elapsed']:.0f}s",
+            limit=None if info.get("limit") is None else f"{info['limit']:.0f}s",
+            then="requeue" if decision.requeue else "no requeue: " + decision.why,
+        )
         return kind, decision, deadline
 
     def _send_ask(self) -> str:
@@ -542,7 +612,7 @@ class Runner:
         (SIGKILL to every task at once), so the tasks get the signal from Slurm directly instead: `scancel
         --signal=SIG JOBID` reaches every process of the job's steps on every node, not the batch shell, and
         ends nothing. Anything else: the child's process group."""
-        assert self.ask_signal is not None       # asked only when there is a checkpoint signal
+        assert self.ask_signal is not None  # asked only when there is a checkpoint signal
         if self.child_is_srun and self.job_id:
             try:
                 self.backend().signal_steps(int(self.job_id), signame(self.ask_signal))

@@ -1,5 +1,6 @@
 """Signal names and numbers, as Slurm and users write them ("USR2", "SIGUSR2", "12"). Standard library only: the
 job side (slurmkit.checkpoint), the wrapper (slurmkit.run), the settings' checks and the epilog all use this."""
+
 from __future__ import annotations
 
 import signal
@@ -24,7 +25,7 @@ def signum(name: str | int) -> int:
 
 
 def signame(num: int, unknown: str | None = None) -> str:
-    """"SIGUSR2" for 12; a number no signal has: `unknown`, else the number as text."""
+    """ "SIGUSR2" for 12; a number no signal has: `unknown`, else the number as text."""
     try:
         return signal.Signals(num).name
     except ValueError:

@@ -49,6 +49,7 @@ Stop requests
 `stop_requested()` is true once either has happened. Outside `slurmkit run`, `install_stop_handler()` catches
 the signals you name (default SIGTERM) the same way.
 """
+
 from __future__ import annotations
 
 import os
@@ -70,12 +71,13 @@ ENV_CHECKPOINT_DIR = "SLURMKIT_CHECKPOINT_DIR"
 
 @dataclass(frozen=True)
 class Checkpoint:
-    path: str          # the checkpoint directory, e.g. /ckpt/step-0000001200
+    path: str  # the checkpoint directory, e.g. /ckpt/step-0000001200
     step: int
     manifest: dict
 
 
 # --- reading ---------------------------------------------------------------------------------------------------
+
 
 def _quick_check(path: str, m: dict) -> bool:
     """Every file of the manifest is there with its size (no hashing: cheap enough to do on every resume)."""
@@ -124,6 +126,7 @@ def latest(dir: str, *, verify: bool = False) -> Checkpoint | None:
 
 # --- writing ---------------------------------------------------------------------------------------------------
 
+
 def _fsync_tree(root: str) -> None:
     """fsync every regular file and every directory under root (deepest first), then root itself."""
     for dirpath, _dirs, filenames in os.walk(root, topdown=False):
@@ -140,7 +143,8 @@ def _fsync_tree(root: str) -> None:
 
 
 def _tmp_name(kind: str, step: int) -> str:
-    import socket   # lazily, as shutil: the epilog's sync imports this package on every job
+    import socket  # lazily, as shutil: the epilog's sync imports this package on every job
+
     host = socket.gethostname().split(".")[0].replace("-", "_") or "host"
     return f"{TMP_PREFIX}{kind}-{step:0{STEP_DIGITS}d}-{host}-{os.getpid()}-{os.urandom(4).hex()}"
 
@@ -154,6 +158,7 @@ def _hide_and_remove(dir: str, name: str, step: int) -> None:
         return
     manifest.fsync_dir(dir)
     import shutil
+
     shutil.rmtree(hidden, ignore_errors=True)
 
 
@@ -161,6 +166,7 @@ def remove_stale_tmp(dir: str) -> list[str]:
     """Delete `.tmp-*` directories that this host's dead processes left behind (a save that was killed).
     Directories of live processes and of other hosts are left alone. Returns the names removed."""
     import socket
+
     host = socket.gethostname().split(".")[0].replace("-", "_") or "host"
     removed: list[str] = []
     try:
@@ -175,13 +181,21 @@ def remove_stale_tmp(dir: str) -> list[str]:
         if pid == os.getpid() or pid_alive(pid):
             continue
         import shutil
+
         shutil.rmtree(os.path.join(dir, name), ignore_errors=True)
         removed.append(name)
     return removed
 
 
-def save(dir: str, step: int, write_fn: Callable[[str], object], *, keep: int | None = None,
-         extra: dict | None = None, algo: str = manifest.DEFAULT_ALGO) -> Checkpoint:
+def save(
+    dir: str,
+    step: int,
+    write_fn: Callable[[str], object],
+    *,
+    keep: int | None = None,
+    extra: dict | None = None,
+    algo: str = manifest.DEFAULT_ALGO,
+) -> Checkpoint:
     """Write checkpoint `step` into `dir` atomically and return it.
 
     `write_fn(tmpdir)` writes the checkpoint's files into `tmpdir` (a fresh directory inside `dir`). Then every
@@ -201,13 +215,14 @@ def save(dir: str, step: int, write_fn: Callable[[str], object], *, keep: int | 
         write_fn(tmp)
         _fsync_tree(tmp)
         m = manifest.build(tmp, int(step), algo=algo, extra=extra)
-        manifest.write(tmp, m)          # fsyncs tmp after the manifest lands
+        manifest.write(tmp, m)  # fsyncs tmp after the manifest lands
         final = os.path.join(dir, final_name)
         if os.path.lexists(final):
             _hide_and_remove(dir, final_name, int(step))
         os.rename(tmp, final)
     except BaseException:
         import shutil
+
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     manifest.fsync_dir(dir)
@@ -233,7 +248,7 @@ def prune(dir: str, keep: int) -> list[str]:
 # --- stop requests ---------------------------------------------------------------------------------------------
 
 _stop = False
-_handled: set[int] = set()        # signals whose handler is ours
+_handled: set[int] = set()  # signals whose handler is ours
 
 
 def _ignore_repeats() -> None:
@@ -245,7 +260,7 @@ def _ignore_repeats() -> None:
         try:
             if signal.getsignal(num) is _on_stop_signal:
                 signal.signal(num, signal.SIG_IGN)
-        except (ValueError, OSError):      # not the main thread: the handler stays, harmless
+        except (ValueError, OSError):  # not the main thread: the handler stays, harmless
             pass
 
 
@@ -285,7 +300,7 @@ def install_stop_handler(signals=("SIGTERM",), *, force: bool = False) -> list[i
             signal.signal(num, _on_stop_signal)
             _handled.add(num)
             done.append(num)
-        except ValueError:      # not the main thread
+        except ValueError:  # not the main thread
             break
     return done
 
@@ -301,8 +316,22 @@ def _install_from_env() -> None:
 
 _install_from_env()
 
-__all__ = ["Checkpoint", "save", "latest", "complete", "prune", "stop_requested", "request_stop",
-           "install_stop_handler", "name_for", "step_of", "remove_stale_tmp", "TMP_PREFIX", "CHECKPOINT_RE"]
+__all__ = [
+    "Checkpoint",
+    "save",
+    "latest",
+    "complete",
+    "prune",
+    "stop_requested",
+    "request_stop",
+    "install_stop_handler",
+    "name_for",
+    "step_of",
+    "remove_stale_tmp",
+    "TMP_PREFIX",
+    "CHECKPOINT_RE",
+]
 
 from ..efficiency.steps import report_step  # noqa: E402  (issue 15: MFU; lives in slurmkit/efficiency/steps.py)
+
 __all__ += ["report_step"]

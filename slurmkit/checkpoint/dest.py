@@ -1,4 +1,5 @@
 """Where the copies go: one Dest protocol, two kinds (a filesystem path, an s3:// URL)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
@@ -27,8 +28,16 @@ class Dest(Protocol):
     def cleanup(self, resume: list[str]) -> list[str]:
         """Remove leftovers of interrupted runs, except temporary copies of `resume`; the names removed."""
 
-    def publish(self, src: str, name: str, man: dict, *, deadline: float | None, workers: int,
-                progress: Callable[[int], None] | None) -> int:
+    def publish(
+        self,
+        src: str,
+        name: str,
+        man: dict,
+        *,
+        deadline: float | None,
+        workers: int,
+        progress: Callable[[int], None] | None,
+    ) -> int:
         """Copy checkpoint `src` as NAME, verified against `man`, visible only once complete; bytes copied."""
 
     def remove(self, name: str) -> None:
@@ -38,5 +47,6 @@ class Dest(Protocol):
 def make_dest(loc: str, settings: SyncSettings | None = None) -> Dest:
     if loc.startswith("s3://"):
         from .s3 import S3Dest  # boto3 only for s3:// destinations
+
         return S3Dest(loc, settings)
     return FsDest(loc)

@@ -1,5 +1,6 @@
 """The copy engine: copy a file (copy_file_range, else pread/pwrite) while a second thread hashes what
 reads back from the destination right behind it; run copies on a few threads, the first error wins."""
+
 from __future__ import annotations
 
 import errno
@@ -19,9 +20,9 @@ COPY_CHUNK = 64 << 20
 VERIFY_CHUNK = 16 << 20  # large files: copy in these steps, hashed right behind
 
 
-
-def _copy_fd(sfd: int, dfd: int, size: int, deadline: float | None, progress, chunk: int = COPY_CHUNK,
-             on_chunk=None) -> None:
+def _copy_fd(
+    sfd: int, dfd: int, size: int, deadline: float | None, progress, chunk: int = COPY_CHUNK, on_chunk=None
+) -> None:
     """Copy size bytes (kernel copy_file_range, else pread/pwrite); on_chunk(end offset) after each chunk."""
     off = 0
     use_cfr = hasattr(os, "copy_file_range")
@@ -61,6 +62,7 @@ def run_parallel(fn, items: list, workers: int) -> None:
             fn(it)
         return
     from concurrent.futures import ThreadPoolExecutor  # preloaded before a privilege drop
+
     errs: list[BaseException] = []
     with ThreadPoolExecutor(workers) as ex:
         futs = [ex.submit(fn, it) for it in items]
@@ -99,7 +101,7 @@ def _hash_behind(rfd: int, algo: str, ranges: queue.Queue, out: list, writeback:
                 break
             start = off
             while off < end:
-                n = os.preadv(rfd, [view[:min(len(buf), end - off)]], off)
+                n = os.preadv(rfd, [view[: min(len(buf), end - off)]], off)
                 if n <= 0:
                     break  # end of file
                 h.update(view[:n])
@@ -142,4 +144,3 @@ def _copy_verify(sfd: int, dfd: int, size: int, algo: str, deadline, progress) -
     if isinstance(out[0], BaseException):
         raise out[0]
     return out[0]
-

@@ -1,5 +1,6 @@
 """The epilog's entry point: sync_for_job resolves SOURCE and DEST for the job, runs the sync as the job's user
 within the budget, hands what is left to a background sync (or says the command to finish by hand), logs it."""
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,10 @@ from .privsep import job_identity, preload, run_as
 from .report import SyncError, SyncReport, empty_report
 from .syncdir import sync_dir
 
-def _job_sync(source: str, dest: str, cfg: SyncSettings, deadline: float | None,
-              series: str | None = None) -> SyncReport:
+
+def _job_sync(
+    source: str, dest: str, cfg: SyncSettings, deadline: float | None, series: str | None = None
+) -> SyncReport:
     """Runs in the dropped child: read the job file, narrow, sync."""
     try:
         job = read_job_file(source, cfg.job_file) if os.path.isdir(source) else {}
@@ -31,12 +34,27 @@ def _job_sync(source: str, dest: str, cfg: SyncSettings, deadline: float | None,
     keep = min(cfg.keep, job.get("keep", cfg.keep))
     if job.get("subdir"):
         dest = dest.rstrip("/") + "/" + job["subdir"]
-    return sync_dir(source, dest, keep=keep, marker=cfg.marker, algo=cfg.algo, deadline=deadline,
-                    workers=cfg.workers, settings=cfg, series=series)
+    return sync_dir(
+        source,
+        dest,
+        keep=keep,
+        marker=cfg.marker,
+        algo=cfg.algo,
+        deadline=deadline,
+        workers=cfg.workers,
+        settings=cfg,
+        series=series,
+    )
 
 
-def sync_for_job(settings: Settings, environ: dict[str, str], *, budget: float | None = None, background: bool | None = None,
-                 context: str = "sync") -> SyncReport:
+def sync_for_job(
+    settings: Settings,
+    environ: dict[str, str],
+    *,
+    budget: float | None = None,
+    background: bool | None = None,
+    context: str = "sync",
+) -> SyncReport:
     """Sync the job's checkpoints as the epilog would: resolve source/dest from the site config and the job's
     variables, run as the job's user within the budget, hand the rest to a background sync, log the outcome.
     Never raises; returns the report (status ok | partial | failed | disabled | nothing | ...)."""
@@ -65,8 +83,11 @@ def sync_for_job(settings: Settings, environ: dict[str, str], *, budget: float |
                 rep["background_pid"] = _spawn_background(settings, environ)
                 finish = "background"
             else:
-                finish = (f"manual: once `scontrol show job {job_id}` answers, run " + manual_command(
-                    cfg.source, cfg.dest, None, environ, job_id or None) + f" with {', '.join(missing)} filled in")
+                finish = (
+                    f"manual: once `scontrol show job {job_id}` answers, run "
+                    + manual_command(cfg.source, cfg.dest, None, environ, job_id or None)
+                    + f" with {', '.join(missing)} filled in"
+                )
             rep["finish"] = finish
         _log(settings, rep, job_id, context, finish)
         return rep
@@ -86,9 +107,17 @@ def sync_for_job(settings: Settings, environ: dict[str, str], *, budget: float |
     deadline_in = None if budget == float("inf") else budget - margin
     # the job's series: retention at DEST prunes only what this job (any of its requeues) published there
     series = job_id if job_id and job_id.isdigit() else None
-    rep = run_as(identity, _job_sync_rel, source, dest, cfg, deadline_in, series,
-                 timeout=None if deadline_in is None else budget,
-                 before=lambda: preload(dest, cfg))
+    rep = run_as(
+        identity,
+        _job_sync_rel,
+        source,
+        dest,
+        cfg,
+        deadline_in,
+        series,
+        timeout=None if deadline_in is None else budget,
+        before=lambda: preload(dest, cfg),
+    )
     rep["source"], rep["dest"] = rep["source"] or source, rep["dest"] or dest
     bg = cfg.background if background is None else background
     if rep.get("deferred"):
@@ -101,13 +130,13 @@ def sync_for_job(settings: Settings, environ: dict[str, str], *, budget: float |
         rep["status"] = "nothing"
     rep["seconds"] = round(time.monotonic() - t0, 3)
     if not rep["deferred"] and rep["status"] != "failed":
-        forget(settings, job_id)   # the prolog's record of the job is not needed any more
+        forget(settings, job_id)  # the prolog's record of the job is not needed any more
     if rep["status"] != "nothing":  # a job without checkpoints leaves no record on every node
         _log(settings, rep, job_id, context, rep.get("finish"))
     return rep
 
 
-JOB_RECORD_RETRY_SECONDS = 600.0   # a background sync waits this long for the controller to answer
+JOB_RECORD_RETRY_SECONDS = 600.0  # a background sync waits this long for the controller to answer
 JOB_RECORD_RETRY_EVERY = 15.0
 
 
@@ -126,29 +155,43 @@ def _job_environ(settings: Settings, environ: dict[str, str], *, background: boo
         time.sleep(JOB_RECORD_RETRY_EVERY)
 
 
-def manual_command(source: str, dest: str, identity: tuple[int, int, str] | None,
-                   environ: dict[str, str], series: str | None = None) -> str:
+def manual_command(
+    source: str, dest: str, identity: tuple[int, int, str] | None, environ: dict[str, str], series: str | None = None
+) -> str:
     """The command an admin pastes to finish a sync by hand: as the job's user, every word shell-quoted (a job
     name is the user's text, and it is part of DEST)."""
     import shlex
+
     user = identity[2] if identity else environ.get("SLURM_JOB_USER", "")
-    argv = (["slurmkit", "sync"] + (["--user", user] if user else []) + (["--series", series] if series else [])
-            + ["--", source, dest])
+    argv = (
+        ["slurmkit", "sync"]
+        + (["--user", user] if user else [])
+        + (["--series", series] if series else [])
+        + ["--", source, dest]
+    )
     return shlex.join(argv)
 
 
-def _job_sync_rel(source: str, dest: str, cfg: SyncSettings, deadline_in: float | None,
-                  series: str | None = None) -> SyncReport:
+def _job_sync_rel(
+    source: str, dest: str, cfg: SyncSettings, deadline_in: float | None, series: str | None = None
+) -> SyncReport:
     deadline = None if deadline_in is None else time.monotonic() + deadline_in
     return _job_sync(source, dest, cfg, deadline, series)
 
 
 def _spawn_background(settings: Settings, environ) -> int | None:
     from .. import proc
+
     env = {k: environ[k] for k in VARIABLES if environ.get(k)}
     env["SLURM_JOB_UID"] = environ.get("SLURM_JOB_UID", "")
-    for k in ("SLURMKIT_CONFIG", "PATH", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-              "PYTHONPATH"):
+    for k in (
+        "SLURMKIT_CONFIG",
+        "PATH",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "PYTHONPATH",
+    ):
         if os.environ.get(k):
             env[k] = os.environ[k]
     if settings.source:
@@ -162,14 +205,14 @@ def _spawn_background(settings: Settings, environ) -> int | None:
         except OSError:
             log = None
     try:
-        return proc.spawn_detached([sys.executable, "-m", "slurmkit.checkpoint.sync", "background"], env=env,
-                                   log=log)
+        return proc.spawn_detached([sys.executable, "-m", "slurmkit.checkpoint.sync", "background"], env=env, log=log)
     except OSError:
         return None
 
 
 def _log(settings: Settings, rep: SyncReport, job_id, context: str, finish) -> None:
     from .. import healthlog
+
     status = {"ok": "ok", "nothing": "ok", "partial": "warn", "disabled-by-job": "skip"}.get(rep["status"], "fail")
     if rep.get("deferred"):
         action = "deferred-background" if finish == "background" else "deferred-manual"
@@ -181,18 +224,45 @@ def _log(settings: Settings, rep: SyncReport, job_id, context: str, finish) -> N
     if rep.get("deferred") and not reason:
         left = "the rest" if "*" in rep["deferred"] else f"{len(rep['deferred'])} checkpoint(s)"
         reason = f"budget spent; {left} left for {finish}"
-    evidence = {k: rep.get(k) for k in ("source", "dest", "copied", "skipped", "pruned", "deferred", "incomplete",
-                                         "refused", "bytes", "seconds", "background_pid", "finish", "killed",
-                                         "child_signal", "prune_reason", "kept_other_jobs")
-                if rep.get(k) not in (None, [], "")}
+    evidence = {
+        k: rep.get(k)
+        for k in (
+            "source",
+            "dest",
+            "copied",
+            "skipped",
+            "pruned",
+            "deferred",
+            "incomplete",
+            "refused",
+            "bytes",
+            "seconds",
+            "background_pid",
+            "finish",
+            "killed",
+            "child_signal",
+            "prune_reason",
+            "kept_other_jobs",
+        )
+        if rep.get(k) not in (None, [], "")
+    }
     try:
         jid = int(job_id) if job_id else None
     except ValueError:
         jid = None
     try:
-        healthlog.append(settings.paths.health_log, healthlog.record(
-            check="checkpoint-sync", status=status, reason=reason, evidence=evidence, context="sync",
-            job_id=jid, action=action, phase=context))
+        healthlog.append(
+            settings.paths.health_log,
+            healthlog.record(
+                check="checkpoint-sync",
+                status=status,
+                reason=reason,
+                evidence=evidence,
+                context="sync",
+                job_id=jid,
+                action=action,
+                phase=context,
+            ),
+        )
     except OSError:
         pass
-

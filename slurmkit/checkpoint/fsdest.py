@@ -1,4 +1,5 @@
 """A filesystem destination (the shared-filesystem case) behind the Dest protocol."""
+
 from __future__ import annotations
 
 import errno
@@ -16,6 +17,7 @@ from .layout import LOCK_NAME, OLD_PREFIX, TMP_PREFIX, is_hidden
 from .report import Deferred, SyncError
 from .safeio import _exchange, durable_fd, lstat_at, open_nofollow, opendir_at
 from .selection import _is_regular
+
 
 class FsDest:
     """A filesystem destination (the shared-filesystem case)."""
@@ -76,7 +78,7 @@ class FsDest:
         rootfd = self._rootfd()
         try:
             for name in self.scan()[2]:
-                if name.startswith(TMP_PREFIX) and name[len(TMP_PREFIX):] in resume:
+                if name.startswith(TMP_PREFIX) and name[len(TMP_PREFIX) :] in resume:
                     continue
                 self._discard(rootfd, name)
                 removed.append(name)
@@ -130,7 +132,7 @@ class FsDest:
         if st is None:
             return
         if stat.S_ISDIR(st.st_mode):
-            shutil.rmtree(name, dir_fd=rootfd, ignore_errors=True)   # fd-based: never follows a link
+            shutil.rmtree(name, dir_fd=rootfd, ignore_errors=True)  # fd-based: never follows a link
         else:
             os.unlink(name, dir_fd=rootfd)
 
@@ -139,12 +141,11 @@ class FsDest:
         tmpname = TMP_PREFIX + name
         try:
             if not self._tmp_is_ours(rootfd, tmpname):
-                self._discard(rootfd, tmpname)      # planted or foreign: start over, never write through it
+                self._discard(rootfd, tmpname)  # planted or foreign: start over, never write through it
             tfd = opendir_at(rootfd, tmpname, create=True)
             try:
                 try:
-                    copied = self._fill(tfd, src, name, man, deadline=deadline, workers=workers,
-                                        progress=progress)
+                    copied = self._fill(tfd, src, name, man, deadline=deadline, workers=workers, progress=progress)
                 except OSError as e:
                     if e.errno in (errno.ENOSPC, errno.EDQUOT):
                         # a full destination must not stay full of our partial copy: the next run starts over
@@ -198,8 +199,12 @@ class FsDest:
                         os.unlink(base, dir_fd=pfd)
                     except FileNotFoundError:
                         pass
-                    dfd = os.open(base, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                                  (st.st_mode & 0o777) | 0o600, dir_fd=pfd)
+                    dfd = os.open(
+                        base,
+                        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                        (st.st_mode & 0o777) | 0o600,
+                        dir_fd=pfd,
+                    )
                     try:
                         # copy (made durable by one syncfs below) while a second thread hashes the bytes now at
                         # the destination right behind it: the verification overlaps the copy
@@ -210,8 +215,10 @@ class FsDest:
                     os.close(sfd)
                 if got != (f["size"], f["hash"]):
                     os.unlink(base, dir_fd=pfd)
-                    raise SyncError(f"{name}/{rel}: verification failed at the destination "
-                                    f"({algo} {got[1][:12]} != manifest {f['hash'][:12]})")
+                    raise SyncError(
+                        f"{name}/{rel}: verification failed at the destination "
+                        f"({algo} {got[1][:12]} != manifest {f['hash'][:12]})"
+                    )
             finally:
                 os.close(pfd)
             with lock:
@@ -268,8 +275,7 @@ def _resumed(pfd: int, base: str, f: dict, algo: str) -> bool:
         return False
     try:
         st = os.fstat(fd)
-        return stat.S_ISREG(st.st_mode) and st.st_size == f["size"] and mf.hash_fd(fd, algo) == (
-            f["size"], f["hash"])
+        return stat.S_ISREG(st.st_mode) and st.st_size == f["size"] and mf.hash_fd(fd, algo) == (f["size"], f["hash"])
     finally:
         os.close(fd)
 
@@ -306,7 +312,7 @@ def _write_manifest_at(tfd: int, man: dict) -> None:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -1,10 +1,12 @@
 """A job's narrowing file in its source dir (read as the job's user): it can only narrow the site's sync."""
+
 from __future__ import annotations
 
 import os
 
 from .report import SyncError
 from .safeio import open_nofollow
+
 
 def read_job_file(source: str, name: str) -> dict:
     """The job's own narrowing of the site's sync (YAML in its source dir): {enabled?, keep?, subdir?}.
@@ -43,4 +45,3 @@ def read_job_file(source: str, name: str) -> dict:
             raise SyncError(f"{path}: subdir must be a relative path without '.', '..' or hidden parts")
         out["subdir"] = js.subdir
     return out
-

@@ -11,6 +11,7 @@ The epilog reads it first (before asking scontrol) and removes it once the sync 
 STALE_SECONDS (jobs whose epilog never ran) are removed by later prologs. A file not owned by us, a link, or
 anything over MAX_BYTES is ignored. Only done when the sync is enabled and its patterns need such a variable.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,6 +41,7 @@ def remember(settings: Settings, environ) -> dict[str, str]:
     what was stored ({} when nothing was needed or the record could not be read)."""
     try:
         from .patterns import job_record_needs, with_job_record
+
         cfg = settings.sync
         job_id = environ.get("SLURM_JOB_ID", "")
         p = _path(settings, job_id)
@@ -74,13 +76,15 @@ def recorded(settings: Settings, job_id: str) -> dict[str, str]:
         return {}
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022 \
-                or st.st_size > MAX_BYTES:
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022 or st.st_size > MAX_BYTES:
             return {}
         doc = json.loads(os.read(fd, MAX_BYTES + 1))
         vals = doc.get("vars") if isinstance(doc, dict) and doc.get("job_id") == job_id else None
-        return {k: v for k, v in vals.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(
-            vals, dict) else {}
+        return (
+            {k: v for k, v in vals.items() if isinstance(k, str) and isinstance(v, str)}
+            if isinstance(vals, dict)
+            else {}
+        )
     except (OSError, ValueError):
         return {}
     finally:

@@ -17,6 +17,7 @@ At a sync destination DEST (written only by the sync):
 - `.slurmkit-tmp-NAME/` (TMP_PREFIX) is a copy being made (resumed by the next run), `.slurmkit-old-NAME/`
   (OLD_PREFIX) one being replaced or pruned, `.slurmkit-sync.lock` (LOCK_NAME) the lock that serializes syncs.
 """
+
 from __future__ import annotations
 
 import re
@@ -39,15 +40,28 @@ LOCK_NAME = ".slurmkit-sync.lock"
 
 _TRAILING_DIGITS = re.compile(r"(\d+)$")
 
-__all__ = ["MANIFEST", "CHECKPOINT_PREFIX", "STEP_DIGITS", "CHECKPOINT_RE", "SAVE_TMP_PREFIX", "SAVE_TMP_RE",
-           "TMP_PREFIX", "OLD_PREFIX", "LOCK_NAME", "name_for", "step_of", "step_number", "is_hidden"]
+__all__ = [
+    "MANIFEST",
+    "CHECKPOINT_PREFIX",
+    "STEP_DIGITS",
+    "CHECKPOINT_RE",
+    "SAVE_TMP_PREFIX",
+    "SAVE_TMP_RE",
+    "TMP_PREFIX",
+    "OLD_PREFIX",
+    "LOCK_NAME",
+    "name_for",
+    "step_of",
+    "step_number",
+    "is_hidden",
+]
 
 
 def name_for(step: int) -> str:
     """The directory name of the checkpoint for `step`: 'step-0000001200'."""
     step = int(step)
-    if step < 0 or step >= 10 ** STEP_DIGITS:
-        raise ValueError(f"step {step} out of range 0..{10 ** STEP_DIGITS - 1}")
+    if step < 0 or step >= 10**STEP_DIGITS:
+        raise ValueError(f"step {step} out of range 0..{10**STEP_DIGITS - 1}")
     return f"{CHECKPOINT_PREFIX}{step:0{STEP_DIGITS}d}"
 
 

@@ -10,6 +10,7 @@ verify every file against the manifest before publishing the copy.
 
 Paths are relative, '/'-separated, never absolute, never with '..'. Standard library only, no heavy imports.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,8 @@ CHUNK = 4 << 20
 
 
 # bounds on what a manifest may hold: it is read as root's proxy (the job's user) on every epilog
-MAX_FILES = 100_000          # files per checkpoint
-MAX_BYTES = 64 << 20         # bytes of manifest JSON (~100,000 entries take ~15 MiB)
+MAX_FILES = 100_000  # files per checkpoint
+MAX_BYTES = 64 << 20  # bytes of manifest JSON (~100,000 entries take ~15 MiB)
 
 
 class ManifestError(ValueError):
@@ -48,7 +49,8 @@ def hash_file(path: str, algo: str = DEFAULT_ALGO) -> tuple[int, str]:
 
 def hash_fd(fd: int, algo: str = DEFAULT_ALGO) -> tuple[int, str]:
     """(size, hex digest) of what an open file holds from offset 0."""
-    import hashlib   # lazily (as datetime): ~5 ms of OpenSSL, and the hooks import this module
+    import hashlib  # lazily (as datetime): ~5 ms of OpenSSL, and the hooks import this module
+
     h = hashlib.new(algo)
     size = 0
     buf = bytearray(CHUNK)
@@ -84,8 +86,14 @@ def build(root: str, step: int, algo: str = DEFAULT_ALGO, extra: dict | None = N
         size, digest = hash_file(os.path.join(root, rel), algo)
         files.append({"path": rel, "size": size, "hash": digest})
     from datetime import datetime, timezone
-    m = {"format": FORMAT, "step": int(step), "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-         "algo": algo, "files": files}
+
+    m = {
+        "format": FORMAT,
+        "step": int(step),
+        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "algo": algo,
+        "files": files,
+    }
     if extra:
         m["extra"] = extra
     return m
@@ -124,14 +132,20 @@ def parse(text: str | bytes) -> dict:
     if not isinstance(m.get("step"), int) or not isinstance(m.get("files"), list):
         raise ManifestError("manifest needs an integer 'step' and a list 'files'")
     if m.get("algo", DEFAULT_ALGO) not in HASH_ALGOS:
-        raise ManifestError(f"unsupported hash algorithm {m.get('algo')!r} (supported: {', '.join(HASH_ALGOS)})",
-                            refused=True)
+        raise ManifestError(
+            f"unsupported hash algorithm {m.get('algo')!r} (supported: {', '.join(HASH_ALGOS)})", refused=True
+        )
     if len(m["files"]) > MAX_FILES:
         raise ManifestError(f"{len(m['files'])} files listed, over the limit of {MAX_FILES}", refused=True)
     for f in m["files"]:
         p = f.get("path") if isinstance(f, dict) else None
-        if (not isinstance(p, str) or not p or p.startswith("/") or "\\" in p
-                or any(part in ("", ".", "..") for part in p.split("/"))):
+        if (
+            not isinstance(p, str)
+            or not p
+            or p.startswith("/")
+            or "\\" in p
+            or any(part in ("", ".", "..") for part in p.split("/"))
+        ):
             raise ManifestError(f"bad file entry {f!r}")
         if not isinstance(f.get("size"), int) or f["size"] < 0 or not isinstance(f.get("hash"), str):
             raise ManifestError(f"bad file entry {f!r}")

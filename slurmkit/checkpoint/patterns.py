@@ -1,4 +1,5 @@
 """Where: SOURCE and DEST patterns over the job's variables (pure, but for one `scontrol show job`)."""
+
 from __future__ import annotations
 
 import os
@@ -7,17 +8,31 @@ import stat
 
 from .report import SyncError
 
-VARIABLES = ("SLURM_JOB_USER", "SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_UID", "SLURM_JOB_GID",
-             "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_JOB_ACCOUNT", "SLURM_JOB_PARTITION",
-             "SLURMD_NODENAME", "SLURM_CLUSTER_NAME")
+VARIABLES = (
+    "SLURM_JOB_USER",
+    "SLURM_JOB_ID",
+    "SLURM_JOB_NAME",
+    "SLURM_JOB_UID",
+    "SLURM_JOB_GID",
+    "SLURM_ARRAY_JOB_ID",
+    "SLURM_ARRAY_TASK_ID",
+    "SLURM_JOB_ACCOUNT",
+    "SLURM_JOB_PARTITION",
+    "SLURMD_NODENAME",
+    "SLURM_CLUSTER_NAME",
+)
 
 
 _VAR_RE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 
 
-
-_FROM_JOB_RECORD = {"SLURM_JOB_NAME": "JobName", "SLURM_JOB_ACCOUNT": "Account", "SLURM_JOB_PARTITION": "Partition",
-                    "SLURM_ARRAY_JOB_ID": "ArrayJobId", "SLURM_ARRAY_TASK_ID": "ArrayTaskId"}
+_FROM_JOB_RECORD = {
+    "SLURM_JOB_NAME": "JobName",
+    "SLURM_JOB_ACCOUNT": "Account",
+    "SLURM_JOB_PARTITION": "Partition",
+    "SLURM_ARRAY_JOB_ID": "ArrayJobId",
+    "SLURM_ARRAY_TASK_ID": "ArrayTaskId",
+}
 
 
 def pattern_variables(*patterns: str) -> set[str]:
@@ -37,6 +52,7 @@ def with_job_record(environ: dict[str, str], patterns: tuple[str, ...], timeout:
     if not missing or not job_id.isdigit():
         return environ
     from ..slurm.cli_backend import CliBackend
+
     try:
         raw = CliBackend(timeout=timeout).job(int(job_id)).raw
     except Exception:  # noqa: BLE001 - the controller may be unreachable; expand() reports the gap
@@ -122,8 +138,10 @@ def check_disjoint(source: str, dest: str) -> None:
     rs, rd = os.path.realpath(source), os.path.realpath(dest)
     if rs == rd or rd.startswith(rs.rstrip("/") + "/") or rs.startswith(rd.rstrip("/") + "/"):
         how = "the same directory" if rs == rd else ("inside SOURCE" if rd.startswith(rs) else "above SOURCE")
-        raise SyncError(f"SOURCE {source} and DEST {dest} overlap (DEST is {how} once links are resolved: "
-                        f"{rs} / {rd}); refusing to sync")
+        raise SyncError(
+            f"SOURCE {source} and DEST {dest} overlap (DEST is {how} once links are resolved: "
+            f"{rs} / {rd}); refusing to sync"
+        )
 
 
 def foreign_owner(dest: str, uid: int) -> int | None:
@@ -144,4 +162,3 @@ def foreign_owner(dest: str, uid: int) -> int | None:
         if stat.S_ISLNK(st.st_mode):
             st = os.stat(p)
         return st.st_uid if st.st_uid not in (uid, 0) else None
-

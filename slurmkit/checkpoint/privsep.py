@@ -1,4 +1,5 @@
 """As whom: the job's identity, and a forked child that drops to it before touching any user path."""
+
 from __future__ import annotations
 
 import json
@@ -14,6 +15,7 @@ from .report import SyncError, SyncReport
 
 if TYPE_CHECKING:
     from ..settings import SyncSettings
+
 
 def job_identity(environ: dict[str, str], allow_root: bool = False) -> tuple[int, int, str]:
     """(uid, gid, user) of the job from Slurm's variables, cross-checked against the passwd database."""
@@ -62,13 +64,16 @@ def preload(dest: str, settings: SyncSettings | None = None) -> None:
 
     from .. import config  # noqa: F401
     from . import engine, fsdest, jobfile, selection, syncdir  # noqa: F401 - what the child runs
+
     if dest.startswith("s3://"):
         from . import s3
+
         s3.client(settings)
 
 
-def run_as(identity: tuple[int, int, str] | None, fn, *args, timeout: float | None = None, before=None,
-           **kw) -> SyncReport:
+def run_as(
+    identity: tuple[int, int, str] | None, fn, *args, timeout: float | None = None, before=None, **kw
+) -> SyncReport:
     """Run fn(*args, **kw) -> dict in a forked child as `identity` (uid, gid, user); None = as we are, in this
     process. `before()` runs in the child before the drop (imports). The child dies at `timeout` seconds
     (SIGKILL) if it has not answered."""
@@ -99,7 +104,7 @@ def run_as(identity: tuple[int, int, str] | None, fn, *args, timeout: float | No
         try:
             data = json.dumps(out.as_dict() if isinstance(out, SyncReport) else out, default=str).encode()
             while data:
-                data = data[os.write(w, data):]
+                data = data[os.write(w, data) :]
         finally:
             os._exit(code)
     os.close(w)
@@ -127,12 +132,18 @@ def run_as(identity: tuple[int, int, str] | None, fn, *args, timeout: float | No
         # and the checkpoints it had not published are left for the background or manual finish
         sig = os.WTERMSIG(wstatus)
         name = signame(sig, unknown=f"signal {sig}")
-        return _report({"status": "failed", "errors": [f"sync child killed by {name}"], "deferred": ["*"],
-                        "child_signal": name})
+        return _report(
+            {"status": "failed", "errors": [f"sync child killed by {name}"], "deferred": ["*"], "child_signal": name}
+        )
     data = b"".join(chunks)
     if not data:
-        return _report({"status": "failed", "errors": [
-            f"sync child exited {os.waitstatus_to_exitcode(wstatus)} without a report"], "deferred": ["*"]})
+        return _report(
+            {
+                "status": "failed",
+                "errors": [f"sync child exited {os.waitstatus_to_exitcode(wstatus)} without a report"],
+                "deferred": ["*"],
+            }
+        )
     try:
         return _report(json.loads(data))
     except ValueError:
@@ -148,4 +159,3 @@ def _home(uid: int) -> str:
         return pwd.getpwuid(uid).pw_dir
     except KeyError:
         return "/"
-

@@ -1,4 +1,5 @@
 """What a sync says: its errors, and its report (SyncReport), the same for every destination and caller."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,13 +15,13 @@ class Deferred(Exception):
     """The budget ran out; the rest is left for the background sync."""
 
 
-
 @dataclass
 class SyncReport:
     """The outcome of one sync. `status`: ok | partial (budget spent, the rest deferred) | failed | dry-run |
     nothing (no checkpoint to sync) | disabled | disabled-by-job. Readable as a mapping too (`rep["copied"]`),
     the JSON shape of `slurmkit sync --json` and of the health log's evidence; keys that only some runs have
     (copy/prune of a dry run, background_pid, finish, killed, ...) live in `extra`."""
+
     status: str = "ok"
     source: str = ""
     dest: str = ""

@@ -11,6 +11,7 @@ manifest first (the checkpoint disappears in one step), then the rest.
 Imported only for s3:// destinations: boto3 is an optional dependency (`pip install slurmkit[s3]`). Tests run
 against moto's S3 emulator over real HTTP on loopback, not against AWS.
 """
+
 from __future__ import annotations
 
 import base64
@@ -43,9 +44,12 @@ def client(settings: SyncSettings | None = None):
             from botocore.config import Config
         except ImportError:
             raise SyncError("s3:// destinations need boto3: pip install 'slurmkit[s3]'") from None
-        c = boto3.client("s3", endpoint_url=endpoint, region_name=region,
-                         config=Config(retries={"max_attempts": 3, "mode": "standard"},
-                                       connect_timeout=10, read_timeout=60))
+        c = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name=region,
+            config=Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=10, read_timeout=60),
+        )
         c.get_paginator("list_objects_v2")
         _ = c.exceptions.NoSuchKey
         _CLIENTS[key] = c
@@ -54,7 +58,7 @@ def client(settings: SyncSettings | None = None):
 
 class S3Dest:
     def __init__(self, url: str, settings: SyncSettings | None = None):
-        rest = url[len("s3://"):]
+        rest = url[len("s3://") :]
         self.bucket, _, prefix = rest.partition("/")
         self.prefix = (prefix.strip("/") + "/") if prefix.strip("/") else ""
         self.url = url
@@ -81,7 +85,7 @@ class S3Dest:
         pag = self.s3.get_paginator("list_objects_v2")
         for page in pag.paginate(Bucket=self.bucket, Prefix=self.prefix, Delimiter="/"):
             for cp in page.get("CommonPrefixes", []):
-                names.append(cp["Prefix"][len(self.prefix):].rstrip("/"))
+                names.append(cp["Prefix"][len(self.prefix) :].rstrip("/"))
         return sorted(names)
 
     def read_manifest(self, name: str) -> dict | None:
@@ -120,15 +124,16 @@ class S3Dest:
 
     def _delete(self, keys: list[str]) -> None:
         for i in range(0, len(keys), 1000):
-            self.s3.delete_objects(Bucket=self.bucket,
-                                   Delete={"Objects": [{"Key": k} for k in keys[i:i + 1000]], "Quiet": True})
+            self.s3.delete_objects(
+                Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]], "Quiet": True}
+            )
 
     def cleanup(self, resume: list[str]) -> list[str]:
         removed = []
         up = self.s3.list_multipart_uploads(Bucket=self.bucket, Prefix=self.prefix)
         for u in up.get("Uploads", []):
             self.s3.abort_multipart_upload(Bucket=self.bucket, Key=u["Key"], UploadId=u["UploadId"])
-            removed.append("upload:" + u["Key"][len(self.prefix):])
+            removed.append("upload:" + u["Key"][len(self.prefix) :])
         for name in self.scan()[2]:
             if name in resume:
                 continue
@@ -163,8 +168,13 @@ class S3Dest:
                     h.update(data)
                     self._check(h, f, name)
                     md5 = hashlib.md5(data)
-                    r = self.s3.put_object(Bucket=self.bucket, Key=key, Body=data, Metadata={"slurmkit-hash": tag},
-                                           ContentMD5=base64.b64encode(md5.digest()).decode())
+                    r = self.s3.put_object(
+                        Bucket=self.bucket,
+                        Key=key,
+                        Body=data,
+                        Metadata={"slurmkit-hash": tag},
+                        ContentMD5=base64.b64encode(md5.digest()).decode(),
+                    )
                     if r["ETag"].strip('"') != md5.hexdigest():
                         raise SyncError(f"{name}/{f['path']}: server ETag does not match what was sent")
                     if progress:
@@ -182,8 +192,12 @@ class S3Dest:
         if deadline is not None and time.monotonic() > deadline:
             raise Deferred()
         body = json.dumps(man, indent=1).encode()
-        self.s3.put_object(Bucket=self.bucket, Key=self._key(name, mf.MANIFEST), Body=body,
-                           ContentMD5=base64.b64encode(hashlib.md5(body).digest()).decode())
+        self.s3.put_object(
+            Bucket=self.bucket,
+            Key=self._key(name, mf.MANIFEST),
+            Body=body,
+            ContentMD5=base64.b64encode(hashlib.md5(body).digest()).decode(),
+        )
         return sent[0]
 
     @staticmethod
@@ -205,8 +219,14 @@ class S3Dest:
                     raise SyncError(f"{name}/{f['path']}: file shrank while reading")
                 h.update(data)
                 md5 = hashlib.md5(data)
-                r = self.s3.upload_part(Bucket=self.bucket, Key=key, UploadId=uid, PartNumber=num, Body=data,
-                                        ContentMD5=base64.b64encode(md5.digest()).decode())
+                r = self.s3.upload_part(
+                    Bucket=self.bucket,
+                    Key=key,
+                    UploadId=uid,
+                    PartNumber=num,
+                    Body=data,
+                    ContentMD5=base64.b64encode(md5.digest()).decode(),
+                )
                 if r["ETag"].strip('"') != md5.hexdigest():
                     raise SyncError(f"{name}/{f['path']}: part {num} ETag does not match what was sent")
                 parts.append({"ETag": r["ETag"], "PartNumber": num})
@@ -215,8 +235,9 @@ class S3Dest:
                 if progress:
                     progress(len(data))
             self._check(h, f, name)
-            self.s3.complete_multipart_upload(Bucket=self.bucket, Key=key, UploadId=uid,
-                                              MultipartUpload={"Parts": parts})
+            self.s3.complete_multipart_upload(
+                Bucket=self.bucket, Key=key, UploadId=uid, MultipartUpload={"Parts": parts}
+            )
         except BaseException:
             try:
                 self.s3.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=uid)

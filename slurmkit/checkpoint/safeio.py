@@ -1,4 +1,5 @@
 """Opening and syncing files without following links; the kernel calls the copy engine needs (ctypes)."""
+
 from __future__ import annotations
 
 import errno
@@ -81,6 +82,7 @@ def _libc():
     global _LIBC
     if _LIBC is None:
         import ctypes  # preloaded before a privilege drop
+
         _LIBC = ctypes.CDLL(None, use_errno=True)
     return _LIBC
 
@@ -90,6 +92,7 @@ def _start_writeback(fd: int, off: int, n: int) -> None:
     has little left to wait for: the disk works while the copy goes on."""
     try:
         import ctypes
+
         _libc().sync_file_range(fd, ctypes.c_int64(off), ctypes.c_int64(n), 2)  # SYNC_FILE_RANGE_WRITE
     except (ImportError, OSError, AttributeError):
         pass

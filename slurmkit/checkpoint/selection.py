@@ -1,4 +1,5 @@
 """What: the complete checkpoints of a source, and the plan (copy, skip, prune) against a destination."""
+
 from __future__ import annotations
 
 import os
@@ -8,16 +9,24 @@ from typing import Any
 from . import layout
 from . import manifest as mf
 
+
 def _same(a: dict | None, b: dict | None) -> bool:
     if not a or not b:
         return False
-    key = lambda m: (m.get("algo", mf.DEFAULT_ALGO), m.get("step"),  # noqa: E731
-                     sorted((f["path"], f["size"], f["hash"]) for f in m["files"]))
+
+    def key(m: dict) -> tuple:
+        return (
+            m.get("algo", mf.DEFAULT_ALGO),
+            m.get("step"),
+            sorted((f["path"], f["size"], f["hash"]) for f in m["files"]),
+        )
+
     return key(a) == key(b)
 
 
-def scan_source(root: str, marker: str | None = None, *,
-                problems: list[str] | None = None) -> tuple[dict[str, Any], list[str]]:
+def scan_source(
+    root: str, marker: str | None = None, *, problems: list[str] | None = None
+) -> tuple[dict[str, Any], list[str]]:
     """({name: manifest, or "marker" when complete by marker only}, [incomplete names]); names sorted."""
     complete: dict[str, dict | str] = {}
     incomplete = []
@@ -87,8 +96,14 @@ def plan(source: dict[str, dict | str], dest: dict[str, dict], keep: int, series
         else:
             copy.append(name)  # a marker checkpoint is compared after its manifest is built
     prune = [n for n in sorted(own) if n not in final]
-    return {"copy": copy, "skip": skip, "prune": prune, "final": final, "foreign": sorted(foreign),
-            "conflict": conflict}
+    return {
+        "copy": copy,
+        "skip": skip,
+        "prune": prune,
+        "final": final,
+        "foreign": sorted(foreign),
+        "conflict": conflict,
+    }
 
 
 def build_marker_manifest(ckpt: str, marker: str, algo: str) -> dict:
@@ -106,4 +121,3 @@ def _symlinks_in(root: str) -> list[str]:
             if os.path.islink(full):
                 out.append(os.path.relpath(full, root))
     return sorted(out)
-

@@ -43,22 +43,71 @@ from .epilog import _job_sync, _job_sync_rel, _log, _spawn_background, manual_co
 from .fsdest import FsDest
 from .jobfile import read_job_file
 from .layout import LOCK_NAME, OLD_PREFIX, TMP_PREFIX
-from .patterns import (VARIABLES, check_disjoint, expand, foreign_owner, pattern_variables, validate_location,
-                       with_job_record)
+from .patterns import (
+    VARIABLES,
+    check_disjoint,
+    expand,
+    foreign_owner,
+    pattern_variables,
+    validate_location,
+    with_job_record,
+)
 from .privsep import _home, drop_privileges, job_identity, preload, run_as
 from .report import Deferred, SyncError, SyncReport, empty_report
 from .safeio import _exchange, _libc, _start_writeback, durable, open_nofollow
 from .selection import _is_regular, _same, _symlinks_in, build_marker_manifest, plan, scan_source
 from .syncdir import sync_dir
 
-__all__ = ["COPY_CHUNK", "VERIFY_CHUNK", "LOCK_NAME", "OLD_PREFIX", "TMP_PREFIX", "VARIABLES", "Deferred", "Dest",
-           "FsDest", "SyncError", "SyncReport", "build_marker_manifest", "drop_privileges", "durable",
-           "empty_report", "expand", "job_identity", "make_dest", "open_nofollow", "pattern_variables", "plan",
-           "preload", "read_job_file", "run_as", "run_parallel", "scan_source", "sync_dir", "sync_for_job",
-           "validate_location", "with_job_record", "check_disjoint", "foreign_owner", "manual_command",
-           # private names some callers and tests reach for
-           "_copy_fd", "_copy_verify", "_hash_behind", "_job_sync", "_job_sync_rel", "_log", "_spawn_background",
-           "_home", "_exchange", "_libc", "_start_writeback", "_is_regular", "_same", "_symlinks_in"]
+__all__ = [
+    "COPY_CHUNK",
+    "VERIFY_CHUNK",
+    "LOCK_NAME",
+    "OLD_PREFIX",
+    "TMP_PREFIX",
+    "VARIABLES",
+    "Deferred",
+    "Dest",
+    "FsDest",
+    "SyncError",
+    "SyncReport",
+    "build_marker_manifest",
+    "drop_privileges",
+    "durable",
+    "empty_report",
+    "expand",
+    "job_identity",
+    "make_dest",
+    "open_nofollow",
+    "pattern_variables",
+    "plan",
+    "preload",
+    "read_job_file",
+    "run_as",
+    "run_parallel",
+    "scan_source",
+    "sync_dir",
+    "sync_for_job",
+    "validate_location",
+    "with_job_record",
+    "check_disjoint",
+    "foreign_owner",
+    "manual_command",
+    # private names some callers and tests reach for
+    "_copy_fd",
+    "_copy_verify",
+    "_hash_behind",
+    "_job_sync",
+    "_job_sync_rel",
+    "_log",
+    "_spawn_background",
+    "_home",
+    "_exchange",
+    "_libc",
+    "_start_writeback",
+    "_is_regular",
+    "_same",
+    "_symlinks_in",
+]
 
 
 def _main(argv: list[str]) -> int:
@@ -67,9 +116,9 @@ def _main(argv: list[str]) -> int:
         print("usage: python -m slurmkit.checkpoint.sync background", file=sys.stderr)
         return 2
     from .. import config
+
     settings = config.load()
-    rep = sync_for_job(settings, dict(os.environ), budget=float("inf"), background=False,
-                       context="sync-background")
+    rep = sync_for_job(settings, dict(os.environ), budget=float("inf"), background=False, context="sync-background")
     print(json.dumps(rep.as_dict()))
     return 0 if rep["status"] in ("ok", "nothing", "disabled") else 1
 

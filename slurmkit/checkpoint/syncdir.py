@@ -1,4 +1,5 @@
 """sync_dir: one sync of SOURCE to a destination, as the calling user (plan, copy, verify, publish, prune)."""
+
 from __future__ import annotations
 
 import errno
@@ -13,16 +14,29 @@ from ..settings import SyncSettings
 from .patterns import check_disjoint
 from .selection import _same, _symlinks_in, build_marker_manifest, plan, scan_source, series_of
 
-def sync_dir(source: str, dest: str, *, keep: int, marker: str | None = None, algo: str = mf.DEFAULT_ALGO,
-             deadline: float | None = None, workers: int = 2, dry_run: bool = False, progress=None,
-             on_total=None, settings: SyncSettings | None = None, series: str | None = None) -> SyncReport:
+
+def sync_dir(
+    source: str,
+    dest: str,
+    *,
+    keep: int,
+    marker: str | None = None,
+    algo: str = mf.DEFAULT_ALGO,
+    deadline: float | None = None,
+    workers: int = 2,
+    dry_run: bool = False,
+    progress=None,
+    on_total=None,
+    settings: SyncSettings | None = None,
+    series: str | None = None,
+) -> SyncReport:
     """Sync the complete checkpoints of `source` to `dest` (a path or s3://...) as the CALLING user.
     Returns the report; never raises for a problem with one checkpoint (it goes into report['errors']).
     `series` (the epilog passes the job id): stamp what is published with it, and let retention prune only
     that series' checkpoints (see selection.plan)."""
     t0 = time.monotonic()
     rep = empty_report(source, dest)
-    src_ckpts: dict[str, Any] = {}   # name -> manifest, or "marker"
+    src_ckpts: dict[str, Any] = {}  # name -> manifest, or "marker"
     try:
         check_disjoint(source, dest)
         # a manifest that is there but refused (unsupported algo, over the size limits) is an error, not a wait
@@ -41,17 +55,21 @@ def sync_dir(source: str, dest: str, *, keep: int, marker: str | None = None, al
             p = plan(src_ckpts, dst_ckpts, keep, series)
             rep["skipped"] = p["skip"]
             if series is not None and p["foreign"]:
-                rep["kept_other_jobs"] = p["foreign"]   # at DEST, not this job's: never pruned here
+                rep["kept_other_jobs"] = p["foreign"]  # at DEST, not this job's: never pruned here
             for name in p["conflict"]:
-                rep["errors"].append(f"{name}: DEST already holds a checkpoint of that name from another job "
-                                     f"({series_of(dst_ckpts[name]) or 'unstamped'}); not replaced")
+                rep["errors"].append(
+                    f"{name}: DEST already holds a checkpoint of that name from another job "
+                    f"({series_of(dst_ckpts[name]) or 'unstamped'}); not replaced"
+                )
             if on_total:
-                on_total(sum(f["size"] for n in p["copy"] if isinstance(src_ckpts[n], dict)
-                             for f in src_ckpts[n]["files"]))
+                on_total(
+                    sum(f["size"] for n in p["copy"] if isinstance(src_ckpts[n], dict) for f in src_ckpts[n]["files"])
+                )
             if dry_run:
                 rep.update(copy=p["copy"], prune=p["prune"], status="dry-run")
-                rep["would_copy_bytes"] = sum(f["size"] for n in p["copy"] if isinstance(src_ckpts[n], dict)
-                                              for f in src_ckpts[n]["files"])
+                rep["would_copy_bytes"] = sum(
+                    f["size"] for n in p["copy"] if isinstance(src_ckpts[n], dict) for f in src_ckpts[n]["files"]
+                )
                 return rep
             rep["cleaned"] = d.cleanup(p["copy"])
             todo = list(p["copy"])
@@ -61,7 +79,7 @@ def sync_dir(source: str, dest: str, *, keep: int, marker: str | None = None, al
                 try:
                     man = src_ckpts[name]
                     if man == "marker":
-                        assert marker is not None    # scan_source says "marker" only when given one
+                        assert marker is not None  # scan_source says "marker" only when given one
                         rep["refused"] += [f"{name}/{s}" for s in _symlinks_in(ck)]
                         man = build_marker_manifest(ck, marker, algo)
                         if _same(man, dst_ckpts.get(name)):
@@ -70,8 +88,7 @@ def sync_dir(source: str, dest: str, *, keep: int, marker: str | None = None, al
                             continue
                     if series is not None:
                         man = {**man, "sync": {"series": series}}
-                    rep["bytes"] += d.publish(ck, name, man, deadline=deadline, workers=workers,
-                                              progress=progress)
+                    rep["bytes"] += d.publish(ck, name, man, deadline=deadline, workers=workers, progress=progress)
                     rep["copied"].append(name)
                 except Deferred:
                     break
@@ -87,8 +104,9 @@ def sync_dir(source: str, dest: str, *, keep: int, marker: str | None = None, al
                     try:
                         d.remove(name)
                         rep["pruned"].append(name)
-                        rep["prune_reason"] = (f"keep={keep}: older than the newest {keep}"
-                                               + (f" of job {series}" if series is not None else ""))
+                        rep["prune_reason"] = f"keep={keep}: older than the newest {keep}" + (
+                            f" of job {series}" if series is not None else ""
+                        )
                     except OSError as e:
                         rep["errors"].append(f"prune {name}: {e}")
         finally:
@@ -101,4 +119,3 @@ def sync_dir(source: str, dest: str, *, keep: int, marker: str | None = None, al
     rep["seconds"] = round(time.monotonic() - t0, 3)
     rep["status"] = "failed" if rep["errors"] else ("partial" if rep["deferred"] else rep["status"])
     return rep
-

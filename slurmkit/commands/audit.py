@@ -1,5 +1,6 @@
 """`slurmkit audit`: every out-of-service node, why, since when, by whom, with evidence and a next step;
 `slurmkit audit resume`: resume only what slurmkit drained, once its check passes again."""
+
 from __future__ import annotations
 
 import sys
@@ -27,6 +28,7 @@ def _records(ctx: Ctx, from_file: str | None):
         return "slurm", ctx.backend().nodes()
     from ..bounded import DEFAULT_LIMIT, read_text
     from ..slurm.records import NodeCaptureError, parse_node_capture
+
     if from_file == "-":
         data = sys.stdin.buffer.read(DEFAULT_LIMIT + 1)
         if len(data) > DEFAULT_LIMIT:
@@ -39,7 +41,7 @@ def _records(ctx: Ctx, from_file: str | None):
         kind, recs = parse_node_capture(text)
     except NodeCaptureError as e:
         raise UsageError(str(e), path=from_file, line=e.line) from None
-    except UsageError as e:          # a bad hostlist in the capture: say where it is
+    except UsageError as e:  # a bad hostlist in the capture: say where it is
         if e.path is not None:
             raise
         raise UsageError(str(e), path=from_file, line=_line_of(text, str(e))) from None
@@ -53,7 +55,8 @@ def _refuse_huge_hostlists(text: str, path: str) -> None:
     import re
 
     from ..hostlist import DEFAULT_LIMIT, HostlistError, count
-    total, budget = 0, 10 * DEFAULT_LIMIT      # and all of them together: many small ranges add up
+
+    total, budget = 0, 10 * DEFAULT_LIMIT  # and all of them together: many small ranges add up
     for i, line in enumerate(text.splitlines(), 1):
         if "[" not in line:
             continue
@@ -64,17 +67,20 @@ def _refuse_huge_hostlists(text: str, path: str) -> None:
                 continue
             total += n
             if n > DEFAULT_LIMIT:
-                raise UsageError(f"hostlist {tok[:80]!r} stands for {n} names, over the limit of {DEFAULT_LIMIT}",
-                                 path=path, line=i)
+                raise UsageError(
+                    f"hostlist {tok[:80]!r} stands for {n} names, over the limit of {DEFAULT_LIMIT}", path=path, line=i
+                )
             if total > budget:
-                raise UsageError(f"the capture's hostlists stand for more than {budget} names in all (the limit)",
-                                 path=path, line=i)
+                raise UsageError(
+                    f"the capture's hostlists stand for more than {budget} names in all (the limit)", path=path, line=i
+                )
 
 
 def _line_of(text: str, message: str) -> int | None:
     """The first line of `text` holding the expression a hostlist error quotes ('bad hostlist 'n[1-x]': ...')."""
     import ast
     import re
+
     m = re.search(r"hostlist ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", message)
     if not m:
         return None
@@ -96,6 +102,7 @@ def _health(ctx: Ctx, since: datetime | None, recs=(), window: timedelta = timed
 
     def iso(t: datetime) -> str:
         return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
     bounds: dict[str, str | None] = {}
     for r in recs:
         if not out_of_service(r):
@@ -117,10 +124,10 @@ def _fetch_node_logs(ctx: Ctx, nodes: list[str], health: dict[str, list[dict]]) 
     import json
 
     from .. import proc
+
     a = ctx.settings.audit
     for node in nodes:
-        argv = [x.replace("{node}", node).replace("{path}", ctx.settings.paths.health_log)
-                for x in a.node_log_command]
+        argv = [x.replace("{node}", node).replace("{path}", ctx.settings.paths.health_log) for x in a.node_log_command]
         try:
             res = proc.run(argv, timeout=a.node_log_timeout, check=False)
         except CommandError as e:
@@ -140,6 +147,7 @@ def _fetch_node_logs(ctx: Ctx, nodes: list[str], health: dict[str, list[dict]]) 
 
 def _run_audit(ctx: Ctx, from_file, since_text, partition, now_text, limit_nodes=None):
     from .. import audit as A
+
     s = ctx.settings
     now = _now(now_text)
     since = A.parse_since(since_text, now) if since_text else None
@@ -150,9 +158,15 @@ def _run_audit(ctx: Ctx, from_file, since_text, partition, now_text, limit_nodes
     window = timedelta(minutes=s.audit.evidence_window_minutes)
     health = _health(ctx, since, recs, window)
     parts = [p for p in (partition or "").split(",") if p] or None
-    kw: dict[str, Any] = dict(table=table, prefix=s.drain.prefix, now=now, since=since, partitions=parts,
-              evidence_per_node=s.audit.evidence_per_node,
-              evidence_window=timedelta(minutes=s.audit.evidence_window_minutes))
+    kw: dict[str, Any] = dict(
+        table=table,
+        prefix=s.drain.prefix,
+        now=now,
+        since=since,
+        partitions=parts,
+        evidence_per_node=s.audit.evidence_per_node,
+        evidence_window=timedelta(minutes=s.audit.evidence_window_minutes),
+    )
     entries = A.audit(recs, health=health, **kw)
     missing = [e.node.name for e in entries if e.by == "slurmkit" and not e.evidence]
     if missing and s.audit.node_log_command and not from_file:
@@ -165,10 +179,18 @@ def _run_audit(ctx: Ctx, from_file, since_text, partition, now_text, limit_nodes
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (see README for the format).")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV, one row per node.")
 @click.option("--partition", "-p", metavar="P[,P]", help="Only nodes in these partitions.")
-@click.option("--since", metavar="AGE", help="Only nodes out of service since at most AGE ago (7d, 12h, 30m, "
-              "or a date); nodes whose reason has no time are kept.")
-@click.option("--from-file", metavar="FILE", help="Read captured `scontrol show node` (either layout), "
-              "`sinfo --json` or sinfo text (`sinfo -R`, `sinfo -N -l`, ...) instead of asking Slurm; - for stdin.")
+@click.option(
+    "--since",
+    metavar="AGE",
+    help="Only nodes out of service since at most AGE ago (7d, 12h, 30m, "
+    "or a date); nodes whose reason has no time are kept.",
+)
+@click.option(
+    "--from-file",
+    metavar="FILE",
+    help="Read captured `scontrol show node` (either layout), "
+    "`sinfo --json` or sinfo text (`sinfo -R`, `sinfo -N -l`, ...) instead of asking Slurm; - for stdin.",
+)
 @click.option("--now", "now_text", metavar="TIME", help="Compute ages as of TIME (for old captures).")
 @click.pass_context
 def audit(cctx, as_json, as_csv, partition, since, from_file, now_text):
@@ -181,17 +203,27 @@ def audit(cctx, as_json, as_csv, partition, since, from_file, now_text):
         raise UsageError("--json and --csv: choose one")
     ctx: Ctx = cctx.obj
     from .. import audit as A
+
     source, now, entries, _ = _run_audit(ctx, from_file, since, partition, now_text)
     summary = A.summarize(entries, price_per_gpu_hour=ctx.settings.audit.price_per_gpu_hour)
     if as_json:
         from ..output import emit_json
-        emit_json({"source": source, "now": now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                   "nodes": [e.to_dict() for e in entries], "summary": summary})
+
+        emit_json(
+            {
+                "source": source,
+                "now": now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "nodes": [e.to_dict() for e in entries],
+                "summary": summary,
+            }
+        )
     elif as_csv:
         import csv
+
         w = csv.writer(sys.stdout, lineterminator="\n")
         w.writerow(A.CSV_FIELDS)
         from ..output import printable
+
         w.writerows([[printable(c) if isinstance(c, str) else c for c in row] for row in A.csv_rows(entries)])
     else:
         _print_human(entries, summary, source)
@@ -201,6 +233,7 @@ def audit(cctx, as_json, as_csv, partition, since, from_file, now_text):
 def _print_human(entries, summary, source) -> None:
     from .. import audit as A
     from ..output import printable, table
+
     if not entries:
         click.echo(f"no node out of service ({printable(source)})")
         return
@@ -208,8 +241,17 @@ def _print_human(entries, summary, source) -> None:
     for e in entries:
         n = e.node
         who = e.by + (f"/{n.reason_user}" if n.reason_user and e.by in ("admin", "slurm") else "")
-        rows.append([n.name, A.condition(n), A.human_age(e.age_seconds), f"{e.gpus_out}/{n.gpus_total}", who,
-                     e.cause.id, n.reason or "-"])
+        rows.append(
+            [
+                n.name,
+                A.condition(n),
+                A.human_age(e.age_seconds),
+                f"{e.gpus_out}/{n.gpus_total}",
+                who,
+                e.cause.id,
+                n.reason or "-",
+            ]
+        )
     click.echo(table(rows, ["NODE", "CONDITION", "AGE", "GPUS OUT", "BY", "CAUSE", "REASON"]))
     click.echo("")
     for e in entries:
@@ -217,14 +259,18 @@ def _print_human(entries, summary, source) -> None:
         for r in e.evidence:
             ev = r.get("evidence") or {}
             if isinstance(ev, dict) and isinstance(ev.get("line"), str):
-                detail = ev["line"]          # the line the check failed on, verbatim
+                detail = ev["line"]  # the line the check failed on, verbatim
             elif isinstance(ev, dict):
                 detail = "; ".join(f"{k}={v}" for k, v in list(ev.items())[:4])
             else:
                 detail = str(ev)
-            click.echo(printable(f"    {r.get('time', '?')} {r.get('context', '')} {r.get('check', '')} "
-                                 f"{r.get('status', '')}: {r.get('reason', '')}")
-                       + (f" [{printable(detail[:300])}]" if detail else ""))
+            click.echo(
+                printable(
+                    f"    {r.get('time', '?')} {r.get('context', '')} {r.get('check', '')} "
+                    f"{r.get('status', '')}: {r.get('reason', '')}"
+                )
+                + (f" [{printable(detail[:300])}]" if detail else "")
+            )
     s = summary
     click.echo("")
     causes = ", ".join(f"{k} {v['nodes']}" for k, v in sorted(s["by_cause"].items(), key=lambda kv: -kv[1]["nodes"]))
@@ -232,11 +278,15 @@ def _print_human(entries, summary, source) -> None:
     click.echo(f"{s['nodes']} nodes out of service ({who}); by cause: {causes}")
     money = ""
     if "cost_so_far" in s:
-        money = f" = {s['cost_so_far']:,.2f} so far, {s['cost_per_day']:,.2f} per day at " \
-                f"{s['price_per_gpu_hour']:g} per GPU-hour"
+        money = (
+            f" = {s['cost_so_far']:,.2f} so far, {s['cost_per_day']:,.2f} per day at "
+            f"{s['price_per_gpu_hour']:g} per GPU-hour"
+        )
     unknown = f" ({s['nodes_of_unknown_age']} nodes of unknown age not counted)" if s["nodes_of_unknown_age"] else ""
-    click.echo(f"{s['gpus_out']} GPUs out: {s['gpu_hours_lost']:,.1f} GPU-hours lost so far{unknown}, "
-               f"{s['gpu_hours_per_day']:,} GPU-hours per day{money}")
+    click.echo(
+        f"{s['gpus_out']} GPUs out: {s['gpu_hours_lost']:,.1f} GPU-hours lost so far{unknown}, "
+        f"{s['gpu_hours_per_day']:,} GPU-hours per day{money}"
+    )
 
 
 def _installed(s, node: str) -> dict[str, str]:
@@ -244,23 +294,38 @@ def _installed(s, node: str) -> dict[str, str]:
     import os
 
     from ..install.layout import layout
+
     lay = layout(s.install, node)
 
-    def existing(p: str) -> str:     # ssh -F with a missing file fails; no file = no config, as install reads it
+    def existing(p: str) -> str:  # ssh -F with a missing file fails; no file = no config, as install reads it
         p = os.path.expanduser(p)
         return p if os.path.exists(p) else "/dev/null"
-    return {"slurmkit": lay.slurmkit, "config": lay.config, "ssh_config": existing(s.install.ssh_config),
-            "known_hosts": os.path.expanduser(s.install.known_hosts)}
+
+    return {
+        "slurmkit": lay.slurmkit,
+        "config": lay.config,
+        "ssh_config": existing(s.install.ssh_config),
+        "known_hosts": os.path.expanduser(s.install.known_hosts),
+    }
 
 
 @audit.command("resume")
 @click.argument("nodelist")
-@click.option("--recheck", is_flag=True, help="Run the check that drained each node on it now "
-              "(audit.recheck_command) and resume only if it passes.")
-@click.option("--force", is_flag=True, help="Also resume nodes slurmkit did not drain (or whose check has not "
-              "passed again), overriding their reason.")
-@click.option("--dry-run", is_flag=True, help="Say what would be done; change nothing (a --recheck still runs "
-              "the read-only check).")
+@click.option(
+    "--recheck",
+    is_flag=True,
+    help="Run the check that drained each node on it now (audit.recheck_command) and resume only if it passes.",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Also resume nodes slurmkit did not drain (or whose check has not passed again), overriding their reason.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Say what would be done; change nothing (a --recheck still runs the read-only check).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON decisions.")
 @click.pass_obj
 def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
@@ -271,6 +336,7 @@ def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
     from .. import drain, healthlog, proc
     from ..hostlist import expand
     from ..slurm import fold_hostlist
+
     s = ctx.settings
     names = expand(nodelist)
     _, now, entries, health = _run_audit(ctx, None, None, None, None, limit_nodes=set(names))
@@ -315,21 +381,33 @@ def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
         # the etiquette's resume: re-reads the node, so a reason changed since the plan is not overridden unasked
         got = drain.resume_node(s, d.node, backend=ctx.backend(), force=d.overrides is not None or force)
         if got != "resumed":
-            why = got.replace("resume-failed: ", "scontrol resume failed: ", 1) if got.startswith("resume-failed") \
+            why = (
+                got.replace("resume-failed: ", "scontrol resume failed: ", 1)
+                if got.startswith("resume-failed")
                 else f"{got} ({d.why})"
+            )
             d.action, d.why, failed = "failed", why, True
             continue
         d.action = "resumed"
         e = by_name.get(d.node)
         try:
-            healthlog.write(s, healthlog.record(
-                check=d.check or "audit", status="ok" if d.overrides is None else "skip", context="audit",
-                node=d.node, reason=e.node.reason if e else "", action="resumed",
-                evidence={"why": d.why, "overrides": d.overrides}))
+            healthlog.write(
+                s,
+                healthlog.record(
+                    check=d.check or "audit",
+                    status="ok" if d.overrides is None else "skip",
+                    context="audit",
+                    node=d.node,
+                    reason=e.node.reason if e else "",
+                    action="resumed",
+                    evidence={"why": d.why, "overrides": d.overrides},
+                ),
+            )
         except OSError as err:
             ctx.say(f"cannot append to the health log: {err}")
     if as_json:
         from ..output import emit_json
+
         emit_json({"dry_run": dry_run, "decisions": [d.to_dict() for d in decisions]})
     else:
         for d in decisions:

@@ -1,4 +1,5 @@
 """`slurmkit check`: run the health checks on this node, or on captured output from a support ticket."""
+
 from __future__ import annotations
 
 import click
@@ -16,6 +17,7 @@ def _gres_gpus(ctx: Ctx, node: str | None) -> int | None:
     """The node's gres GPU count from Slurm, when the config names no expected count (best effort)."""
     from ..health.checks.gpu_count import expected_for
     from ..health.runner import node_name
+
     name = node or node_name()
     if expected_for(ctx.settings, name) is not None:
         return None
@@ -28,13 +30,27 @@ def _gres_gpus(ctx: Ctx, node: str | None) -> int | None:
 
 
 @click.command()
-@click.option("--only", metavar="CHECKS", help="Comma-separated checks to run (xid,gpu_count,ecc,driver,pcie,"
-              "nvlink,gpu_procs,nccl). Naming nccl runs all_reduce_perf now and caches its result.")
-@click.option("--capture", "captures", multiple=True, metavar="CHECK=FILE",
-              help="Judge a captured file instead of running the tool (repeatable): xid=dmesg.txt, "
-                   "ecc=nvidia-smi-q.txt, nccl=allreduce.txt ...")
-@click.option("--profile", type=click.Choice(["full", "prolog", "epilog"]), default="full", show_default=True,
-              help="Which set of checks to run (config health.profiles).")
+@click.option(
+    "--only",
+    metavar="CHECKS",
+    help="Comma-separated checks to run (xid,gpu_count,ecc,driver,pcie,"
+    "nvlink,gpu_procs,nccl). Naming nccl runs all_reduce_perf now and caches its result.",
+)
+@click.option(
+    "--capture",
+    "captures",
+    multiple=True,
+    metavar="CHECK=FILE",
+    help="Judge a captured file instead of running the tool (repeatable): xid=dmesg.txt, "
+    "ecc=nvidia-smi-q.txt, nccl=allreduce.txt ...",
+)
+@click.option(
+    "--profile",
+    type=click.Choice(["full", "prolog", "epilog"]),
+    default="full",
+    show_default=True,
+    help="Which set of checks to run (config health.profiles).",
+)
 @click.option("--gpus", metavar="LIST", help="GPU indices a job would get (for gpu_procs), e.g. 0,1.")
 @click.option("--node", metavar="NAME", help="Node name for per-node settings (default: this host).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (see README for the format).")
@@ -52,6 +68,7 @@ def check(ctx: Ctx, only, captures, profile, gpus, node, as_json):
         if not sep or not name or not path:
             raise UsageError(f"--capture {item!r}: expected CHECK=FILE")
         from ..bounded import read_text
+
         caps[name.strip()] = read_text(path, what=f"--capture {name.strip()}")
         paths[name.strip()] = path
     expected = None
@@ -59,18 +76,27 @@ def check(ctx: Ctx, only, captures, profile, gpus, node, as_json):
     if not caps and (names is None or "gpu_count" in names):
         expected = _gres_gpus(ctx, node)
     try:
-        report = run_checks(ctx.settings, profile, only=names, captures=caps or None,
-                            job_gpus=parse_gpu_list(gpus), node=node, expected_gpus=expected)
+        report = run_checks(
+            ctx.settings,
+            profile,
+            only=names,
+            captures=caps or None,
+            job_gpus=parse_gpu_list(gpus),
+            node=node,
+            expected_gpus=expected,
+        )
     except UsageError as e:
         name = getattr(e, "check", None)
-        if name in paths:     # name the file the admin gave us
+        if name in paths:  # name the file the admin gave us
             raise UsageError(str(e).split(": ", 1)[-1] + f" (--capture {name})", path=paths[name]) from None
         raise
     if as_json:
         from ..output import emit_json
+
         emit_json(report.to_dict())
     else:
         from ..output import table
+
         rows = [[r.check, r.status.upper() if r.status == "fail" else r.status, r.reason] for r in report.results]
         click.echo(table(rows, ["CHECK", "STATUS", "REASON"]))
         click.echo(f"{report.node}: {'healthy' if report.healthy else 'UNHEALTHY'}")

@@ -1,5 +1,6 @@
 """`slurmkit health`: the between-jobs health run (what Slurm's HealthCheckProgram runs), heavy-check sweeps as
 Slurm jobs (`--sweep`), and the heavy run inside such a job (`--run-heavy`)."""
+
 from __future__ import annotations
 
 import os
@@ -12,6 +13,7 @@ from ..errors import UsageError
 
 def _checks(value: str) -> tuple[str, ...]:
     from ..health.sweep import HEAVY
+
     names = tuple(x.strip() for x in value.split(",") if x.strip())
     bad = [n for n in names if n not in HEAVY]
     if not names or bad:
@@ -23,6 +25,7 @@ def _sweep(ctx: Ctx, target: str, checks, dry_run: bool, as_json: bool) -> int:
     from ..health import sweep as S
     from ..output import emit_json
     from ..slurm import expand_hostlist
+
     s = ctx.settings
     recs = ctx.backend().nodes()
     partitions = {p for r in recs for p in r.partitions}
@@ -32,8 +35,9 @@ def _sweep(ctx: Ctx, target: str, checks, dry_run: bool, as_json: bool) -> int:
         try:
             wanted, part = set(expand_hostlist(target)), None
         except Exception as e:  # noqa: BLE001 - ClusterShell's parse errors, said as ours
-            raise UsageError(f"--sweep {target!r}: not a partition ({', '.join(sorted(partitions))}) "
-                             f"nor a hostlist: {e}") from None
+            raise UsageError(
+                f"--sweep {target!r}: not a partition ({', '.join(sorted(partitions))}) nor a hostlist: {e}"
+            ) from None
         unknown = sorted(wanted - {r.name for r in recs})
         if unknown:
             raise UsageError(f"--sweep: no such node: {', '.join(unknown)}")
@@ -41,18 +45,32 @@ def _sweep(ctx: Ctx, target: str, checks, dry_run: bool, as_json: bool) -> int:
     out_dir = os.path.join(s.paths.state_dir, "sweep")
     jobs = []
     for r in take:
-        text = S.script(r.name, r.gpus_total or 0, checks=checks, slurmkit_bin=s.submit.slurmkit_bin,
-                        config=ctx.config_arg, time_limit=s.health.sweep_time_limit,
-                        partition=s.health.sweep_partition or part, qos=s.health.sweep_qos,
-                        nice=s.health.sweep_nice, output=os.path.join(out_dir, "%x-%j.out"))
+        text = S.script(
+            r.name,
+            r.gpus_total or 0,
+            checks=checks,
+            slurmkit_bin=s.submit.slurmkit_bin,
+            config=ctx.config_arg,
+            time_limit=s.health.sweep_time_limit,
+            partition=s.health.sweep_partition or part,
+            qos=s.health.sweep_qos,
+            nice=s.health.sweep_nice,
+            output=os.path.join(out_dir, "%x-%j.out"),
+        )
         jid = None
         if not dry_run:
             os.makedirs(out_dir, exist_ok=True)
             jid = ctx.backend().submit(text)
         jobs.append({"node": r.name, "job_id": jid, "script": text if dry_run else None})
     if as_json:
-        emit_json({"dry_run": dry_run, "checks": list(checks), "jobs": jobs,
-                   "not_swept": [{"node": n, "why": w} for n, w in left]})
+        emit_json(
+            {
+                "dry_run": dry_run,
+                "checks": list(checks),
+                "jobs": jobs,
+                "not_swept": [{"node": n, "why": w} for n, w in left],
+            }
+        )
     else:
         for j in jobs:
             click.echo(f"{j['node']}: " + (f"would submit:\n{j['script']}" if dry_run else f"job {j['job_id']}"))
@@ -68,15 +86,22 @@ def _run_heavy(ctx: Ctx, checks, node: str | None) -> int:
     a failure; a node slurmkit drained for one of these checks is resumed once they all pass."""
     from .. import drain, healthlog
     from ..health.runner import node_name, run_checks
+
     s = ctx.settings
     node = node or os.environ.get("SLURMD_NODENAME") or node_name()
     jid = os.environ.get("SLURM_JOB_ID")
     report = run_checks(s, "full", only=list(checks), node=node, job_gpus=None)
     failed = report.failures[0] if report.failures else None
     action = "none"
-    if failed is not None:      # retried, and recorded as pending for the next hook when Slurm cannot be reached
-        action = drain.drain_for_hook(s, node, drain.reason_for_result(s, failed), check=failed.check,
-                                      context="sweep", job_id=int(jid) if jid and jid.isdigit() else None)
+    if failed is not None:  # retried, and recorded as pending for the next hook when Slurm cannot be reached
+        action = drain.drain_for_hook(
+            s,
+            node,
+            drain.reason_for_result(s, failed),
+            check=failed.check,
+            context="sweep",
+            job_id=int(jid) if jid and jid.isdigit() else None,
+        )
     else:
         try:
             (rec,) = ctx.backend().nodes(node)
@@ -84,11 +109,22 @@ def _run_heavy(ctx: Ctx, checks, node: str | None) -> int:
             rec = None
         if rec is not None and rec.drained and drain.check_of_reason(rec.reason, s) in checks:
             action = drain.resume_node(s, node)
-    healthlog.write(s, [healthlog.record(check=r.check, status=r.status, reason=r.reason, evidence=r.evidence,
-                                         context="sweep", node=node, job_id=int(jid) if jid and jid.isdigit()
-                                         else None, action=action if r is failed or (failed is None and
-                                                                                      action != "none") else "none")
-                        for r in report.results])
+    healthlog.write(
+        s,
+        [
+            healthlog.record(
+                check=r.check,
+                status=r.status,
+                reason=r.reason,
+                evidence=r.evidence,
+                context="sweep",
+                node=node,
+                job_id=int(jid) if jid and jid.isdigit() else None,
+                action=action if r is failed or (failed is None and action != "none") else "none",
+            )
+            for r in report.results
+        ],
+    )
     for r in report.results:
         click.echo(f"{node}: {r.check} {r.status}: {r.reason}")
     if action != "none":
@@ -97,13 +133,21 @@ def _run_heavy(ctx: Ctx, checks, node: str | None) -> int:
 
 
 @click.command()
-@click.option("--sweep", "target", metavar="PARTITION|NODELIST",
-              help="Submit one exclusive, low-priority job per node that runs the heavy checks when it is free.")
+@click.option(
+    "--sweep",
+    "target",
+    metavar="PARTITION|NODELIST",
+    help="Submit one exclusive, low-priority job per node that runs the heavy checks when it is free.",
+)
 @click.option("--checks", default="nccl,dcgm", show_default=True, help="Heavy checks for --sweep/--run-heavy.")
 @click.option("--run-heavy", is_flag=True, help="Run the heavy checks on this node now (what a sweep job runs).")
 @click.option("--node", metavar="NAME", help="This node's Slurm name (default: SLURMD_NODENAME, the hostname).")
-@click.option("--dry-run", is_flag=True, help="With --sweep: print the job scripts, submit nothing. Alone: say what "
-              "remediation would do with this node (health.remediate), run no check, change nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="With --sweep: print the job scripts, submit nothing. Alone: say what "
+    "remediation would do with this node (health.remediate), run no check, change nothing.",
+)
 @click.option("--json", "as_json", is_flag=True, help="With --sweep: print JSON.")
 @pass_ctx
 def health(ctx: Ctx, target, checks, run_heavy, node, dry_run, as_json):
@@ -117,6 +161,7 @@ def health(ctx: Ctx, target, checks, run_heavy, node, dry_run, as_json):
     if run_heavy:
         return _run_heavy(ctx, names, node)
     from ..hooks.health import main
+
     env = dict(os.environ)
     if node:
         env["SLURMD_NODENAME"] = node

@@ -14,9 +14,11 @@ def nodes(ctx: Ctx, nodelist, as_json):
     recs = ctx.backend().nodes(nodelist)
     if as_json:
         from ..output import emit_json
+
         emit_json({"nodes": [r.to_dict() for r in recs]})
         return
     from ..output import table
+
     rows = []
     for r in recs:
         reason = r.reason

@@ -1,4 +1,5 @@
 """`slurmkit report idle`: idle, hung and under-used GPU-hours and their cost, by user, account or partition."""
+
 from __future__ import annotations
 
 import time
@@ -20,8 +21,11 @@ def report():
 @click.option("--log", "log", default=None, metavar="FILE", help="The job-efficiency log (default: from the config).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--csv", "as_csv", is_flag=True, help="One CSV row per group.")
-@click.option("--run-command", is_flag=True,
-              help="Run efficiency.idle_command once per finding (nothing is run or sent without this flag).")
+@click.option(
+    "--run-command",
+    is_flag=True,
+    help="Run efficiency.idle_command once per finding (nothing is run or sent without this flag).",
+)
 @click.option("--dry-run", is_flag=True, help="With --run-command: print the commands, run nothing.")
 @pass_ctx
 def idle(ctx: Ctx, since, by, log, as_json, as_csv, run_command, dry_run):
@@ -31,13 +35,17 @@ def idle(ctx: Ctx, since, by, log, as_json, as_csv, run_command, dry_run):
     from ..efficiency import record
     from ..efficiency.report import idle_csv, idle_report, idle_text, parse_since
     from ..output import emit_json
+
     if as_json and as_csv:
         raise UsageError("--json and --csv: choose one")
     s = ctx.settings
     path = log or record.log_path(s)
     if not os.path.exists(path) and not os.path.exists(path + ".1"):
-        raise UsageError(f"no job-efficiency log at {path} (the epilog writes it; is efficiency.enabled on the "
-                         "nodes, and is this the shared log?)", path=path)
+        raise UsageError(
+            f"no job-efficiency log at {path} (the epilog writes it; is efficiency.enabled on the "
+            "nodes, and is this the shared log?)",
+            path=path,
+        )
     t0 = parse_since(since, time.time())
     doc = idle_report(record.read(path, since=t0), by=by, price=s.audit.price_per_gpu_hour)
     doc["since"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0))
@@ -58,13 +66,14 @@ def _run_per_finding(ctx: Ctx, findings: list[dict], dry_run: bool) -> list[dict
 
     from .. import proc
     from ..errors import CommandError
+
     eff = ctx.settings.efficiency
     if not eff.idle_command:
         raise UsageError("--run-command: efficiency.idle_command is empty in the config")
     out = []
     for f in findings:
         fill = {k: "" if v is None else str(v) for k, v in f.items() if not isinstance(v, list)}
-        argv = [a.format(**fill) for a in eff.idle_command]     # each placeholder stays one argument
+        argv = [a.format(**fill) for a in eff.idle_command]  # each placeholder stays one argument
         r = {"job_id": f["job_id"], "argv": argv}
         if dry_run:
             click.echo("would run: " + " ".join(shlex.quote(a) for a in argv), err=True)

@@ -6,29 +6,73 @@ from .ctx import Ctx, pass_ctx
 
 
 @click.command(context_settings={"ignore_unknown_options": False, "allow_interspersed_args": False})
-@click.option("--signal", "trigger", metavar="SIG", help="The signal Slurm sends before the time limit or at "
-              "preemption (match sbatch --signal=B:SIG@LEAD). Default: run.signal (USR2).")
-@click.option("--checkpoint-signal", metavar="SIG|none", help="What the child gets when asked to checkpoint; "
-              "'none': only the flag file $SLURMKIT_STOP_FILE. Default: run.checkpoint_signal (TERM).")
-@click.option("--grace", type=float, metavar="SECONDS",
-              help="How long the child may take to checkpoint and exit before the requeue. Default: run.grace (60).")
-@click.option("--max-requeues", type=int, metavar="N",
-              help="Requeue only while SLURM_RESTART_COUNT < N. Default: run.max_requeues (10).")
-@click.option("--checkpoint-dir", metavar="DIR", help="Where the job's checkpoints live: logs the step it resumes "
-              "at and exports $SLURMKIT_CHECKPOINT_DIR to the child.")
-@click.option("--imds-endpoint", metavar="URL", help="Watch AWS spot interruption notices at this IMDS endpoint "
-              "(e.g. http://169.254.169.254). Default: run.imds_endpoint (off).")
+@click.option(
+    "--signal",
+    "trigger",
+    metavar="SIG",
+    help="The signal Slurm sends before the time limit or at "
+    "preemption (match sbatch --signal=B:SIG@LEAD). Default: run.signal (USR2).",
+)
+@click.option(
+    "--checkpoint-signal",
+    metavar="SIG|none",
+    help="What the child gets when asked to checkpoint; "
+    "'none': only the flag file $SLURMKIT_STOP_FILE. Default: run.checkpoint_signal (TERM).",
+)
+@click.option(
+    "--grace",
+    type=float,
+    metavar="SECONDS",
+    help="How long the child may take to checkpoint and exit before the requeue. Default: run.grace (60).",
+)
+@click.option(
+    "--max-requeues",
+    type=int,
+    metavar="N",
+    help="Requeue only while SLURM_RESTART_COUNT < N. Default: run.max_requeues (10).",
+)
+@click.option(
+    "--checkpoint-dir",
+    metavar="DIR",
+    help="Where the job's checkpoints live: logs the step it resumes "
+    "at and exports $SLURMKIT_CHECKPOINT_DIR to the child.",
+)
+@click.option(
+    "--imds-endpoint",
+    metavar="URL",
+    help="Watch AWS spot interruption notices at this IMDS endpoint "
+    "(e.g. http://169.254.169.254). Default: run.imds_endpoint (off).",
+)
 @click.option("--imds-poll", type=float, metavar="SECONDS", help="Seconds between IMDS polls (run.imds_poll_interval).")
-@click.option("--flops-per-step", type=click.FloatRange(min=0, min_open=True), metavar="N",
-              help="Model FLOPs of one training step, for the job's MFU: each SLURMKIT_STEP line the command prints "
-                   "on stdout is a step (its own flops= wins); the epilog puts the MFU in the job's efficiency record.")
+@click.option(
+    "--flops-per-step",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="N",
+    help="Model FLOPs of one training step, for the job's MFU: each SLURMKIT_STEP line the command prints "
+    "on stdout is a step (its own flops= wins); the epilog puts the MFU in the job's efficiency record.",
+)
 @click.option("--no-requeue", is_flag=True, help="Ask the child to checkpoint, but never requeue.")
-@click.option("--dry-run", is_flag=True, help="Run the command and handle signals, but only say when it would "
-              "requeue (no scontrol requeue).")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Run the command and handle signals, but only say when it would requeue (no scontrol requeue).",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @pass_ctx
-def run(ctx: Ctx, trigger, checkpoint_signal, grace, max_requeues, checkpoint_dir, imds_endpoint, imds_poll,
-        flops_per_step, no_requeue, dry_run, command):
+def run(
+    ctx: Ctx,
+    trigger,
+    checkpoint_signal,
+    grace,
+    max_requeues,
+    checkpoint_dir,
+    imds_endpoint,
+    imds_poll,
+    flops_per_step,
+    no_requeue,
+    dry_run,
+    command,
+):
     """Run COMMAND as a Slurm job that checkpoints and requeues itself on timeout, preemption or a spot notice.
 
     Use it in the sbatch script: `exec slurmkit run -- python train.py` (submitted with --signal=B:USR2@LEAD and
@@ -46,16 +90,27 @@ def run(ctx: Ctx, trigger, checkpoint_signal, grace, max_requeues, checkpoint_di
         except (KeyError, ValueError):
             raise UsageError(f"{what}: unknown signal {val!r} (e.g. USR2, TERM)") from None
     from ..config import TRIGGER_FORBIDDEN
+
     if trigger and trigger.strip().upper().removeprefix("SIG") in TRIGGER_FORBIDDEN:
-        raise UsageError(f"--signal: {trigger} cannot be the trigger (scancel and the time limit send TERM, and a "
-                         "cancelled job must never requeue); use USR2")
+        raise UsageError(
+            f"--signal: {trigger} cannot be the trigger (scancel and the time limit send TERM, and a "
+            "cancelled job must never requeue); use USR2"
+        )
     if grace is not None and grace < 0:
         raise UsageError("--grace must be >= 0")
     rs = ctx.settings.run
-    opts = RunOptions.from_settings(rs, signal=trigger, checkpoint_signal=checkpoint_signal, grace=grace,
-                                    max_requeues=max_requeues, imds_endpoint=imds_endpoint,
-                                    imds_poll_interval=imds_poll, checkpoint_dir=checkpoint_dir, dry_run=dry_run,
-                                    flops_per_step=flops_per_step)
+    opts = RunOptions.from_settings(
+        rs,
+        signal=trigger,
+        checkpoint_signal=checkpoint_signal,
+        grace=grace,
+        max_requeues=max_requeues,
+        imds_endpoint=imds_endpoint,
+        imds_poll_interval=imds_poll,
+        checkpoint_dir=checkpoint_dir,
+        dry_run=dry_run,
+        flops_per_step=flops_per_step,
+    )
     if no_requeue:
         opts.requeue_on = []
     runner = Runner(list(command), opts, backend_factory=ctx.backend)

@@ -3,15 +3,21 @@ here; what the commands do is in submit_core (click-free: slurmkit/entry.py runs
 
 Kept light: `submit` imports click, PyYAML, Jinja2 and the Slurm CLI backend; nothing else (no paramiko).
 """
+
 from __future__ import annotations
 
 import click
 
 from .ctx import Ctx, pass_ctx
 
-set_option = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-                          help="Override a spec key (dotted for nested keys: preemption.signal_lead=60); the "
-                               "value is YAML (a number, a string, a list [1, 2]).")
+set_option = click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a spec key (dotted for nested keys: preemption.signal_lead=60); the "
+    "value is YAML (a number, a string, a list [1, 2]).",
+)
 
 
 @click.command("render")
@@ -21,6 +27,7 @@ set_option = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
 def render_cmd(ctx: Ctx, spec_path, sets):
     """Print the sbatch script for a job spec (nothing is submitted)."""
     from .submit_core import render_main
+
     render_main(ctx, spec_path, sets)
 
 
@@ -34,5 +41,13 @@ def render_cmd(ctx: Ctx, spec_path, sets):
 def submit(ctx: Ctx, spec_path, sets, dry_run, as_json, no_check):
     """Render a job spec, check it against the cluster, and submit it; print the job id."""
     from .submit_core import submit_main
-    submit_main(ctx, spec_path, sets, dry_run=dry_run, as_json=as_json, no_check=no_check,
-                echo=lambda m, err=False: click.echo(m, err=err))
+
+    submit_main(
+        ctx,
+        spec_path,
+        sets,
+        dry_run=dry_run,
+        as_json=as_json,
+        no_check=no_check,
+        echo=lambda m, err=False: click.echo(m, err=err),
+    )

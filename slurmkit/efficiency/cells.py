@@ -1,4 +1,5 @@
 """One cell of nvidia-smi / dcgmi output -> a number or None, and the text that says why it is None."""
+
 from __future__ import annotations
 
 import re
@@ -6,10 +7,22 @@ import re
 from ..errors import UsageError
 
 # values the tools print instead of a number: a value to handle, never a crash and never a 0
-MISSING = {"[n/a]": "N/A", "n/a": "N/A", "[not supported]": "not supported", "not supported": "not supported",
-           "err!": "ERR!", "[err!]": "ERR!", "[unknown error]": "Unknown Error", "unknown error": "Unknown Error",
-           "-": "-", "[not found]": "not found", "[insufficient permissions]": "insufficient permissions",
-           "[gpu is lost]": "GPU is lost", "gpu is lost": "GPU is lost", "[requires root]": "requires root"}
+MISSING = {
+    "[n/a]": "N/A",
+    "n/a": "N/A",
+    "[not supported]": "not supported",
+    "not supported": "not supported",
+    "err!": "ERR!",
+    "[err!]": "ERR!",
+    "[unknown error]": "Unknown Error",
+    "unknown error": "Unknown Error",
+    "-": "-",
+    "[not found]": "not found",
+    "[insufficient permissions]": "insufficient permissions",
+    "[gpu is lost]": "GPU is lost",
+    "gpu is lost": "GPU is lost",
+    "[requires root]": "requires root",
+}
 UNITS = ("%", "MiB", "W", "MHz", "C", "KiB", "GiB", "us", "ms")
 _NUM = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 
@@ -45,9 +58,12 @@ def is_number(cell: str) -> bool:
 
 
 # lines that say the tool could not measure at all: the whole capture is unreadable, say which line
-FAILURE = re.compile(r"(is not supported|not a valid field|Failed to initialize NVML|No devices were found|"
-                     r"NVIDIA-SMI has failed|Unable to determine the device handle|Invalid combination|"
-                     r"Error: |Error connecting to)", re.I)
+FAILURE = re.compile(
+    r"(is not supported|not a valid field|Failed to initialize NVML|No devices were found|"
+    r"NVIDIA-SMI has failed|Unable to determine the device handle|Invalid combination|"
+    r"Error: |Error connecting to)",
+    re.I,
+)
 
 
 def refuse_failure(lines: list[str], path: str) -> None:

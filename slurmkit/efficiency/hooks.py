@@ -2,6 +2,7 @@
 epilog. Neither raises nor waits long: a sampler that cannot start is one line on stderr, never a failed job.
 Standard library only (no click, jinja2, paramiko, yaml): the hooks' import path stays light.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,9 +29,10 @@ def _job(settings, environ):
     if not eff.enabled:
         return None
     from ..hooks.common import job_gpus, job_id
+
     jid, gpus = job_id(environ), job_gpus(environ)
     if jid is None or not gpus:
-        return None                # a CPU job: nothing to sample
+        return None  # a CPU job: nothing to sample
     return eff, jid, environ.get("SLURMD_NODENAME") or os.uname().nodename, gpus
 
 
@@ -46,16 +48,37 @@ def start(settings, environ) -> int | None:
         _clean_stale(d)
         out, pidf = _files(settings, jid, node)
         from .. import proc
-        from ..hooks.common import module_argv   # without `site` when the prolog started so
+        from ..hooks.common import module_argv  # without `site` when the prolog started so
+
         tool = settings.tools.nvidia_smi
         argv = module_argv("slurmkit.efficiency.sampler") + [
-            "--job", str(jid), "--gpus", ",".join(map(str, gpus)), "--out", out, "--interval", str(eff.interval),
-            "--max-bytes", str(eff.samples_max_bytes), "--tool", tool, "--backend", eff.backend,
-            "--watchdog", str(eff.watchdog_interval), "--start-grace", str(eff.start_grace)]
+            "--job",
+            str(jid),
+            "--gpus",
+            ",".join(map(str, gpus)),
+            "--out",
+            out,
+            "--interval",
+            str(eff.interval),
+            "--max-bytes",
+            str(eff.samples_max_bytes),
+            "--tool",
+            tool,
+            "--backend",
+            eff.backend,
+            "--watchdog",
+            str(eff.watchdog_interval),
+            "--start-grace",
+            str(eff.start_grace),
+        ]
         if getattr(eff, "profiling", False):
             dcgmi = settings.tools.dcgmi
-            argv += ["--dcgmi", json.dumps([dcgmi] if isinstance(dcgmi, str) else list(dcgmi)),
-                     "--dcgm-start-timeout", str(eff.dcgm_start_timeout)]
+            argv += [
+                "--dcgmi",
+                json.dumps([dcgmi] if isinstance(dcgmi, str) else list(dcgmi)),
+                "--dcgm-start-timeout",
+                str(eff.dcgm_start_timeout),
+            ]
         env = {k: v for k, v in environ.items() if k.startswith(("SLURM", "SLURMKIT", "PATH", "CUDA"))}
         pid = proc.spawn_detached(argv, env=env)
         fd = os.open(pidf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
@@ -95,7 +118,7 @@ def _stop_pid(pid: int, job_id: int) -> bool:
     """SIGKILL the sampler's process group (it and its nvidia-smi child) at once: every sample line is already
     flushed, so there is nothing to wait for. Returns whether it was still running."""
     if not _is_sampler(pid, job_id):
-        return False               # gone already (its watchdog saw the job end), or a reused pid: not ours
+        return False  # gone already (its watchdog saw the job end), or a reused pid: not ours
     try:
         if os.getpgid(pid) == pid:
             os.killpg(pid, signal.SIGKILL)
@@ -124,6 +147,7 @@ def stop(settings, environ) -> dict | None:
         from . import mfu as mfu_mod
         from . import record
         from .verdict import Thresholds
+
         try:
             text = read_text(out, what="sampler output", limit=eff.samples_max_bytes * 2 + (1 << 20))
         except Exception:  # noqa: BLE001 - no samples: the record says so (unknown), it is not skipped

@@ -6,6 +6,7 @@ A job reports its model FLOPs through `slurmkit.efficiency.steps.report_step(flo
 file; the epilog reads that file (a regular file owned by the job's user, opened without following links, bounded)
 and puts the MFU in the job record. Standard library only.
 """
+
 from __future__ import annotations
 
 import json
@@ -61,12 +62,19 @@ def compute(steps: list[dict], *, n_gpus: int, gpu_name: str | None, seconds: fl
     peak = peak_for(gpu_name)
     ts = [s["t"] for s in steps if "t" in s]
     if len(ts) >= 2 and max(ts) > min(ts):
-        flops = sum(s["flops"] for s in steps[1:])       # the first report marks the start of the window
+        flops = sum(s["flops"] for s in steps[1:])  # the first report marks the start of the window
         span = max(ts) - min(ts)
     else:
         flops, span = sum(s["flops"] for s in steps), seconds
-    out = {"steps": len(steps), "flops": flops, "seconds": span, "gpus": n_gpus, "gpu": gpu_name,
-           "tokens": sum(s.get("tokens", 0) for s in steps) or None, "mfu_pct": None}
+    out = {
+        "steps": len(steps),
+        "flops": flops,
+        "seconds": span,
+        "gpus": n_gpus,
+        "gpu": gpu_name,
+        "tokens": sum(s.get("tokens", 0) for s in steps) or None,
+        "mfu_pct": None,
+    }
     if not span:
         out["detail"] = "no time span to divide by"
         return out
@@ -78,8 +86,10 @@ def compute(steps: list[dict], *, n_gpus: int, gpu_name: str | None, seconds: fl
     out["peak_bf16_dense_tflops_per_gpu"] = peak["bf16_dense_tflops"]
     out["peak_source"] = peak["source"]
     out["mfu_pct"] = round(100.0 * achieved / (n_gpus * peak["bf16_dense_tflops"] * 1e12), 2)
-    out["detail"] = (f"{out['achieved_tflops']:g} TFLOP/s over {n_gpus} x {peak['model']} "
-                     f"({peak['bf16_dense_tflops']:g} dense BF16 TFLOP/s each)")
+    out["detail"] = (
+        f"{out['achieved_tflops']:g} TFLOP/s over {n_gpus} x {peak['model']} "
+        f"({peak['bf16_dense_tflops']:g} dense BF16 TFLOP/s each)"
+    )
     return out
 
 
@@ -90,6 +100,7 @@ def steps_path(job_id, steps_dir: str = "/tmp") -> str:
 def read_steps_file(path: str, uid: int | None) -> str:
     """The job's step file: a regular file owned by the job's user, never through a link, at most 4 MiB."""
     import stat
+
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -117,5 +128,9 @@ def for_record(settings, rec: dict, environ) -> dict | None:
     except OSError:
         pass
     names = [g.get("name") for g in rec.get("gpus") or [] if g.get("name")]
-    return compute(parse_steps(text), n_gpus=len(rec.get("gpus") or []), gpu_name=names[0] if names else None,
-                   seconds=rec.get("seconds"))
+    return compute(
+        parse_steps(text),
+        n_gpus=len(rec.get("gpus") or []),
+        gpu_name=names[0] if names else None,
+        seconds=rec.get("seconds"),
+    )

@@ -1,4 +1,5 @@
 """The plain data the efficiency parsers return and the verdicts read. Standard library only (the epilog uses it)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -10,7 +11,7 @@ STATES = ("hung", "idle", "unknown", "underused", "busy")
 @dataclass
 class Finding:
     text: str
-    severity: str = "info"          # info | warn | fault
+    severity: str = "info"  # info | warn | fault
     gpu: int | str | None = None
     line: int | None = None
 
@@ -21,26 +22,28 @@ class Finding:
 @dataclass
 class GpuSeries:
     """One GPU's samples, in time order. A value is None where the tool printed N/A, ERR!, [Not Supported]."""
-    key: int | str                      # the GPU index when known, else its UUID, else its row position
+
+    key: int | str  # the GPU index when known, else its UUID, else its row position
     index: int | None = None
     uuid: str | None = None
     name: str | None = None
-    t: list[float | None] = field(default_factory=list)        # seconds (epoch or relative); None: not captured
-    util: list[float | None] = field(default_factory=list)     # utilization.gpu %, dmon sm %, pmon sum of sm %
+    t: list[float | None] = field(default_factory=list)  # seconds (epoch or relative); None: not captured
+    util: list[float | None] = field(default_factory=list)  # utilization.gpu %, dmon sm %, pmon sum of sm %
     mem_used: list[float | None] = field(default_factory=list)  # MiB
-    power: list[float | None] = field(default_factory=list)    # W
-    sm_active: list[float | None] = field(default_factory=list)   # DCGM 1002, %
-    tensor_active: list[float | None] = field(default_factory=list)   # DCGM 1004, %
-    dram_active: list[float | None] = field(default_factory=list)     # DCGM 1005, %
+    power: list[float | None] = field(default_factory=list)  # W
+    sm_active: list[float | None] = field(default_factory=list)  # DCGM 1002, %
+    tensor_active: list[float | None] = field(default_factory=list)  # DCGM 1004, %
+    dram_active: list[float | None] = field(default_factory=list)  # DCGM 1005, %
     # the profiling lists above are aligned with t when one dcgmi capture gave everything; the sampler's own
     # dcgmi child runs on its own clock, so its values are appended by add_profile() (means only, no time)
-    mem_total: float | None = None      # MiB
-    power_limit: float | None = None    # W
-    processes: list[dict] = field(default_factory=list)    # {"pid", "name", "used_mib"} from compute-apps / pmon
+    mem_total: float | None = None  # MiB
+    power_limit: float | None = None  # W
+    processes: list[dict] = field(default_factory=list)  # {"pid", "name", "used_mib"} from compute-apps / pmon
     mig: bool = False
 
-    def add(self, *, t=None, util=None, mem_used=None, power=None, sm_active=None, tensor_active=None,
-            dram_active=None) -> None:
+    def add(
+        self, *, t=None, util=None, mem_used=None, power=None, sm_active=None, tensor_active=None, dram_active=None
+    ) -> None:
         self.t.append(t)
         self.util.append(util)
         self.mem_used.append(mem_used)
@@ -58,12 +61,13 @@ class GpuSeries:
 @dataclass
 class Capture:
     """What a parser read: the GPUs it saw and what it noticed on the way."""
+
     format: str
-    gpus: dict = field(default_factory=dict)       # key -> GpuSeries, in first-seen order
+    gpus: dict = field(default_factory=dict)  # key -> GpuSeries, in first-seen order
     findings: list[Finding] = field(default_factory=list)
-    interval: float | None = None                  # seconds between samples, when known
-    snapshot: bool = False                         # one sample per GPU: a moment, not a history
-    meta: dict = field(default_factory=dict)       # job id, user, ... from jobstats/seff
+    interval: float | None = None  # seconds between samples, when known
+    snapshot: bool = False  # one sample per GPU: a moment, not a history
+    meta: dict = field(default_factory=dict)  # job id, user, ... from jobstats/seff
 
     def gpu(self, key, **kw) -> GpuSeries:
         g = self.gpus.get(key)

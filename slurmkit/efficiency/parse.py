@@ -1,4 +1,5 @@
 """Which format a captured file is, and its parser: `slurmkit efficiency --from-file FILE`."""
+
 from __future__ import annotations
 
 from ..bounded import read_text
@@ -7,14 +8,29 @@ from . import parse_cols, parse_csv, parse_other
 from .cells import refuse_failure
 from .model import Capture
 
-FORMATS = ("nvidia-smi-csv", "nvidia-smi-dmon", "nvidia-smi-pmon", "dcgmi-dmon", "nvidia-smi-table", "jobstats",
-           "jobstats-json", "seff", "sacct")
+FORMATS = (
+    "nvidia-smi-csv",
+    "nvidia-smi-dmon",
+    "nvidia-smi-pmon",
+    "dcgmi-dmon",
+    "nvidia-smi-table",
+    "jobstats",
+    "jobstats-json",
+    "seff",
+    "sacct",
+)
 
 
-PARSERS = {"nvidia-smi-dmon": parse_cols.parse_dmon, "nvidia-smi-pmon": parse_cols.parse_pmon,
-           "dcgmi-dmon": parse_cols.parse_dcgmi, "nvidia-smi-table": parse_other.parse_table,
-           "jobstats": parse_other.parse_jobstats_text, "jobstats-json": parse_other.parse_jobstats_json,
-           "seff": parse_other.parse_seff, "sacct": parse_other.parse_sacct}
+PARSERS = {
+    "nvidia-smi-dmon": parse_cols.parse_dmon,
+    "nvidia-smi-pmon": parse_cols.parse_pmon,
+    "dcgmi-dmon": parse_cols.parse_dcgmi,
+    "nvidia-smi-table": parse_other.parse_table,
+    "jobstats": parse_other.parse_jobstats_text,
+    "jobstats-json": parse_other.parse_jobstats_json,
+    "seff": parse_other.parse_seff,
+    "sacct": parse_other.parse_sacct,
+}
 
 
 def detect(text: str) -> str:
@@ -38,8 +54,9 @@ def detect(text: str) -> str:
         return "sacct"
     if "," in first:
         return "nvidia-smi-csv"
-    raise UsageError(f"unrecognised capture format (first line {first[:80]!r}); expected one of: "
-                     + ", ".join(FORMATS), line=1)
+    raise UsageError(
+        f"unrecognised capture format (first line {first[:80]!r}); expected one of: " + ", ".join(FORMATS), line=1
+    )
 
 
 def _dedent(text: str) -> str:
@@ -49,8 +66,9 @@ def _dedent(text: str) -> str:
     return "\n".join(ln[ind:] for ln in lines) if ind else text
 
 
-def parse_text(text: str, *, path: str = "<capture>", fmt: str | None = None,
-               fields: list[str] | None = None) -> Capture:
+def parse_text(
+    text: str, *, path: str = "<capture>", fmt: str | None = None, fields: list[str] | None = None
+) -> Capture:
     text = _dedent(text)
     lines = text.splitlines()
     if fmt not in ("jobstats", "jobstats-json", "seff", "sacct") and "Slurm Job Statistics" not in text[:2000]:

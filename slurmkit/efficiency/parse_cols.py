@@ -1,5 +1,6 @@
 """Column tables: `nvidia-smi dmon`, `nvidia-smi pmon` (old and new column sets, dash rows) and `dcgmi dmon`
 (two header lines, `N/A` in the first sample). Columns are found by name in the header, never by position."""
+
 from __future__ import annotations
 
 from ..errors import UsageError
@@ -12,7 +13,7 @@ def _header(lines: list[str], path: str, prefix: str) -> tuple[int, list[str]]:
         if ln.strip():
             if not ln.lstrip().startswith(prefix):
                 raise UsageError(f"expected a header line starting with {prefix!r}", path=path, line=i)
-            return i, ln.lstrip()[len(prefix):].split()
+            return i, ln.lstrip()[len(prefix) :].split()
     raise UsageError("empty capture", path=path)
 
 
@@ -40,9 +41,11 @@ def parse_dmon(text: str, *, path: str = "<capture>") -> Capture:
         if idx is None:
             raise UsageError("a dmon row without a GPU index", path=path, line=i)
         g = cap.gpu(int(idx), index=int(idx))
-        g.add(util=number(row["sm"], path=path, line=i, field="sm") if "sm" in row else None,
-              power=number(row["pwr"], path=path, line=i, field="pwr") if "pwr" in row else None,
-              mem_used=number(row["fb"], path=path, line=i, field="fb") if "fb" in row else None)
+        g.add(
+            util=number(row["sm"], path=path, line=i, field="sm") if "sm" in row else None,
+            power=number(row["pwr"], path=path, line=i, field="pwr") if "pwr" in row else None,
+            mem_used=number(row["fb"], path=path, line=i, field="fb") if "fb" in row else None,
+        )
     if not cap.gpus:
         raise UsageError("no dmon rows after the header", path=path, line=h)
     cap.snapshot = all(len(g.util) <= 1 for g in cap.gpus.values())
@@ -66,12 +69,14 @@ def parse_pmon(text: str, *, path: str = "<capture>") -> Capture:
         for idx, procs in tick.items():
             g = cap.gpu(idx, index=idx)
             sms = [p["sm"] for p in procs if p is not None and p["sm"] is not None]
-            g.add(util=min(100.0, sum(sms)) if sms or all(p is None for p in procs) else None,
-                  mem_used=sum(p["fb"] for p in procs if p and p.get("fb") is not None) or None)
+            g.add(
+                util=min(100.0, sum(sms)) if sms or all(p is None for p in procs) else None,
+                mem_used=sum(p["fb"] for p in procs if p and p.get("fb") is not None) or None,
+            )
         tick.clear()
         seen.clear()
 
-    ncmd = len(cols) - 1   # the command name is the rest of the line
+    ncmd = len(cols) - 1  # the command name is the rest of the line
     for i, cells in _rows(lines, h, header_prefix="#"):
         if len(cells) < ncmd:
             raise UsageError(f"expected at least {ncmd} columns as the header, got {len(cells)}", path=path, line=i)
@@ -86,12 +91,15 @@ def parse_pmon(text: str, *, path: str = "<capture>") -> Capture:
             flush()
         seen.add((idx, pid))
         last_idx = idx
-        if missing(pid):       # a dash row: nothing runs on this GPU
+        if missing(pid):  # a dash row: nothing runs on this GPU
             tick.setdefault(idx, []).append(None)
             continue
-        proc = {"pid": int(pid) if pid.isdigit() else pid, "name": row.get("command") or None,
-                "sm": number(row["sm"], path=path, line=i, field="sm") if "sm" in row else None,
-                "fb": number(row["fb"], path=path, line=i, field="fb") if "fb" in row else None}
+        proc = {
+            "pid": int(pid) if pid.isdigit() else pid,
+            "name": row.get("command") or None,
+            "sm": number(row["sm"], path=path, line=i, field="sm") if "sm" in row else None,
+            "fb": number(row["fb"], path=path, line=i, field="fb") if "fb" in row else None,
+        }
         tick.setdefault(idx, []).append(proc)
         g = cap.gpu(idx, index=idx)
         if not any(p["pid"] == proc["pid"] for p in g.processes):
@@ -104,9 +112,14 @@ def parse_pmon(text: str, *, path: str = "<capture>") -> Capture:
 
 
 # dcgmi dmon column names -> (attribute, scale): ratios (0..1) become %
-DCGM = {"GPUTL": ("util", 1.0), "SMACT": ("sm_active", 100.0), "TENSO": ("tensor_active", 100.0),
-        "DRAMA": ("dram_active", 100.0),
-        "POWER": ("power", 1.0), "FBUSD": ("mem_used", 1.0)}
+DCGM = {
+    "GPUTL": ("util", 1.0),
+    "SMACT": ("sm_active", 100.0),
+    "TENSO": ("tensor_active", 100.0),
+    "DRAMA": ("dram_active", 100.0),
+    "POWER": ("power", 1.0),
+    "FBUSD": ("mem_used", 1.0),
+}
 
 
 def parse_dcgmi(text: str, *, path: str = "<capture>") -> Capture:

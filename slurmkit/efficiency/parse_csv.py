@@ -4,6 +4,7 @@
 Without a header the columns are named from their units (`%`, `W`, `MiB`, a timestamp, a `GPU-` UUID) where
 that is unambiguous; a headerless, unitless table needs `fields` (the --query list), else it is bad input.
 """
+
 from __future__ import annotations
 
 import re
@@ -28,8 +29,11 @@ def _split(line: str) -> list[str]:
 
 def is_header(line: str) -> bool:
     cells = _split(line)
-    return bool(cells) and all(_HEAD_CELL.match(c) for c in cells) and any("." in c or "_" in c or c in (
-        "index", "name", "uuid", "pid", "timestamp", "serial") for c in cells)
+    return (
+        bool(cells)
+        and all(_HEAD_CELL.match(c) for c in cells)
+        and any("." in c or "_" in c or c in ("index", "name", "uuid", "pid", "timestamp", "serial") for c in cells)
+    )
 
 
 def _field(cell: str) -> str:
@@ -70,20 +74,34 @@ def infer_fields(cells: list[str], cap: Capture, line: int) -> list[str | None]:
         elif unit == "MiB":
             out.append("memory.used" if n_mib == 1 else None)
             mib += 1
-        elif i == 0 and is_number(c) and unit is None and float(v).is_integer() and float(v) < 64 and \
-                len(cells) > 1 and not all(is_number(x) for x in cells):
+        elif (
+            i == 0
+            and is_number(c)
+            and unit is None
+            and float(v).is_integer()
+            and float(v) < 64
+            and len(cells) > 1
+            and not all(is_number(x) for x in cells)
+        ):
             out.append("index")
         elif not is_number(c) and not missing(c) and unit is None:
             out.append("name")
         else:
             out.append(None)
     if n_mib > 1:
-        cap.note(f"no header: {n_mib} MiB columns cannot be told apart (total, free, used); memory not read "
-                 "(pass --fields with the --query-gpu list)", line=line, severity="warn")
-    if not any(f in ("utilization.gpu", "gpu_recovery_action", "uuid", "timestamp", "name", "power.draw")
-               for f in out):
-        raise UsageError("CSV without a header and without units: its columns cannot be named; pass --fields "
-                         "with the --query-gpu/--query-compute-apps list", path=cap.meta.get("path"), line=line)
+        cap.note(
+            f"no header: {n_mib} MiB columns cannot be told apart (total, free, used); memory not read "
+            "(pass --fields with the --query-gpu list)",
+            line=line,
+            severity="warn",
+        )
+    if not any(f in ("utilization.gpu", "gpu_recovery_action", "uuid", "timestamp", "name", "power.draw") for f in out):
+        raise UsageError(
+            "CSV without a header and without units: its columns cannot be named; pass --fields "
+            "with the --query-gpu/--query-compute-apps list",
+            path=cap.meta.get("path"),
+            line=line,
+        )
     cap.note("no header line: columns named from their units", line=line)
     return out
 
@@ -92,7 +110,7 @@ def parse(text: str, *, path: str = "<capture>", fields: list[str] | None = None
     cap = Capture(format="nvidia-smi-csv", meta={"path": path})
     lines = text.splitlines()
     names: list[str | None] | None = [ALIASES.get(f, f) for f in fields] if fields else None
-    positional = 0          # GPUs without index/uuid: numbered by their row within a tick
+    positional = 0  # GPUs without index/uuid: numbered by their row within a tick
     last_ts = object()
     section_rows = 0
     n_data = [i for i, ln in enumerate(lines, 1) if ln.strip() and not is_header(ln)]
@@ -104,7 +122,7 @@ def parse(text: str, *, path: str = "<capture>", fields: list[str] | None = None
             names = [_field(c) for c in _split(raw)]
             positional, section_rows, last_ts = 0, 0, object()
             continue
-        if "<=" in raw:            # an author's note pasted after the value ("Reset   <= GPU is unusable, ...")
+        if "<=" in raw:  # an author's note pasted after the value ("Reset   <= GPU is unusable, ...")
             raw, note = raw.split("<=", 1)
             cap.note(f"text after '<=' ignored: {note.strip()!r} (an annotation, not nvidia-smi output)", line=i)
         cells = _split(raw)
@@ -114,8 +132,9 @@ def parse(text: str, *, path: str = "<capture>", fields: list[str] | None = None
             if i == last_line and len(cells) < len(names):
                 cap.note(f"last row cut ({len(cells)} of {len(names)} fields): not used", line=i, severity="warn")
                 continue
-            raise UsageError(f"expected {len(names)} comma-separated fields (as the header), got {len(cells)}",
-                             path=path, line=i)
+            raise UsageError(
+                f"expected {len(names)} comma-separated fields (as the header), got {len(cells)}", path=path, line=i
+            )
         row = dict(zip(names, cells))
         section_rows += 1
         if "pid" in row:
@@ -140,14 +159,14 @@ def _gpu_row(cap, row, path, i, positional, last_ts, *, cut):
         key = next((k for k, g in cap.gpus.items() if g.uuid == key), key)
     else:
         if ts is not None and ts != last_ts:
-            positional = 0          # a new tick of an -l series: its first row is the first GPU again
+            positional = 0  # a new tick of an -l series: its first row is the first GPU again
         key = positional
         positional += 1
         if not cap.meta.get("positional_noted"):
             cap.meta["positional_noted"] = True
             cap.note("no index or uuid column: GPUs numbered by their row order", line=i)
     uuid = row.get("uuid")
-    if isinstance(key, int) and uuid in cap.gpus:        # met first in a compute-apps table, by uuid
+    if isinstance(key, int) and uuid in cap.gpus:  # met first in a compute-apps table, by uuid
         old = cap.gpus.pop(uuid)
         old.key, old.index = key, key
         cap.gpus[key] = old
@@ -165,15 +184,23 @@ def _gpu_row(cap, row, path, i, positional, last_ts, *, cut):
         if split_unit(cell)[1] is not None:
             unit_cols.add(fld)
         elif cut and is_number(cell) and fld in unit_cols:
-            cap.note(f"last row may be cut: {fld} {cell!r} lost its unit; that value is not used", line=i,
-                     severity="warn", gpu=key)
+            cap.note(
+                f"last row may be cut: {fld} {cell!r} lost its unit; that value is not used",
+                line=i,
+                severity="warn",
+                gpu=key,
+            )
             continue
         v = number(cell, path=path, line=i, field=fld)
         if v is None:
             what = missing(cell)
             if what in ("ERR!", "Unknown Error", "GPU is lost"):
-                cap.note(f"{fld} reads {cell.strip()} (often transient; a GPU that keeps it needs a look)",
-                         severity="warn", gpu=key, line=i)
+                cap.note(
+                    f"{fld} reads {cell.strip()} (often transient; a GPU that keeps it needs a look)",
+                    severity="warn",
+                    gpu=key,
+                    line=i,
+                )
         vals[attr] = v
     if vals or "timestamp" in row:
         g.add(t=ts, **vals)
@@ -192,8 +219,12 @@ def _scalars(cap, g, row, path, i, key) -> None:
     if "gpu_recovery_action" in row:
         action = row["gpu_recovery_action"].strip()
         if action.lower() not in ("none", ""):
-            cap.note(f"GPU {key}: gpu_recovery_action is {action}: the GPU needs this before it can be used",
-                     severity="fault", gpu=key, line=i)
+            cap.note(
+                f"GPU {key}: gpu_recovery_action is {action}: the GPU needs this before it can be used",
+                severity="fault",
+                gpu=key,
+                line=i,
+            )
 
 
 def _app_row(cap, row, path, i) -> None:
@@ -207,10 +238,15 @@ def _app_row(cap, row, path, i) -> None:
     g = cap.gpu(key, uuid=uuid)
     g.processes.append(proc)
     if name and missing(name) == "not found":
-        cap.note(f"pid {pid} holds {mem:g} MiB but is not visible here ([Not Found]): another container's or a "
-                 "leftover process" if mem is not None else f"pid {pid} is not visible here ([Not Found])",
-                 severity="warn", gpu=key, line=i)
+        cap.note(
+            f"pid {pid} holds {mem:g} MiB but is not visible here ([Not Found]): another container's or a "
+            "leftover process"
+            if mem is not None
+            else f"pid {pid} is not visible here ([Not Found])",
+            severity="warn",
+            gpu=key,
+            line=i,
+        )
     if mem_cell and missing(mem_cell) and not cap.meta.get("apps_na_noted"):
         cap.meta["apps_na_noted"] = True
-        cap.note("per-process memory reads [N/A] (Windows WDDM or a restricted container): not observable",
-                 line=i)
+        cap.note("per-process memory reads [N/A] (Windows WDDM or a restricted container): not observable", line=i)

@@ -1,5 +1,6 @@
 """The default `nvidia-smi` table (a snapshot: utilisation, memory, power and its cap per GPU) and the job
 reports sites already have: Princeton `jobstats` (text and `-j` JSON / AdminComment), `seff`, `sacct -P`."""
+
 from __future__ import annotations
 
 import json
@@ -29,10 +30,18 @@ def parse_table(text: str, *, path: str = "<capture>") -> Capture:
             current.mem_total = number(total, path=path, line=i, field="memory total")
             p = number(pwr, path=path, line=i, field="power")
             if missing(pwr):
-                cap.note(f"GPU {current.key}: power reads {pwr} (often transient, e.g. azhpc-diagnostics #77; one "
-                         "that stays needs a look)", severity="warn", gpu=current.key, line=i)
-            current.add(util=number(util, path=path, line=i, field="GPU-Util"), power=p,
-                        mem_used=number(used, path=path, line=i, field="memory used"))
+                cap.note(
+                    f"GPU {current.key}: power reads {pwr} (often transient, e.g. azhpc-diagnostics #77; one "
+                    "that stays needs a look)",
+                    severity="warn",
+                    gpu=current.key,
+                    line=i,
+                )
+            current.add(
+                util=number(util, path=path, line=i, field="GPU-Util"),
+                power=p,
+                mem_used=number(used, path=path, line=i, field="memory used"),
+            )
     if not cap.gpus:
         raise UsageError("no GPU rows found in the nvidia-smi table", path=path, line=1)
     for g in cap.gpus.values():
@@ -59,13 +68,13 @@ def parse_jobstats_json(text: str, *, path: str = "<capture>") -> Capture:
         for gid in sorted(set(util) | set(used) | set(total), key=str):
             key = f"{node}:{gid}" if len(doc["nodes"]) > 1 else (int(gid) if str(gid).isdigit() else gid)
             g = cap.gpu(key, index=int(gid) if str(gid).isdigit() and len(doc["nodes"]) == 1 else None)
-            g.add(util=float(util[gid]) if gid in util else None,
-                  mem_used=used[gid] / 2**20 if gid in used else None)
+            g.add(util=float(util[gid]) if gid in util else None, mem_used=used[gid] / 2**20 if gid in used else None)
             g.mem_total = total[gid] / 2**20 if gid in total else None
             if gid not in util:
                 g.mig = True
-                cap.note(f"GPU {key}: jobstats has no gpu_utilization (a MIG slice cannot report it): n/a, not 0 %",
-                         gpu=key)
+                cap.note(
+                    f"GPU {key}: jobstats has no gpu_utilization (a MIG slice cannot report it): n/a, not 0 %", gpu=key
+                )
     cap.note("jobstats summary: one mean per GPU over the whole job, not samples")
     if not cap.gpus:
         raise UsageError("jobstats summary without GPUs", path=path, line=1)
@@ -108,7 +117,7 @@ def parse_jobstats_text(text: str, *, path: str = "<capture>") -> Capture:
             cap.meta[kv.group(1).strip()] = kv.group(2)
     if not cap.gpus:
         raise UsageError("a jobstats report without 'GPU utilization per node' lines", path=path, line=1)
-    if len(nodes) == 1:   # one node: key by the GPU index alone, as the other formats do
+    if len(nodes) == 1:  # one node: key by the GPU index alone, as the other formats do
         cap.gpus = {int(str(g.key).rsplit(":", 1)[1]): g for g in cap.gpus.values()}
         for k, g in cap.gpus.items():
             g.key = g.index = k
@@ -126,8 +135,10 @@ def parse_seff(text: str, *, path: str = "<capture>") -> Capture:
             cap.meta[kv.group(1).strip()] = kv.group(2)
     if "Job ID" not in cap.meta:
         raise UsageError("not seff output: no 'Job ID:' line", path=path, line=1)
-    cap.note("seff reports CPU and memory only: no GPU data (run slurmkit efficiency JOBID on a slurmkit node)",
-             severity="warn")
+    cap.note(
+        "seff reports CPU and memory only: no GPU data (run slurmkit efficiency JOBID on a slurmkit node)",
+        severity="warn",
+    )
     if "WARNING" in text and "RUNNING" in text:
         cap.note("seff: the job is RUNNING, its efficiency figures are not final")
     return cap
@@ -153,6 +164,7 @@ def parse_sacct(text: str, *, path: str = "<capture>") -> Capture:
         gpus = {k: v for k, v in tres.items() if k.startswith("gres/gpu")}
         jobs[row["JobID"]] = gpus
     cap.meta["jobs"] = jobs
-    cap.note("sacct gives what a job was allocated (AllocTRES), not how it used it: no GPU utilisation",
-             severity="warn")
+    cap.note(
+        "sacct gives what a job was allocated (AllocTRES), not how it used it: no GPU utilisation", severity="warn"
+    )
     return cap

@@ -8,6 +8,7 @@
 Bounded: past efficiency.log_max_bytes the log is renamed to <log>.1 (one generation kept) before the append.
 Standard library only (the epilog writes it).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -18,7 +19,7 @@ import time
 from .model import Capture
 from .verdict import Thresholds, summarize
 
-SERIES_POINTS = 240      # utilisation points kept per GPU in the record (for the sparkline and the plot)
+SERIES_POINTS = 240  # utilisation points kept per GPU in the record (for the sparkline and the plot)
 
 
 def log_path(settings) -> str:
@@ -26,6 +27,7 @@ def log_path(settings) -> str:
     `efficiency/` directory next to it (one writer per file, as the health log); a single health-log file gets
     `efficiency.jsonl` next to it."""
     from .. import healthlog
+
     explicit = settings.efficiency.log
     if explicit:
         return explicit
@@ -64,12 +66,12 @@ def load_samples(text: str) -> tuple[Capture, dict]:
                 head["stride"] = obj["stride"]
             elif obj.get("dcgm") == "ok":
                 head["profiling"] = {"source": "dcgmi", "state": "ok"}
-            elif obj.get("event") == "dcgm-unavailable":      # a node without DCGM: said, not a fault
+            elif obj.get("event") == "dcgm-unavailable":  # a node without DCGM: said, not a fault
                 head["profiling"] = {"source": "dcgmi", "state": "unavailable", "why": obj.get("error")}
                 cap.note(f"no SM/tensor activity: {obj.get('error')}")
             elif obj.get("event"):
                 cap.note(f"sampler: {obj['event']} {obj.get('error') or obj.get('rc') or ''}".strip(), severity="warn")
-    for i in head.get("gpus", []):           # a GPU the job holds that never answered is unknown, not absent
+    for i in head.get("gpus", []):  # a GPU the job holds that never answered is unknown, not absent
         cap.gpu(i, index=i)
     cap.interval = (head.get("interval") or 0) * head.get("stride", 1) or None
     if end:
@@ -91,13 +93,14 @@ def _downsample(vals: list, n: int = SERIES_POINTS) -> list:
     step = len(vals) / n
     out = []
     for i in range(n):
-        b = [v for v in vals[int(i * step):int((i + 1) * step)] if v is not None]
+        b = [v for v in vals[int(i * step) : int((i + 1) * step)] if v is not None]
         out.append(round(sum(b) / len(b), 1) if b else None)
     return out
 
 
-def build(cap: Capture, head: dict, th: Thresholds, *, environ, node: str, end: float | None = None,
-          mfu: dict | None = None) -> dict:
+def build(
+    cap: Capture, head: dict, th: Thresholds, *, environ, node: str, end: float | None = None, mfu: dict | None = None
+) -> dict:
     end = end or time.time()
     start = head.get("start") or end
     seconds = max(0.0, end - start)
@@ -106,17 +109,30 @@ def build(cap: Capture, head: dict, th: Thresholds, *, environ, node: str, end: 
     by_state: dict[str, float] = {}
     for g in doc["gpus"]:
         by_state[g["state"]] = round(by_state.get(g["state"], 0.0) + seconds / 3600.0, 6)
-    rec = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(end)),
-           "job_id": head.get("job_id"), "node": node,
-           "user": environ.get("SLURM_JOB_USER"), "account": environ.get("SLURM_JOB_ACCOUNT"),
-           "partition": environ.get("SLURM_JOB_PARTITION"),
-           "start": round(start, 3), "end": round(end, 3), "seconds": round(seconds, 3),
-           "interval": cap.interval, "backend": head.get("backend"), "stride": head.get("stride", 1),
-           "sampler_end": head.get("end_reason"),
-           "profiling": _profiling(head),
-           "gpus": doc["gpus"], "verdict": doc["verdict"], "gpu_hours": round(n * seconds / 3600.0, 6),
-           "gpu_hours_by_state": by_state, "findings": doc["findings"], "next_steps": doc["next_steps"],
-           "series": {str(k): _downsample(g.util) for k, g in cap.gpus.items()}, "mfu": mfu}
+    rec = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(end)),
+        "job_id": head.get("job_id"),
+        "node": node,
+        "user": environ.get("SLURM_JOB_USER"),
+        "account": environ.get("SLURM_JOB_ACCOUNT"),
+        "partition": environ.get("SLURM_JOB_PARTITION"),
+        "start": round(start, 3),
+        "end": round(end, 3),
+        "seconds": round(seconds, 3),
+        "interval": cap.interval,
+        "backend": head.get("backend"),
+        "stride": head.get("stride", 1),
+        "sampler_end": head.get("end_reason"),
+        "profiling": _profiling(head),
+        "gpus": doc["gpus"],
+        "verdict": doc["verdict"],
+        "gpu_hours": round(n * seconds / 3600.0, 6),
+        "gpu_hours_by_state": by_state,
+        "findings": doc["findings"],
+        "next_steps": doc["next_steps"],
+        "series": {str(k): _downsample(g.util) for k, g in cap.gpus.items()},
+        "mfu": mfu,
+    }
     return rec
 
 
@@ -124,6 +140,7 @@ def append(path: str, rec: dict, max_bytes: int) -> None:
     """One write with O_APPEND (concurrent epilogs never interleave within a line); rotate first when too big.
     A per-node directory: the node's own file, rotated as the health log's (one generation kept)."""
     from .. import healthlog
+
     if healthlog.per_node(path):
         healthlog.append(path, rec, max_bytes=max_bytes, keep=1)
         return
@@ -145,6 +162,7 @@ def read(path: str, *, since: float | None = None):
     """Records of the log and its previous generation, oldest first; torn lines skipped."""
     from .. import healthlog
     from ..bounded import read_text
+
     if healthlog.per_node(path):
         for rec in healthlog.read(path):
             if since is None or (rec.get("end") or 0) >= since:
@@ -166,17 +184,20 @@ def report_for_job(settings, job_id: int, *, node: str | None = None, thresholds
     """The `efficiency JOBID` report from the log: every node's record of the job, GPUs keyed node:index when
     the job ran on several nodes."""
     from ..errors import SlurmkitError
+
     path = log_path(settings)
     recs = [r for r in read(path) if r.get("job_id") == job_id and (node is None or r.get("node") == node)]
     if not recs:
-        raise SlurmkitError(f"no efficiency record for job {job_id} in {path} (the epilog writes it when the job "
-                            "ends on a node with slurmkit's prolog/epilog; a job still running has none yet)")
+        raise SlurmkitError(
+            f"no efficiency record for job {job_id} in {path} (the epilog writes it when the job "
+            "ends on a node with slurmkit's prolog/epilog; a job still running has none yet)"
+        )
     latest: dict[str, dict] = {}
     for r in recs:
-        latest[r.get("node")] = r        # a requeued job: the newest record per node
+        latest[r.get("node")] = r  # a requeued job: the newest record per node
     multi = len(latest) > 1
     gpus: list[dict] = []
-    series: dict[Any, Any] = {}     # "node:gpu" keys across nodes, else the GPU index
+    series: dict[Any, Any] = {}  # "node:gpu" keys across nodes, else the GPU index
     findings: list[str] = []
     steps: list[dict] = []
     for nd, r in latest.items():
@@ -191,12 +212,24 @@ def report_for_job(settings, job_id: int, *, node: str | None = None, thresholds
         findings += r.get("findings") or []
         steps += r.get("next_steps") or []
     from .verdict import job_verdict
+
     first = next(iter(latest.values()))
-    doc = {"job": {"job_id": job_id, "node": ",".join(latest), "user": first.get("user"),
-                   "account": first.get("account"), "partition": first.get("partition"),
-                   "seconds": max(r.get("seconds") or 0 for r in latest.values()),
-                   "gpu_hours": round(sum(r.get("gpu_hours") or 0 for r in latest.values()), 6)},
-           "gpus": gpus, "verdict": job_verdict([g["state"] for g in gpus]), "findings": findings,
-           "next_steps": steps, "mfu": first.get("mfu"), "records": len(recs),
-           "profiling": first.get("profiling")}
+    doc = {
+        "job": {
+            "job_id": job_id,
+            "node": ",".join(latest),
+            "user": first.get("user"),
+            "account": first.get("account"),
+            "partition": first.get("partition"),
+            "seconds": max(r.get("seconds") or 0 for r in latest.values()),
+            "gpu_hours": round(sum(r.get("gpu_hours") or 0 for r in latest.values()), 6),
+        },
+        "gpus": gpus,
+        "verdict": job_verdict([g["state"] for g in gpus]),
+        "findings": findings,
+        "next_steps": steps,
+        "mfu": first.get("mfu"),
+        "records": len(recs),
+        "profiling": first.get("profiling"),
+    }
     return doc, series

@@ -18,6 +18,7 @@ profiling samples [t, gpu, "dcgm", sm_active_pct, tensor_active_pct, dram_active
 dcgmi gave its first sample, or {"event": "dcgm-unavailable", "error": ...} when it did not; an {"end": t,
 "why": ...} line when it stops. Standard library only.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -47,6 +48,7 @@ def job_alive(job_id: int, proc_root: str = "/proc", known: set | None = None) -
                 return f.read(256).startswith(want)
         except OSError:
             return False
+
     if known:
         for p in list(known):
             if is_stepd(p):
@@ -55,7 +57,7 @@ def job_alive(job_id: int, proc_root: str = "/proc", known: set | None = None) -
     try:
         pids = [p for p in os.listdir(proc_root) if p.isdigit()]
     except OSError:
-        return True       # cannot tell: do not kill the sampler on a doubt; the epilog stops it
+        return True  # cannot tell: do not kill the sampler on a doubt; the epilog stops it
     found = [p for p in pids if is_stepd(p)]
     if known is not None:
         known.update(found)
@@ -67,7 +69,7 @@ def _num(s: str):
     try:
         return float(s)
     except ValueError:
-        return None           # [N/A], [Not Supported], ERR!
+        return None  # [N/A], [Not Supported], ERR!
 
 
 class Writer:
@@ -76,9 +78,9 @@ class Writer:
     def __init__(self, path: str, max_bytes: int, header: dict):
         self.path, self.max_bytes = path, max_bytes
         self.stride = 1
-        self.ticks: dict = {}        # per kind of sample (nvidia-smi/NVML, dcgm): each kind keeps its own stride
+        self.ticks: dict = {}  # per kind of sample (nvidia-smi/NVML, dcgm): each kind keeps its own stride
         self.meta_seen: set = set()
-        self.lock = threading.RLock()     # the dcgmi reader writes from its own thread
+        self.lock = threading.RLock()  # the dcgmi reader writes from its own thread
         self.closed = False
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         self.f = os.fdopen(fd, "w", encoding="utf-8")
@@ -118,7 +120,7 @@ class Writer:
         for ln in lines:
             if ln.startswith("["):
                 t = ln.split(",", 1)[0]
-                kind = "dcgm" if ',"dcgm",' in ln else "gpu"     # every second tick of each kind goes
+                kind = "dcgm" if ',"dcgm",' in ln else "gpu"  # every second tick of each kind goes
                 if t != last_t.get(kind):
                     ticks[kind], last_t[kind] = ticks.get(kind, 0) + 1, t
                 if ticks[kind] % 2:
@@ -159,20 +161,28 @@ def nvml_available() -> bool:
 
 def sample_nvml(gpus: list[int], interval: float, w: Writer, stop: threading.Event) -> str:
     import pynvml
+
     pynvml.nvmlInit()
     try:
         handles = {i: pynvml.nvmlDeviceGetHandleByIndex(i) for i in gpus}
         for i, h in handles.items():
+
             def q(fn, *a):
                 try:
                     return fn(h, *a)
                 except pynvml.NVMLError:
                     return None
+
             name = q(pynvml.nvmlDeviceGetName)
             limit = q(pynvml.nvmlDeviceGetEnforcedPowerLimit)
             mem = q(pynvml.nvmlDeviceGetMemoryInfo)
-            w.gpu_meta(i, uuid=_s(q(pynvml.nvmlDeviceGetUUID)), name=_s(name),
-                       power_limit=limit / 1000 if limit else None, mem_total=mem.total / 2**20 if mem else None)
+            w.gpu_meta(
+                i,
+                uuid=_s(q(pynvml.nvmlDeviceGetUUID)),
+                name=_s(name),
+                power_limit=limit / 1000 if limit else None,
+                mem_total=mem.total / 2**20 if mem else None,
+            )
         while not stop.is_set():
             t = round(time.time(), 3)
             first = True
@@ -180,7 +190,7 @@ def sample_nvml(gpus: list[int], interval: float, w: Writer, stop: threading.Eve
                 try:
                     util = pynvml.nvmlDeviceGetUtilizationRates(h).gpu
                 except pynvml.NVMLError:
-                    util = None          # MIG: no utilisation
+                    util = None  # MIG: no utilisation
                 try:
                     mem = pynvml.nvmlDeviceGetMemoryInfo(h).used / 2**20
                 except pynvml.NVMLError:
@@ -201,8 +211,7 @@ def _s(v):
     return v.decode() if isinstance(v, bytes) else v
 
 
-def sample_smi(tool: str, gpus: list[int], interval: float, w: Writer, stop: threading.Event,
-               child: dict) -> str:
+def sample_smi(tool: str, gpus: list[int], interval: float, w: Writer, stop: threading.Event, child: dict) -> str:
     argv = [tool, f"--query-gpu={FIELDS}", "--format=csv,noheader,nounits", "-lms", str(max(1, int(interval * 1000)))]
     env = dict(os.environ)
     env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
@@ -211,15 +220,22 @@ def sample_smi(tool: str, gpus: list[int], interval: float, w: Writer, stop: thr
         try:
             # in the sampler's own process group (the prolog started the sampler as a session leader): the
             # epilog's one killpg ends both, and no nvidia-smi is left behind
-            p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                                 env=env, text=True, errors="replace")
+            p = subprocess.Popen(
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                text=True,
+                errors="replace",
+            )
         except OSError as e:
             w.write({"event": "tool-missing", "error": str(e)})
             return "tool-missing"
         child["nvidia-smi"] = p
         last_t = None
         out = p.stdout
-        assert out is not None               # Popen(stdout=PIPE)
+        assert out is not None  # Popen(stdout=PIPE)
         for line in iter(lambda: out.readline(MAX_LINE), ""):
             cells = [c.strip() for c in line.split(",")]
             if len(cells) != 8 or not cells[0].isdigit():
@@ -264,11 +280,22 @@ def main(argv=None) -> int:
     if backend == "auto":
         backend = "nvml" if nvml_available() else "nvidia-smi"
     if backend == "nvml" and a.backend == "nvml" and not nvml_available():
-        backend = "nvidia-smi"            # asked for NVML on a node without it: still sample, and say so below
+        backend = "nvidia-smi"  # asked for NVML on a node without it: still sample, and say so below
     dcgm_argv = _tool_argv(a.dcgmi)
-    w = Writer(a.out, a.max_bytes, {"v": 1, "job_id": a.job, "gpus": gpus, "interval": a.interval,
-                                    "backend": backend, "start": time.time(), "pid": os.getpid(),
-                                    "dcgm": bool(dcgm_argv)})
+    w = Writer(
+        a.out,
+        a.max_bytes,
+        {
+            "v": 1,
+            "job_id": a.job,
+            "gpus": gpus,
+            "interval": a.interval,
+            "backend": backend,
+            "start": time.time(),
+            "pid": os.getpid(),
+            "dcgm": bool(dcgm_argv),
+        },
+    )
     if backend != a.backend and a.backend == "nvml":
         w.write({"event": "nvml-unavailable", "error": "nvidia-ml-py missing or NVML did not initialise"})
     stop = threading.Event()
@@ -304,8 +331,9 @@ def main(argv=None) -> int:
 
     threading.Thread(target=watchdog, daemon=True).start()
     if dcgm_argv:
-        threading.Thread(target=run_dcgm, daemon=True,
-                         args=(dcgm_argv, gpus, a.interval, a.dcgm_start_timeout, w, stop, child)).start()
+        threading.Thread(
+            target=run_dcgm, daemon=True, args=(dcgm_argv, gpus, a.interval, a.dcgm_start_timeout, w, stop, child)
+        ).start()
     try:
         if backend == "nvml":
             sample_nvml(gpus, a.interval, w, stop)
@@ -316,7 +344,7 @@ def main(argv=None) -> int:
     except Exception as e:  # noqa: BLE001 - a sampler failure is a record, never a hang
         why[0] = f"error: {type(e).__name__}: {e}"
     if not stop.is_set():
-        halt(why[0])                      # nvidia-smi gave up: no dcgmi child outlives the sampler either
+        halt(why[0])  # nvidia-smi gave up: no dcgmi child outlives the sampler either
     w.close(why[0])
     return 0
 

@@ -5,6 +5,7 @@ Bounded: lines read MAX_LINE characters at most, MAX_NOISE of its other lines ke
 dcgmi with no sample within the start timeout is killed. It runs in the sampler's process group (the epilog's
 one killpg ends it) and the sampler kills it on every stop. Standard library only (the prolog starts it).
 """
+
 from __future__ import annotations
 
 import math
@@ -13,16 +14,16 @@ import threading
 import time
 
 DCGM_FIELDS = "1002,1004,1005"
-DCGM_COLS = ("SMACT", "TENSO", "DRAMA")     # dcgmi dmon's column names for those fields (ratios 0..1)
+DCGM_COLS = ("SMACT", "TENSO", "DRAMA")  # dcgmi dmon's column names for those fields (ratios 0..1)
 MAX_LINE = 4096
-MAX_NOISE = 5                                # non-data lines of dcgmi kept as the reason it failed
+MAX_NOISE = 5  # non-data lines of dcgmi kept as the reason it failed
 
 
 def _ratio_pct(cell: str):
     try:
         v = float(cell)
     except ValueError:
-        return None            # N/A (the first sample, MIG), a cut cell
+        return None  # N/A (the first sample, MIG), a cut cell
     return round(v * 100.0, 2) if math.isfinite(v) else None
 
 
@@ -35,16 +36,30 @@ def dcgm_row(cells: list[str], cols: list[str]) -> tuple[int, list] | None:
     return int(cells[1]), [_ratio_pct(row[c]) if c in row else None for c in DCGM_COLS]
 
 
-def sample_dcgm(argv: list[str], gpus: list[int], interval: float, start_timeout: float, w,
-                stop: threading.Event, child: dict) -> str:
+def sample_dcgm(
+    argv: list[str], gpus: list[int], interval: float, start_timeout: float, w, stop: threading.Event, child: dict
+) -> str:
     """Read ONE `dcgmi dmon` child's rows until it ends or the sampler stops; never raises, never waits past
     start_timeout for a first sample. Returns "ok" or why there are no profiling fields."""
-    argv = list(argv) + ["dmon", "-e", DCGM_FIELDS, "-d", str(max(1, int(interval * 1000))),
-                         "-i", ",".join(map(str, gpus))]
+    argv = list(argv) + [
+        "dmon",
+        "-e",
+        DCGM_FIELDS,
+        "-d",
+        str(max(1, int(interval * 1000))),
+        "-i",
+        ",".join(map(str, gpus)),
+    ]
     try:
         # stderr into stdout: its error message is the reason the record gives; same process group as the sampler
-        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             text=True, errors="replace")
+        p = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+        )
     except OSError as e:
         return _dcgm_off(w, f"dcgmi not run: {e}")
     child["dcgmi"] = p
@@ -56,10 +71,11 @@ def sample_dcgm(argv: list[str], gpus: list[int], interval: float, start_timeout
         if not started.wait(start_timeout) and not stop.is_set():
             noise.append(f"no sample within {start_timeout:g} s")
             p.kill()
+
     threading.Thread(target=deadline, daemon=True).start()
     last_t = None
     out = p.stdout
-    assert out is not None                   # Popen(stdout=PIPE)
+    assert out is not None  # Popen(stdout=PIPE)
     for line in iter(lambda: out.readline(MAX_LINE), ""):
         cells = line.split()
         if cells[:1] == ["#Entity"]:

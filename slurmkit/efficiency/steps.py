@@ -2,23 +2,29 @@
 job's MFU (slurmkit/efficiency/mfu.py). Appends one `SLURMKIT_STEP` line to the job's step file; outside a Slurm
 job it does nothing. Cheap (one small append), standard library only, never raises into the training loop.
 """
+
 from __future__ import annotations
 
 import os
 import time
 
 
-def report_step(flops: float, tokens: int | None = None, *, job_id: str | None = None,
-                steps_dir: str | None = None) -> bool:
+def report_step(
+    flops: float, tokens: int | None = None, *, job_id: str | None = None, steps_dir: str | None = None
+) -> bool:
     jid = job_id or os.environ.get("SLURM_JOB_ID")
     if not jid or not str(jid).isdigit():
         return False
     d = steps_dir or os.environ.get("SLURMKIT_STEPS_DIR") or "/tmp"
-    line = f"SLURMKIT_STEP t={time.time():.3f} flops={float(flops):.6g}" + \
-        (f" tokens={int(tokens)}" if tokens is not None else "") + "\n"
+    line = (
+        f"SLURMKIT_STEP t={time.time():.3f} flops={float(flops):.6g}"
+        + (f" tokens={int(tokens)}" if tokens is not None else "")
+        + "\n"
+    )
     try:
-        fd = os.open(os.path.join(d, f"slurmkit-steps.{jid}"),
-                     os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        fd = os.open(
+            os.path.join(d, f"slurmkit-steps.{jid}"), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600
+        )
         try:
             os.write(fd, line.encode())
         finally:
@@ -33,6 +39,7 @@ def tee_step_lines(stream, flops_per_step: float | None, out=None) -> int:
     `SLURMKIT_STEP [flops=F] [tokens=T]` line (F defaults to N). Returns the steps reported."""
     import sys
     from .mfu import _KV
+
     out = out or sys.stdout.buffer
     n = 0
     for raw in iter(lambda: stream.readline(1 << 16), b""):

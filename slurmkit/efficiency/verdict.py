@@ -11,6 +11,7 @@
 
 A job's verdict is its worst GPU's, in that order (hung, idle, unknown, underused, busy).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -75,35 +76,51 @@ def gpu_summary(g: GpuSeries, th: Thresholds, *, interval: float | None, power_l
     pows = _valid(g.power)
     limit = g.power_limit or power_limit
     dt = interval_of(g, interval)
-    s: dict[str, Any] = {"index": g.index if g.index is not None else g.key, "uuid": g.uuid, "name": g.name,
-         "samples": len(utils),
-         "util_mean": round(sum(utils) / len(utils), 1) if utils else None,
-         "util_max": max(utils) if utils else None,
-         "mem_used_mib_max": max(mems) if mems else None,
-         "mem_total_mib": g.mem_total,
-         "power_mean_w": round(sum(pows) / len(pows), 1) if pows else None,
-         "power_limit_w": limit,
-         "sm_active_mean": _mean(g.sm_active), "tensor_active_mean": _mean(g.tensor_active),
-         "dram_active_mean": _mean(g.dram_active), "profile_samples": len(_valid(g.sm_active)),
-         "idle_minutes": None, "processes": g.processes or None}
+    s: dict[str, Any] = {
+        "index": g.index if g.index is not None else g.key,
+        "uuid": g.uuid,
+        "name": g.name,
+        "samples": len(utils),
+        "util_mean": round(sum(utils) / len(utils), 1) if utils else None,
+        "util_max": max(utils) if utils else None,
+        "mem_used_mib_max": max(mems) if mems else None,
+        "mem_total_mib": g.mem_total,
+        "power_mean_w": round(sum(pows) / len(pows), 1) if pows else None,
+        "power_limit_w": limit,
+        "sm_active_mean": _mean(g.sm_active),
+        "tensor_active_mean": _mean(g.tensor_active),
+        "dram_active_mean": _mean(g.dram_active),
+        "profile_samples": len(_valid(g.sm_active)),
+        "idle_minutes": None,
+        "processes": g.processes or None,
+    }
     idle_n = sum(1 for u in utils if u <= th.idle_util_pct)
     if dt:
         s["idle_minutes"] = round(idle_n * dt / 60.0, 2)
     hung_n = _hung_run(g, th, limit)
     hung_s = hung_n * dt if dt else None
     if not utils:
-        why = "MIG: the slice reports no utilisation" if g.mig else \
-            "no utilisation in this capture" + (" (a process list)" if g.processes else "")
+        why = (
+            "MIG: the slice reports no utilisation"
+            if g.mig
+            else "no utilisation in this capture" + (" (a process list)" if g.processes else "")
+        )
         s.update(state="unknown", evidence=why)
     elif len(utils) < th.min_samples:
         s.update(state="unknown", evidence=f"{len(utils)} sample(s), fewer than min_samples={th.min_samples}")
     elif hung_s is not None and hung_s >= th.hung_seconds:
-        s.update(state="hung", evidence=f"{hung_n} samples ({hung_s / 60:.1f} min) at >= {th.hung_util_pct:g} % "
-                                        f"utilisation below {th.hung_power_ratio:g} x {limit:g} W")
+        s.update(
+            state="hung",
+            evidence=f"{hung_n} samples ({hung_s / 60:.1f} min) at >= {th.hung_util_pct:g} % "
+            f"utilisation below {th.hung_power_ratio:g} x {limit:g} W",
+        )
     elif idle_n >= th.idle_fraction * len(utils):
         held = s["mem_used_mib_max"]
-        s.update(state="idle", evidence=f"{idle_n} of {len(utils)} samples at <= {th.idle_util_pct:g} %"
-                 + (f", {held:g} MiB held" if held and held >= th.held_memory_mib else ""))
+        s.update(
+            state="idle",
+            evidence=f"{idle_n} of {len(utils)} samples at <= {th.idle_util_pct:g} %"
+            + (f", {held:g} MiB held" if held and held >= th.held_memory_mib else ""),
+        )
     elif s["util_mean"] < th.underused_util_pct:
         s.update(state="underused", evidence=f"mean {s['util_mean']:g} % < {th.underused_util_pct:g} %")
     else:
@@ -116,9 +133,14 @@ def gpu_summary(g: GpuSeries, th: Thresholds, *, interval: float | None, power_l
 def low_sm(g: dict, th: Thresholds) -> bool:
     """High utilisation, low SM activity, each from enough samples (DCGM present)."""
     u, sm = g.get("util_mean"), g.get("sm_active_mean")
-    return (u is not None and sm is not None and g.get("samples", 0) >= th.min_samples
-            and g.get("profile_samples", 0) >= th.min_samples
-            and u >= th.sm_busy_util_pct and sm < th.sm_low_active_pct)
+    return (
+        u is not None
+        and sm is not None
+        and g.get("samples", 0) >= th.min_samples
+        and g.get("profile_samples", 0) >= th.min_samples
+        and u >= th.sm_busy_util_pct
+        and sm < th.sm_low_active_pct
+    )
 
 
 def job_verdict(states: list[str]) -> str:
@@ -140,49 +162,85 @@ def next_steps(gpus: list[dict], verdict: str, th: Thresholds | None = None) -> 
         held = g.get("mem_used_mib_max")
         if n > 1 and len(idle) < n:
             used = n - len(idle)
-            out.append(f"GPU {g['index']} held {_gib(held or 0)} at {g['util_mean'] or 0:g} %: the job asked for {n} "
-                       f"GPUs and used {used}" + ("" if held and held >= 1024 else " (it did not even hold memory)"))
+            out.append(
+                f"GPU {g['index']} held {_gib(held or 0)} at {g['util_mean'] or 0:g} %: the job asked for {n} "
+                f"GPUs and used {used}" + ("" if held and held >= 1024 else " (it did not even hold memory)")
+            )
         else:
-            out.append(f"GPU {g['index']} sat at {g['util_mean'] or 0:g} % utilisation"
-                       + (f" holding {_gib(held)}" if held else "")
-                       + ": is the job waiting on something (input, a lock, a debugger), or not using the GPU?")
+            out.append(
+                f"GPU {g['index']} sat at {g['util_mean'] or 0:g} % utilisation"
+                + (f" holding {_gib(held)}" if held else "")
+                + ": is the job waiting on something (input, a lock, a debugger), or not using the GPU?"
+            )
     for g in gpus:
         if g["state"] == "hung":
-            out.append(f"GPU {g['index']}: {g['evidence']}: a stuck collective (NCCL) or a spin-wait looks like this; "
-                       "take py-spy dump / NCCL_DEBUG=INFO stacks and cancel the job")
+            out.append(
+                f"GPU {g['index']}: {g['evidence']}: a stuck collective (NCCL) or a spin-wait looks like this; "
+                "take py-spy dump / NCCL_DEBUG=INFO stacks and cancel the job"
+            )
         elif g["state"] == "underused":
-            out.append(f"GPU {g['index']} averaged {g['util_mean']:g} %: likely data-starved (more DataLoader workers, "
-                       "pinned memory, a larger batch) or CPU-bound")
+            out.append(
+                f"GPU {g['index']} averaged {g['util_mean']:g} %: likely data-starved (more DataLoader workers, "
+                "pinned memory, a larger batch) or CPU-bound"
+            )
     for g in gpus:
         if th is not None and g["state"] != "hung" and low_sm(g, th):
-            out.append(f"GPU {g['index']} is busy running little ({g['sm_active_mean']:g} % SM activity): small "
-                       "kernels or a launch-bound loop (a larger batch, CUDA graphs, torch.compile); profile it with "
-                       "Nsight Systems")
+            out.append(
+                f"GPU {g['index']} is busy running little ({g['sm_active_mean']:g} % SM activity): small "
+                "kernels or a launch-bound loop (a larger batch, CUDA graphs, torch.compile); profile it with "
+                "Nsight Systems"
+            )
     if verdict == "unknown" and not out:
-        out.append("not enough data for a verdict: run longer, lower efficiency.interval, or capture with "
-                   "`nvidia-smi --query-gpu=index,utilization.gpu,memory.used,power.draw,power.limit --format=csv -l 10`")
+        out.append(
+            "not enough data for a verdict: run longer, lower efficiency.interval, or capture with "
+            "`nvidia-smi --query-gpu=index,utilization.gpu,memory.used,power.draw,power.limit --format=csv -l 10`"
+        )
     return out
 
 
-def summarize(cap: Capture, th: Thresholds, *, interval: float | None = None,
-              power_limit: float | None = None) -> dict:
+def summarize(cap: Capture, th: Thresholds, *, interval: float | None = None, power_limit: float | None = None) -> dict:
     """The report every efficiency command prints: per-GPU summaries, the job's verdict, findings, next steps."""
-    gpus = [gpu_summary(g, th, interval=interval or cap.interval, power_limit=power_limit)
-            for g in cap.gpus.values()]
+    gpus = [gpu_summary(g, th, interval=interval or cap.interval, power_limit=power_limit) for g in cap.gpus.values()]
     verdict = job_verdict([g["state"] for g in gpus])
     findings = [f.as_dict() for f in cap.findings]
     for g in gpus:
         if g["state"] != "busy":
-            findings.append({"severity": "warn" if g["state"] in ("idle", "hung", "underused") else "info",
-                             "gpu": g["index"], "line": None, "text": f"GPU {g['index']} {g['state']}: {g['evidence']}"})
+            findings.append(
+                {
+                    "severity": "warn" if g["state"] in ("idle", "hung", "underused") else "info",
+                    "gpu": g["index"],
+                    "line": None,
+                    "text": f"GPU {g['index']} {g['state']}: {g['evidence']}",
+                }
+            )
         if low_sm(g, th):
-            findings.append({"severity": "warn", "gpu": g["index"], "line": None,
-                             "text": f"GPU {g['index']}: {g['util_mean']:g}% utilisation but "
-                                     f"{g['sm_active_mean']:g}% SM activity"
-                                     + (f", {g['tensor_active_mean']:g}% tensor activity"
-                                        if g.get("tensor_active_mean") is not None else "")})
+            findings.append(
+                {
+                    "severity": "warn",
+                    "gpu": g["index"],
+                    "line": None,
+                    "text": f"GPU {g['index']}: {g['util_mean']:g}% utilisation but "
+                    f"{g['sm_active_mean']:g}% SM activity"
+                    + (
+                        f", {g['tensor_active_mean']:g}% tensor activity"
+                        if g.get("tensor_active_mean") is not None
+                        else ""
+                    ),
+                }
+            )
     if cap.snapshot and gpus:
-        findings.append({"severity": "info", "gpu": None, "line": None,
-                         "text": "one sample per GPU: a moment, not the job's history"})
-    return {"format": cap.format, "gpus": gpus, "verdict": verdict, "findings": findings,
-            "next_steps": next_steps(gpus, verdict, th)}
+        findings.append(
+            {
+                "severity": "info",
+                "gpu": None,
+                "line": None,
+                "text": "one sample per GPU: a moment, not the job's history",
+            }
+        )
+    return {
+        "format": cap.format,
+        "gpus": gpus,
+        "verdict": verdict,
+        "findings": findings,
+        "next_steps": next_steps(gpus, verdict, th),
+    }

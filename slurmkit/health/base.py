@@ -1,4 +1,5 @@
 """What a check returns, and the report the runner builds from them."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -10,11 +11,11 @@ _RANK = {"ok": 0, "skip": 0, "warn": 1, "fail": 2}
 @dataclass
 class Result:
     check: str
-    status: str                      # ok | warn | fail | skip
-    reason: str = ""                 # one line a human can act on ("GPU 0000:3b:00 fell off the bus")
-    evidence: dict = field(default_factory=dict)   # what the check saw (the Xid line, the counters ...)
+    status: str  # ok | warn | fail | skip
+    reason: str = ""  # one line a human can act on ("GPU 0000:3b:00 fell off the bus")
+    evidence: dict = field(default_factory=dict)  # what the check saw (the Xid line, the counters ...)
     seconds: float = 0.0
-    code: str = ""                   # short tag for the drain reason: "xid79", "ecc", "gpu_count" ...
+    code: str = ""  # short tag for the drain reason: "xid79", "ecc", "gpu_count" ...
     # deferred state change (the Xid "seen" mark): the hook calls it only after it acted on the verdict (drained,
     # a drain already in place, or not a fail), so a fault it could not act on is reported again next time
     commit: object = field(default=None, repr=False, compare=False)
@@ -51,7 +52,7 @@ class Report:
 
 
 _NA = ("n/a", "not supported", "unknown error", "none", "insufficient permissions", "unknown", "")
-MAX_DIGITS = 18      # a counter longer than this is not a counter (and int() refuses 4,300 digits)
+MAX_DIGITS = 18  # a counter longer than this is not a counter (and int() refuses 4,300 digits)
 
 
 def is_na(v) -> bool:
@@ -73,7 +74,7 @@ def to_int(v) -> int | None:
         if "0" <= ch <= "9":
             num += ch
             if len(num) > MAX_DIGITS:
-                return 10 ** MAX_DIGITS
+                return 10**MAX_DIGITS
         elif num:
             break
         elif ch not in "+ ":

@@ -1,5 +1,6 @@
 """What a check gets to work with: settings, where it runs, and its input text (captured file or a command run
 once per profile, shared between checks, with a timeout)."""
+
 from __future__ import annotations
 
 import os
@@ -12,19 +13,18 @@ class NoData(UsageError):
 
 
 class Context:
-    def __init__(self, settings, profile: str, *, node: str, job_gpus=None, captures=None, explicit=(),
-                 job_id=None):
+    def __init__(self, settings, profile: str, *, node: str, job_gpus=None, captures=None, explicit=(), job_id=None):
         self.settings = settings
-        self.profile = profile            # prolog | epilog | full
+        self.profile = profile  # prolog | epilog | full
         self.node = node
-        self.job_gpus = job_gpus          # GPU indices the job gets (None: all)
-        self.captures = captures or {}    # check name -> captured text
-        self.explicit = set(explicit)     # checks the user asked for by name (--only)
+        self.job_gpus = job_gpus  # GPU indices the job gets (None: all)
+        self.captures = captures or {}  # check name -> captured text
+        self.explicit = set(explicit)  # checks the user asked for by name (--only)
         self.job_id = job_id
         self._cache: dict[str, object] = {}
         self.expected_gpus: int | None = None
-        self.exits: dict[str, tuple[list[str], int, str]] = {}   # source -> (argv, exit code, stderr) when non-zero
-        self.used: dict[str, dict[str, None]] = {}                # check -> the sources it read, in order
+        self.exits: dict[str, tuple[list[str], int, str]] = {}  # source -> (argv, exit code, stderr) when non-zero
+        self.used: dict[str, dict[str, None]] = {}  # check -> the sources it read, in order
 
     @property
     def live(self) -> bool:
@@ -32,6 +32,7 @@ class Context:
 
     def tool_argv(self, source: str) -> list[str]:
         from ..proc import tool
+
         t = self.settings.tools
         return {
             "q": tool(t.nvidia_smi, "-q"),
@@ -55,13 +56,17 @@ class Context:
                 raise v
             return v  # type: ignore[return-value]
         from .. import proc
+
         try:
             # nvidia-smi's failures are findings (its error text is parsed); a kernel log we could not read is
             # not an empty one (dmesg_restrict for a non-root `slurmkit check`): that raises
             # the tools see the node judged (`check --node`), as slurmd's hooks do: SLURMD_NODENAME
-            res = proc.run(self.tool_argv(source), check=(source == "dmesg"),
-                           timeout=timeout or self.settings.health.command_timeout,
-                           env={**os.environ, "SLURMD_NODENAME": self.node} if self.node else None)
+            res = proc.run(
+                self.tool_argv(source),
+                check=(source == "dmesg"),
+                timeout=timeout or self.settings.health.command_timeout,
+                env={**os.environ, "SLURMD_NODENAME": self.node} if self.node else None,
+            )
             out = res.stdout if res.returncode == 0 else (res.stdout + "\n" + res.stderr)
         except CommandError as e:
             self._cache[source] = e
@@ -94,7 +99,8 @@ class Context:
             try:
                 self.text("", src)
             except CommandError:
-                pass          # cached; the check that needs it reports it
+                pass  # cached; the check that needs it reports it
+
         threads = [threading.Thread(target=one, args=(s,), daemon=True) for s in todo]
         for t in threads:
             t.start()

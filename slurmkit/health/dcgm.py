@@ -16,6 +16,7 @@ What it must survive (all in the real captures): cells DCGM wraps at a fixed wid
 `...`; a paste without the closing border or the "Successfully ran" line; the table printed twice; rows that lost
 their closing `|`; a wrapper's line before the table; "Cannot run diagnostic" (MIG modes mixed). Pure functions.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,9 @@ _BORDER = re.compile(r"^\+[-=+]+\+?\s*$")
 _GPU_LINE = re.compile(r"GPU\s*(?P<gpu>\d{1,3})\s*:\s*(?P<res>Pass|Fail|Warn|Skip)\b", re.I)
 _RESULT = re.compile(r"(?P<res>Pass|Fail|Warn|Skip)(?:\s*-\s*(?P<scope>All|GPUs?\s*:?\s*[\d, ]+))?\s*$", re.I)
 _MSG_KEYS = ("warning", "error", "info")
-CANNOT_RUN = re.compile(r"Cannot run diagnostic|Error: (?:Unable|Cannot) .*diag|MIG.{0,40}(?:mixed|not supported)",
-                        re.I)
+CANNOT_RUN = re.compile(
+    r"Cannot run diagnostic|Error: (?:Unable|Cannot) .*diag|MIG.{0,40}(?:mixed|not supported)", re.I
+)
 
 
 class DcgmParseError(ValueError):
@@ -83,7 +85,7 @@ def parse_diag_text(text: str) -> dict:
             cannot = line.strip()
         if line.startswith("| Diagnostic") and "Result" in line:
             tables += 1
-            if tables == 2:             # the same table printed again: keep the first
+            if tables == 2:  # the same table printed again: keep the first
                 break
             continue
         m = _SECTION.match(line)
@@ -113,9 +115,15 @@ def parse_diag_text(text: str) -> dict:
                 cur_test["messages"].append(cur_msg)
                 last_full = full
                 continue
-            if kl in _MSG_KEYS:            # a message before any test: keep it as the table's own
-                cur_test = {"section": section, "name": "(table)", "result": "info", "scope": None, "gpus": {},
-                            "messages": []}
+            if kl in _MSG_KEYS:  # a message before any test: keep it as the table's own
+                cur_test = {
+                    "section": section,
+                    "name": "(table)",
+                    "result": "info",
+                    "scope": None,
+                    "gpus": {},
+                    "messages": [],
+                }
                 tests.append(cur_test)
                 cur_msg = {"kind": kl, "text": v}
                 cur_test["messages"].append(cur_msg)
@@ -125,15 +133,22 @@ def parse_diag_text(text: str) -> dict:
             if (section, key) in seen_keys:
                 continue
             seen_keys.add((section, key))
-            cur_test = {"section": section, "name": key, "result": r.group("res").lower() if r else "unknown",
-                        "scope": (r.group("scope") or None) if r else None, "gpus": {}, "messages": [],
-                        "raw": v, "line": n}
+            cur_test = {
+                "section": section,
+                "name": key,
+                "result": r.group("res").lower() if r else "unknown",
+                "scope": (r.group("scope") or None) if r else None,
+                "gpus": {},
+                "messages": [],
+                "raw": v,
+                "line": n,
+            }
             tests.append(cur_test)
             last_full = full
             continue
         # an empty key cell: a per-GPU result (DCGM 4.x), or the next line of a wrapped cell
         g = _GPU_LINE.fullmatch(v)
-        if g is not None and cur_test is not None:       # a whole cell "GPU3: Pass" is never wrapped text
+        if g is not None and cur_test is not None:  # a whole cell "GPU3: Pass" is never wrapped text
             cur_test["gpus"][int(g.group("gpu"))] = g.group("res").lower()
             cur_msg = None
             continue
@@ -151,8 +166,13 @@ def parse_diag_text(text: str) -> dict:
         raise DcgmParseError("no `dcgmi diag` result table (a `| Diagnostic | Result |` header and test rows)")
     for t in tests:
         t.pop("raw", None)
-    return {"version": meta.get("DCGM Version"), "tests": tests, "tables": tables, "cannot_run": cannot,
-            "metadata": meta}
+    return {
+        "version": meta.get("DCGM Version"),
+        "tests": tests,
+        "tables": tables,
+        "cannot_run": cannot,
+        "metadata": meta,
+    }
 
 
 def parse_diag_json(doc: dict) -> dict:
@@ -161,8 +181,10 @@ def parse_diag_json(doc: dict) -> dict:
     {"DCGM Diagnostic": {"test_categories": [...]}} with `entity_group`. Unknown shapes raise."""
     top = doc.get("DCGM GPU Diagnostic") or doc.get("DCGM Diagnostic")
     if not isinstance(top, dict) or not isinstance(top.get("test_categories"), list):
-        raise DcgmParseError(f"unrecognised `dcgmi diag -j` document (keys: {sorted(doc)[:6]}): expected "
-                             "'DCGM GPU Diagnostic' or 'DCGM Diagnostic' with 'test_categories'")
+        raise DcgmParseError(
+            f"unrecognised `dcgmi diag -j` document (keys: {sorted(doc)[:6]}): expected "
+            "'DCGM GPU Diagnostic' or 'DCGM Diagnostic' with 'test_categories'"
+        )
     tests = []
     for cat in top["test_categories"]:
         if not isinstance(cat, dict):
@@ -184,12 +206,33 @@ def parse_diag_json(doc: dict) -> dict:
                         text = w.get("warning") or w.get("message") if isinstance(w, dict) else str(w)
                         msgs.append({"kind": kind.rstrip("s"), "text": str(text)})
             overall = str(t.get("status") or "").lower() or (
-                "fail" if "fail" in gpus.values() else "warn" if "warn" in gpus.values() else
-                "pass" if "pass" in gpus.values() else "skip" if gpus else "unknown")
-            tests.append({"section": cat.get("category"), "name": t.get("name"), "result": overall, "scope": None,
-                          "gpus": gpus, "messages": msgs})
-    return {"version": (doc.get("metadata") or {}).get("DCGM Version") if isinstance(doc.get("metadata"), dict)
-            else None, "tests": tests, "tables": 1, "cannot_run": None, "metadata": {}}
+                "fail"
+                if "fail" in gpus.values()
+                else "warn"
+                if "warn" in gpus.values()
+                else "pass"
+                if "pass" in gpus.values()
+                else "skip"
+                if gpus
+                else "unknown"
+            )
+            tests.append(
+                {
+                    "section": cat.get("category"),
+                    "name": t.get("name"),
+                    "result": overall,
+                    "scope": None,
+                    "gpus": gpus,
+                    "messages": msgs,
+                }
+            )
+    return {
+        "version": (doc.get("metadata") or {}).get("DCGM Version") if isinstance(doc.get("metadata"), dict) else None,
+        "tests": tests,
+        "tables": 1,
+        "cannot_run": None,
+        "metadata": {},
+    }
 
 
 def parse_diag(text: str) -> dict:
@@ -227,18 +270,25 @@ def verdict(parsed: dict) -> tuple[str, str, dict]:
     """(status, reason, evidence) for a parsed diag: fail on any failed test (its GPUs and first message),
     warn on a warned test, on a run that could not start (mixed MIG) or where every test was skipped."""
     tests = parsed["tests"]
-    ev = {"dcgm_version": parsed.get("version"),
-          "tests": [{k: t[k] for k in ("section", "name", "result", "scope")} | {"gpus": t["gpus"]}
-                    for t in tests][:40]}
+    ev = {
+        "dcgm_version": parsed.get("version"),
+        "tests": [{k: t[k] for k in ("section", "name", "result", "scope")} | {"gpus": t["gpus"]} for t in tests][:40],
+    }
     if parsed.get("cannot_run") and not [t for t in tests if t["result"] in ("pass", "fail", "warn")]:
         return "warn", f"DCGM could not run its diagnostic: {parsed['cannot_run'][:120]}", ev
     failed = [t for t in tests if t["result"] == "fail" or "fail" in t["gpus"].values()]
     if failed:
         t = failed[0]
         gpus = sorted(g for g, r in t["gpus"].items() if r == "fail")
-        where = (f" on GPU {','.join(map(str, gpus))}" if gpus else
-                 " on every GPU" if (t["scope"] or "").lower() == "all" else
-                 f" ({t['scope']})" if t["scope"] else "")
+        where = (
+            f" on GPU {','.join(map(str, gpus))}"
+            if gpus
+            else " on every GPU"
+            if (t["scope"] or "").lower() == "all"
+            else f" ({t['scope']})"
+            if t["scope"]
+            else ""
+        )
         msg = next((m["text"] for m in t["messages"] if m["kind"] in ("warning", "error")), "")
         ev["message"] = msg[:500]
         others = [x["name"] for x in failed[1:]]

@@ -1,6 +1,7 @@
 """The heavy checks' cache (NCCL all_reduce_perf, DCGM diagnostics): a run asked for by name, or by a health
 sweep job, saves its verdict per node; the prolog reads it while it is younger than the check's time-to-live,
 instead of spending minutes before every job."""
+
 from __future__ import annotations
 
 import json

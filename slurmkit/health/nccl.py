@@ -9,14 +9,18 @@ A number is read only when it is what nccl-tests prints (`%.2f`: ASCII digits, a
 `inf`, `1e400`, a 400-digit footer, `1.2.3` are unreadable, listed in "unreadable" with their line, never a
 bandwidth. Integers are ASCII and bounded too (no superscript digits, no 4,300-digit ValueError).
 """
+
 from __future__ import annotations
 
 import re
 from typing import Any
 
 _LABEL = re.compile(r"^\s*[0-9]{1,6}:\s?")
-_ROW = re.compile(r"^\s*(?P<size>[0-9]{1,20})\s+(?P<count>[0-9]{1,20})\s+(?P<type>\w+)\s+(?P<redop>\w+)\s+"
-                  r"(?P<root>-?[0-9]{1,6})\s+(?P<rest>.*)$", re.ASCII)
+_ROW = re.compile(
+    r"^\s*(?P<size>[0-9]{1,20})\s+(?P<count>[0-9]{1,20})\s+(?P<type>\w+)\s+(?P<redop>\w+)\s+"
+    r"(?P<root>-?[0-9]{1,6})\s+(?P<rest>.*)$",
+    re.ASCII,
+)
 _AVG = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(?P<v>\S*)")
 _OOB = re.compile(r"#\s*Out of bounds values\s*:\s*(?P<n>\S+)\s*(?P<ok>\w+)?")
 _FLOAT = re.compile(r"[0-9]{1,12}(?:\.[0-9]{0,12})?|\.[0-9]{1,12}", re.ASCII)
@@ -52,8 +56,12 @@ def parse(text: str) -> dict:
         if m:
             msg = m.group("msg").strip()
             # a WARN hard-wrapped by the terminal/paste: glue a short following line that is not a log line
-            if i + 1 < len(lines) and not re.match(r"^\S+:\d+:\d+ ", lines[i + 1]) and lines[i + 1].strip() \
-                    and not lines[i + 1].lstrip().startswith("#"):
+            if (
+                i + 1 < len(lines)
+                and not re.match(r"^\S+:\d+:\d+ ", lines[i + 1])
+                and lines[i + 1].strip()
+                and not lines[i + 1].lstrip().startswith("#")
+            ):
                 msg += " " + lines[i + 1].strip()
             warns.append(msg)
             continue
@@ -97,8 +105,15 @@ def parse(text: str) -> dict:
                 wrong_total += n
             elif w not in ("N/A", "n/a"):
                 unreadable.append(f"line {i + 1}: #wrong {w[:40]!r} is not a count")
-        rows.append({"size": int(m.group("size")), "type": m.group("type"), "busbw_oop": oop_bw, "busbw_ip": ip_bw,
-                     "wrong": [cells[3], cells[7]]})
+        rows.append(
+            {
+                "size": int(m.group("size")),
+                "type": m.group("type"),
+                "busbw_oop": oop_bw,
+                "busbw_ip": ip_bw,
+                "wrong": [cells[3], cells[7]],
+            }
+        )
     avg_source: str | None = "footer"
     if avg is None and footer:
         avg_source = None

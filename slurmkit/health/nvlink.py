@@ -4,6 +4,7 @@
 error counters from `nvidia-smi nvlink -e` ("Link 0: Replay Errors: 0") or `dcgmi nvlink -e` ("-> CRC FLIT Error
 | 0"). A GPU without NVLink prints no links: that is "no NVLink", not a fault.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,7 +19,7 @@ _TBL_LINK = re.compile(r"\|\s*Link (?P<n>\d{1,4})\s", re.ASCII)
 
 def _count(v: str) -> int:
     """A counter; one too long to be real (and for int() past 4,300 digits) reads as huge: over any threshold."""
-    return int(v) if len(v) <= 18 else 10 ** 18
+    return int(v) if len(v) <= 18 else 10**18
 
 
 def parse_status(text: str) -> dict[str, dict[int, str]]:

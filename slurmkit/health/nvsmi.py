@@ -5,6 +5,7 @@ vs "ECC Mode", "Single Bit"/"Double Bit" blocks vs "SRAM/DRAM" counters, partial
 so the checks look fields up by path, case-insensitively. `N/A`, `[N/A]`, `[Not Supported]` stay strings here;
 `base.to_int` turns them into None.
 """
+
 from __future__ import annotations
 
 import re
@@ -41,13 +42,13 @@ class Node(dict):
     def __init__(self):
         super().__init__()
         self.order: list[tuple[str, object]] = []
-        self._next: dict[str, int] = {}      # key -> the next ' #N' suffix: a thousand processes stay linear
+        self._next: dict[str, int] = {}  # key -> the next ' #N' suffix: a thousand processes stay linear
 
     def add(self, key: str, value) -> None:
         k, n = key, self._next.get(key, 2)
         if k in self:
             k = f"{key} #{n}"
-            while k in self:             # only when a key itself looks like 'X #N'
+            while k in self:  # only when a key itself looks like 'X #N'
                 n += 1
                 k = f"{key} #{n}"
             n += 1
@@ -61,7 +62,7 @@ class Node(dict):
         for p in path:
             if not isinstance(cur, Node):
                 return None
-            nxt = cur.get(p)              # the usual spelling: no scan
+            nxt = cur.get(p)  # the usual spelling: no scan
             if nxt is None:
                 pl = p.lower()
                 for k, v in cur.items():
@@ -76,6 +77,7 @@ class Node(dict):
     def readable(self) -> bool:
         """Does any field hold a value (not N/A, [Not Supported], Unknown Error)? An all-N/A GPU reads nothing."""
         from .base import is_na
+
         return any(not is_na(v) for _, v in self.walk())
 
     def walk(self, prefix: tuple[str, ...] = ()):
@@ -150,6 +152,7 @@ def _s(v):
 def _v(v):
     """A string value that says something: 'N/A' and friends are None."""
     from .base import is_na
+
     return v if isinstance(v, str) and not is_na(v) else None
 
 
@@ -213,6 +216,7 @@ def processes(tree: Node) -> list[dict]:
         key = path[-1].split(" #")[0].lower()
         if key == "process id":
             from .base import to_int
+
             pid = to_int(value) if value.isascii() and value.isdigit() else None
             cur = {"pid": pid if pid is not None else value, "name": None, "used_mib": None}
             out.append(cur)
@@ -220,6 +224,7 @@ def processes(tree: Node) -> list[dict]:
             cur["name"] = value
         elif cur is not None and key == "used gpu memory":
             from .base import to_int
+
             cur["used_mib"] = to_int(value)
     # older layout: "Process ID" as a header line of its own block
     for k, v in procs.items():

@@ -15,6 +15,7 @@ health --dry-run` prints the decision and logs nothing), and the count of reboot
 comes from those records: the policy is a pure function over the node's own log (`decide`, `after_reboot`).
 Light imports: the health hook runs it.
 """
+
 from __future__ import annotations
 
 import re
@@ -41,9 +42,11 @@ def cause_action(tag: str | None) -> str | None:
     m = _XID_TAG.match(tag)
     if m:
         from .kernlog.policy import catalog
+
         entry = catalog().get("xid", {}).get(m.group(1))
         return entry.get("action") if isinstance(entry, dict) else None
     from .kernlog.signatures import data
+
     for sig in data().get("signatures", ()):
         if sig.get("code") == tag and sig.get("status", "fail") == "fail":
             return sig.get("action", "RESTART_BM")
@@ -92,10 +95,10 @@ def after_reboot(records, boot_id: str | None) -> dict | None:
 
 @dataclass
 class Decision:
-    step: str              # none | reboot | flapping
+    step: str  # none | reboot | flapping
     why: str
     tag: str | None = None
-    count: int = 0         # reboots within the window so far
+    count: int = 0  # reboots within the window so far
 
 
 def decide(rec, records, *, prefix: str, actions, limit: int, window_seconds: float, now: float) -> Decision:
@@ -109,7 +112,7 @@ def decide(rec, records, *, prefix: str, actions, limit: int, window_seconds: fl
         return Decision("none", "a reboot is under way")
     if rec.state in _BUSY or rec.cpus_alloc or rec.gpus_used or rec.state == "DOWN" or "NOT_RESPONDING" in rec.flags:
         return Decision("none", f"node is {rec.state_text}: no reboot while a job runs or slurmd is away")
-    tag = reason[len(prefix):].split(" ", 1)[0] or None
+    tag = reason[len(prefix) :].split(" ", 1)[0] or None
     if tag == FLAPPING_TAG:
         return Decision("none", "flapping: left for a human", tag)
     action = cause_action(tag)
@@ -129,16 +132,19 @@ def reboot_reason(prefix: str, tag: str, count: int, limit: int, detail: str) ->
     """`slurmkit:<tag> remediation reboot 1/3: <the drain's detail>`: still the cause's tag first, so the reason
     names the check that drained the node."""
     from ..drain import MAX_REASON
+
     text = " ".join(f"{prefix}{tag} remediation reboot {count + 1}/{limit}: {detail}".split())
-    return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3] + "..."
+    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3] + "..."
 
 
 # --- the shell: Slurm and the health log ----------------------------------------------------------------------
+
 
 def history(settings, node: str) -> list[dict] | None:
     """The node's health-log records within the flap window (plus the slack the log reader keeps); None when the
     log cannot be read: then the reboots cannot be counted, and remediation does nothing (fail closed)."""
     from .. import healthlog
+
     since = time.time() - settings.health.remediate_flap_window_hours * 3600
     stamp = datetime.fromtimestamp(since, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
@@ -151,8 +157,10 @@ def _log(settings, node: str, step: str, status: str, reason: str, evidence: dic
     """Write one step to the health log. `must`: the step is what the flap limit counts, so an OSError is
     raised (the caller then does not reboot: a reboot nobody can count could loop forever)."""
     from .. import healthlog
-    rec = healthlog.record(check=CHECK, status=status, reason=reason, evidence=evidence, context="health",
-                           node=node, action=step)
+
+    rec = healthlog.record(
+        check=CHECK, status=status, reason=reason, evidence=evidence, context="health", node=node, action=step
+    )
     try:
         healthlog.write(settings, [rec])
     except OSError:
@@ -164,51 +172,76 @@ def _log(settings, node: str, step: str, status: str, reason: str, evidence: dic
 def recheck_done(settings, node: str, asked: dict, report, boot_id: str, action: str = "none") -> list[dict]:
     """The first health run of a new boot after slurmkit's reboot: `rebooted`, then the recheck's verdict
     (`action`: what the run's drain did)."""
-    ev = {"boot_id": boot_id, "asked": asked.get("time"), "cause": (asked.get("evidence") or {}).get("cause"),
-          "drain": action}
-    out = [_log(settings, node, "rebooted", "ok", f"new boot {boot_id} after the reboot of {asked.get('time')}",
-                ev)]
+    ev = {
+        "boot_id": boot_id,
+        "asked": asked.get("time"),
+        "cause": (asked.get("evidence") or {}).get("cause"),
+        "drain": action,
+    }
+    out = [_log(settings, node, "rebooted", "ok", f"new boot {boot_id} after the reboot of {asked.get('time')}", ev)]
     if report.healthy:
         out.append(_log(settings, node, "recheck-passed", "ok", "every check passed after the reboot", ev))
     else:
         f = report.failures[0]
-        out.append(_log(settings, node, "recheck-failed", "fail",
-                        f"{f.code or f.check} failed again after the reboot: {f.reason}", ev))
+        out.append(
+            _log(
+                settings,
+                node,
+                "recheck-failed",
+                "fail",
+                f"{f.code or f.check} failed again after the reboot: {f.reason}",
+                ev,
+            )
+        )
     return out
 
 
 def decision(settings, rec, records) -> Decision:
     """`decide` with the site's settings, now."""
     h = settings.health
-    return decide(rec, records, prefix=settings.drain.prefix, actions=h.remediate_actions,
-                  limit=h.remediate_flap_limit, window_seconds=h.remediate_flap_window_hours * 3600, now=time.time())
+    return decide(
+        rec,
+        records,
+        prefix=settings.drain.prefix,
+        actions=h.remediate_actions,
+        limit=h.remediate_flap_limit,
+        window_seconds=h.remediate_flap_window_hours * 3600,
+        now=time.time(),
+    )
 
 
 def act(settings, node: str, *, backend, boot_id: str | None, records) -> dict | None:
     """Look the node up now (a drain may have just been made) and reboot it, mark it flapping, or do nothing.
     Returns the step's health-log record (None when nothing was done)."""
     from ..errors import SlurmkitError
+
     h = settings.health
     prefix = settings.drain.prefix
     if records is None:
-        return None                  # the log could not be read: no count, no reboot
+        return None  # the log could not be read: no count, no reboot
     try:
         rec = next((r for r in backend.nodes(node) if r.name == node), None)
     except SlurmkitError:
-        return None                  # the next run decides; nothing is done on a state that could not be read
+        return None  # the next run decides; nothing is done on a state that could not be read
     d = decision(settings, rec, records)
-    if d.step == "none" or rec is None or d.tag is None:   # decide() says "none" for an unknown node or cause
+    if d.step == "none" or rec is None or d.tag is None:  # decide() says "none" for an unknown node or cause
         return None
-    ev = {"cause": d.tag, "reboots_in_window": d.count, "limit": h.remediate_flap_limit,
-          "window_hours": h.remediate_flap_window_hours, "boot_id": boot_id, "was": rec.reason}
+    ev = {
+        "cause": d.tag,
+        "reboots_in_window": d.count,
+        "limit": h.remediate_flap_limit,
+        "window_hours": h.remediate_flap_window_hours,
+        "boot_id": boot_id,
+        "was": rec.reason,
+    }
     if d.step == "flapping":
         reason = flapping_reason(prefix, d.tag, d.count, h.remediate_flap_window_hours)
         step, status, call, failed = "flapping", "fail", backend.drain, "flap-drain-failed"
     else:
-        detail = rec.reason.strip()[len(prefix) + len(d.tag):].strip()
+        detail = rec.reason.strip()[len(prefix) + len(d.tag) :].strip()
         reason = reboot_reason(prefix, d.tag, d.count, h.remediate_flap_limit, detail)
         step, status, call, failed = ASKED, "warn", backend.reboot, "reboot-failed"
-        try:            # counted first: a reboot whose record cannot be written is not asked for
+        try:  # counted first: a reboot whose record cannot be written is not asked for
             asked = _log(settings, node, ASKED, status, reason, ev, must=True)
         except OSError as e:
             return {"action": f"reboot-not-asked: cannot write the health log ({e})", "reason": reason}

@@ -7,6 +7,7 @@ A check that cannot run (its command timed out, the tool is missing, the budget 
 `health.fail_closed` (the default), else a warning: a hung nvidia-smi is a real symptom of a GPU that fell off
 the bus, so it must not pass. Unknown check names are a UsageError.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -20,14 +21,26 @@ from .context import Context, NoData
 
 PROFILES = ("prolog", "epilog", "full", "health")
 # the command each live check reads first (prefetched together); nccl's heavy run is never prefetched
-_SOURCES = {"xid": "dmesg", "gpu_count": "q", "ecc": "q", "recovery": "q", "driver": "q", "pcie": "q", "gpu_procs": "q",
-            "nvlink": "nvlink_s"}
+_SOURCES = {
+    "xid": "dmesg",
+    "gpu_count": "q",
+    "ecc": "q",
+    "recovery": "q",
+    "driver": "q",
+    "pcie": "q",
+    "gpu_procs": "q",
+    "nvlink": "nvlink_s",
+}
 
 
 def node_name() -> str:
     env = os.environ
-    return (env.get("SLURMKIT_NODE") or env.get("SLURMD_NODENAME") or env.get("SLURMKIT_FAKE_NODE")
-            or __import__("socket").gethostname().split(".")[0])
+    return (
+        env.get("SLURMKIT_NODE")
+        or env.get("SLURMD_NODENAME")
+        or env.get("SLURMKIT_FAKE_NODE")
+        or __import__("socket").gethostname().split(".")[0]
+    )
 
 
 def parse_gpu_list(value: str | None) -> list[int] | None:
@@ -67,8 +80,19 @@ def _tool_exit(ctx: Context, name: str, res: Result, settings) -> Result:
     return _unrunnable(name, f"{cmd} exited {rc}: {last}", settings, dict(ev, was=res.status, was_reason=res.reason))
 
 
-def run_checks(settings, profile: str, *, only=None, captures=None, job_gpus=None, node=None,
-               expected_gpus: int | None = None, job_id=None, subset=None, budget: float | None = None) -> Report:
+def run_checks(
+    settings,
+    profile: str,
+    *,
+    only=None,
+    captures=None,
+    job_gpus=None,
+    node=None,
+    expected_gpus: int | None = None,
+    job_id=None,
+    subset=None,
+    budget: float | None = None,
+) -> Report:
     """The profile's checks (or `only` those, run explicitly: heavy ones then run instead of reading their cache;
     or the profile's checks that are also in `subset`), within `budget` seconds (default health.budget_seconds)."""
     if profile not in PROFILES:
@@ -86,8 +110,15 @@ def run_checks(settings, profile: str, *, only=None, captures=None, job_gpus=Non
         names = [n for n in ORDER if n in wanted]
     if subset is not None:
         names = [n for n in names if n in subset]
-    ctx = Context(settings, profile, node=node or node_name(), job_gpus=job_gpus, captures=captures,
-                  explicit=only or (), job_id=job_id)
+    ctx = Context(
+        settings,
+        profile,
+        node=node or node_name(),
+        job_gpus=job_gpus,
+        captures=captures,
+        explicit=only or (),
+        job_id=job_id,
+    )
     ctx.expected_gpus = expected_gpus
     start = time.monotonic()
     if not captures:
@@ -116,8 +147,9 @@ def run_checks(settings, profile: str, *, only=None, captures=None, job_gpus=Non
                 why = f"{argv}: not found"
             else:
                 why = str(e)
-            res = _unrunnable(name, why, settings, {"argv": e.argv, "timed_out": e.timed_out,
-                                                    "stderr": (e.stderr or "")[-500:]})
+            res = _unrunnable(
+                name, why, settings, {"argv": e.argv, "timed_out": e.timed_out, "stderr": (e.stderr or "")[-500:]}
+            )
         except OSError as e:
             res = _unrunnable(name, f"cannot run: {e}", settings)
         if ctx.live:

@@ -1,6 +1,7 @@
 """Heavy checks as Slurm jobs: one exclusive, low-priority job per node that runs the heavy checks (NCCL
 all_reduce_perf, DCGM diagnostics) on all of its GPUs, so the scheduler decides when a node is free and no user job
 waits behind a check. Pure: which nodes to sweep and the job script; submitting is the command's."""
+
 from __future__ import annotations
 
 import shlex
@@ -21,8 +22,12 @@ def targets(records, wanted: set[str] | None, partition: str | None) -> tuple[li
         if r.state == "DOWN" or "NOT_RESPONDING" in flags:
             left.append((r.name, f"{r.state_text}: not swept"))
         elif r.drained or "DRAIN" in flags or "FAIL" in flags:
-            left.append((r.name, f"drained ({r.reason or 'no reason'}): recheck it with "
-                                 f"`slurmkit audit resume --recheck {r.name}`"))
+            left.append(
+                (
+                    r.name,
+                    f"drained ({r.reason or 'no reason'}): recheck it with `slurmkit audit resume --recheck {r.name}`",
+                )
+            )
         elif flags & {"MAINTENANCE", "REBOOT_REQUESTED", "REBOOT_ISSUED", "POWERED_DOWN", "POWERING_DOWN"}:
             left.append((r.name, f"{r.state_text}: not swept"))
         else:
@@ -30,20 +35,47 @@ def targets(records, wanted: set[str] | None, partition: str | None) -> tuple[li
     return take, left
 
 
-def script(node: str, gpus: int, *, checks: tuple[str, ...], slurmkit_bin: str, config: str | None,
-           time_limit: str, partition: str | None, qos: str | None, nice: int, output: str) -> str:
+def script(
+    node: str,
+    gpus: int,
+    *,
+    checks: tuple[str, ...],
+    slurmkit_bin: str,
+    config: str | None,
+    time_limit: str,
+    partition: str | None,
+    qos: str | None,
+    nice: int,
+    output: str,
+) -> str:
     """The sbatch script of one node's sweep job. Every value is quoted; node names and config come from Slurm and
     the site config, never from a job's user."""
-    opts = [f"--job-name=slurmkit-health-{node}", f"--nodelist={node}", "--nodes=1", "--exclusive",
-            f"--time={time_limit}", f"--nice={nice}", f"--output={output}", "--requeue"]
+    opts = [
+        f"--job-name=slurmkit-health-{node}",
+        f"--nodelist={node}",
+        "--nodes=1",
+        "--exclusive",
+        f"--time={time_limit}",
+        f"--nice={nice}",
+        f"--output={output}",
+        "--requeue",
+    ]
     if gpus:
         opts.append(f"--gres=gpu:{gpus}")
     if partition:
         opts.append(f"--partition={partition}")
     if qos:
         opts.append(f"--qos={qos}")
-    argv = [slurmkit_bin, *(["--config", config] if config else []), "health", "--run-heavy",
-            "--checks", ",".join(checks), "--node", node]
+    argv = [
+        slurmkit_bin,
+        *(["--config", config] if config else []),
+        "health",
+        "--run-heavy",
+        "--checks",
+        ",".join(checks),
+        "--node",
+        node,
+    ]
     lines = ["#!/bin/bash", f"# slurmkit health sweep of {node}: heavy checks when the scheduler frees the node"]
     lines += [f"#SBATCH {shlex.quote(o)}" for o in opts]
     lines.append("exec " + " ".join(shlex.quote(a) for a in argv))

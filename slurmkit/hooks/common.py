@@ -1,17 +1,20 @@
 """What prolog and epilog share: run a profile of checks for the job, drain on failure, log every verdict."""
+
 from __future__ import annotations
 
 import os
 import sys
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:                 # types only: the hooks' import path stays light
+if TYPE_CHECKING:  # types only: the hooks' import path stays light
     from ..health.base import Report
     from ..settings import Settings
 
 
-_BOOT = (f"import sys, runpy\nm = sys.argv.pop(1)\nsys.path[:] = sys.argv.pop(1).split({os.pathsep!r})\n"
-         "runpy.run_module(m, run_name='__main__', alter_sys=True)")
+_BOOT = (
+    f"import sys, runpy\nm = sys.argv.pop(1)\nsys.path[:] = sys.argv.pop(1).split({os.pathsep!r})\n"
+    "runpy.run_module(m, run_name='__main__', alter_sys=True)"
+)
 
 
 def module_argv(module: str) -> list[str]:
@@ -35,6 +38,7 @@ def job_gpus(environ, *, unknown_is_all: bool = False) -> list[int] | None:
     passes `unknown_is_all`: with neither variable (the job record lost) it cannot tell a CPU job from a GPU job
     whose GPUs it does not know, so None (all of the node's GPUs; gpu_procs then warns, never passes over none)."""
     from ..health.runner import parse_gpu_list
+
     for var in ("SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"):
         if environ.get(var, "").strip():
             return parse_gpu_list(environ[var]) or []
@@ -45,26 +49,42 @@ def _pending_result(pending: dict, settings):
     """A drain an earlier hook could not make: a failure of this run too, until the drain is in place."""
     from .. import drain
     from ..health.base import Result
+
     tag = drain.tag_of_reason(pending.get("reason"), settings) or "pending"
-    who = " ".join(str(x) for x in (pending.get("context"), pending.get("job_id") and f"job {pending['job_id']}")
-                   if x) or "an earlier hook"
-    detail = pending["reason"][len(settings.drain.prefix) + len(tag):].strip()
-    return Result(pending.get("check") or "pending", "fail", f"{detail} (pending drain from {who})",
-                  {"pending_drain": pending}, code=tag)
+    who = (
+        " ".join(str(x) for x in (pending.get("context"), pending.get("job_id") and f"job {pending['job_id']}") if x)
+        or "an earlier hook"
+    )
+    detail = pending["reason"][len(settings.drain.prefix) + len(tag) :].strip()
+    return Result(
+        pending.get("check") or "pending",
+        "fail",
+        f"{detail} (pending drain from {who})",
+        {"pending_drain": pending},
+        code=tag,
+    )
 
 
 def _act(profile, settings, node, jid, report) -> str:
     """Drain on the first failure (an earlier pending drain first: the first reason stays), retried and else
     recorded as pending; then commit the deferred state (the Xid mark) of every verdict that was acted on."""
     from .. import drain
+
     failed = report.failures[0] if report.failures else None
     action = "none"
     if failed is not None:
         if settings.health.drain:
             pending = failed.evidence.get("pending_drain") if isinstance(failed.evidence, dict) else None
             reason = drain.reason_for_result(settings, failed) if pending is None else pending["reason"]
-            action = drain.drain_for_hook(settings, node, reason, check=failed.check, context=profile, job_id=jid,
-                                          replace_hook_error=pending is not None)
+            action = drain.drain_for_hook(
+                settings,
+                node,
+                reason,
+                check=failed.check,
+                context=profile,
+                job_id=jid,
+                replace_hook_error=pending is not None,
+            )
         else:
             action = "not-drained (health.drain is false)"
     for r in report.results:
@@ -76,8 +96,16 @@ def _act(profile, settings, node, jid, report) -> str:
 _UNSET = object()
 
 
-def run_hook(profile: str, settings: Settings, environ, *, pre_records=(), checks=None, job_gpus=_UNSET,
-             budget: float | None = None) -> tuple[Report, str]:
+def run_hook(
+    profile: str,
+    settings: Settings,
+    environ,
+    *,
+    pre_records=(),
+    checks=None,
+    job_gpus=_UNSET,
+    budget: float | None = None,
+) -> tuple[Report, str]:
     """Run `profile` ("prolog" | "epilog" | "health"), or only `checks` of it; returns (report, action). Appends
     every verdict to the health log. `job_gpus` None = all the node's GPUs (a health run: no job)."""
     from .. import drain, healthlog
@@ -99,19 +127,36 @@ def run_hook(profile: str, settings: Settings, environ, *, pre_records=(), check
     for r in report.results:
         # every verdict is logged; per-GPU detail only where it matters (warn/fail): an ok verdict keeps its
         # scalar evidence, so a busy node's log grows by a few hundred bytes a job, not kilobytes
-        ev = r.evidence if r.status in ("warn", "fail") else \
-            {k: v for k, v in r.evidence.items() if not isinstance(v, (list, dict))}
-        recs.append(healthlog.record(check=r.check, status=r.status, reason=r.reason, evidence=ev,
-                                     context=profile, node=node, job_id=jid,
-                                     action=action if r is failed else "none", seconds=r.seconds, code=r.code or None,
-                                     profile_seconds=round(report.seconds, 3)))
+        ev = (
+            r.evidence
+            if r.status in ("warn", "fail")
+            else {k: v for k, v in r.evidence.items() if not isinstance(v, (list, dict))}
+        )
+        recs.append(
+            healthlog.record(
+                check=r.check,
+                status=r.status,
+                reason=r.reason,
+                evidence=ev,
+                context=profile,
+                node=node,
+                job_id=jid,
+                action=action if r is failed else "none",
+                seconds=r.seconds,
+                code=r.code or None,
+                profile_seconds=round(report.seconds, 3),
+            )
+        )
     try:
         healthlog.write(settings, recs)
     except OSError as e:
         print(f"slurmkit {profile}: cannot write the health log {settings.paths.health_log}: {e}", file=sys.stderr)
     if failed is not None:
-        reason = failed.evidence["pending_drain"]["reason"] if "pending_drain" in failed.evidence else \
-            drain.reason_for_result(settings, failed)
+        reason = (
+            failed.evidence["pending_drain"]["reason"]
+            if "pending_drain" in failed.evidence
+            else drain.reason_for_result(settings, failed)
+        )
         print(f"slurmkit {profile}: {reason} ({action})", file=sys.stderr)
     return report, action
 
@@ -119,6 +164,7 @@ def run_hook(profile: str, settings: Settings, environ, *, pre_records=(), check
 def load_settings(profile: str):
     from ..errors import SlurmkitError
     from .settings_cache import load
+
     try:
         return load()
     except SlurmkitError as e:

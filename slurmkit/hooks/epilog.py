@@ -6,6 +6,7 @@ on a failure the node is drained with a `slurmkit:<check>` reason (the etiquette
 the node is drained with a reason that says why, instead of Slurm's bare "Epilog error". It exits 1 only when it
 could not drain a failing node, so Slurm drains it anyway.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,29 +24,42 @@ def checkpoint_sync(settings, environ) -> list[dict]:
     if not settings.sync.enabled:
         return []
     from .. import healthlog
+
     node = environ.get("SLURMD_NODENAME")
     try:
         from ..checkpoint.patterns import source_absent
+
         if source_absent(settings.sync.source, environ):
             # most jobs write no checkpoints: no sync to run (none of its imports, no child), as sync_for_job
             # would find ("nothing": no record); only the prolog's record of the job is dropped
             from ..checkpoint.jobstate import forget
+
             forget(settings, environ.get("SLURM_JOB_ID") or "")
             return []
         from ..checkpoint.sync import sync_for_job  # lazily: only when the site syncs checkpoints
-        sync_for_job(settings, environ)             # the hooks' cached settings do: no YAML on this path
+
+        sync_for_job(settings, environ)  # the hooks' cached settings do: no YAML on this path
         return []
     except Exception as e:  # noqa: BLE001 - a broken sync must not stop the health verdict
-        return [healthlog.record(check="checkpoint-sync", status="fail", context="sync", node=node,
-                                 job_id=job_id(environ), reason=f"checkpoint sync failed: {type(e).__name__}: {e}",
-                                 action="none")]
+        return [
+            healthlog.record(
+                check="checkpoint-sync",
+                status="fail",
+                context="sync",
+                node=node,
+                job_id=job_id(environ),
+                reason=f"checkpoint sync failed: {type(e).__name__}: {e}",
+                action="none",
+            )
+        ]
 
 
 def main() -> int:
     settings = load_settings("epilog")
     if settings is None:
         return 1
-    from ..efficiency.hooks import stop as stop_efficiency_sampler   # issue 15: first, before idle samples pile up
+    from ..efficiency.hooks import stop as stop_efficiency_sampler  # issue 15: first, before idle samples pile up
+
     stop_efficiency_sampler(settings, os.environ)
     pre = checkpoint_sync(settings, os.environ)
     report, action = run_hook("epilog", settings, os.environ, pre_records=pre)

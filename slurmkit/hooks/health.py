@@ -8,6 +8,7 @@ node's state: nothing runs while slurmd is not registered yet or the node is dow
 maintenance; on a node with a job, only the checks that cannot disturb it (kernel log, ECC/remap, GPU count,
 driver, PCIe, NVLink). Light imports, as the prolog's.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,17 @@ from .common import fail_safe, load_settings, run_hook
 # what may run beside a job: they read counters and logs, never touch the GPUs' memory or compute
 NON_DISRUPTIVE = ("xid", "gpu_count", "ecc", "recovery", "driver", "pcie", "nvlink")
 # node flags under which slurmkit leaves the node alone (a person or Slurm is working on it)
-HANDS_OFF = {"MAINTENANCE", "REBOOT_REQUESTED", "REBOOT_ISSUED", "POWERED_DOWN", "POWERING_DOWN", "POWERING_UP",
-             "POWER_DOWN", "RESERVED_MAINT", "RES_MAINT"}
+HANDS_OFF = {
+    "MAINTENANCE",
+    "REBOOT_REQUESTED",
+    "REBOOT_ISSUED",
+    "POWERED_DOWN",
+    "POWERING_DOWN",
+    "POWERING_UP",
+    "POWER_DOWN",
+    "RESERVED_MAINT",
+    "RES_MAINT",
+}
 BUSY_STATES = {"ALLOCATED", "MIXED", "COMPLETING"}
 
 
@@ -44,7 +54,7 @@ def find_slurm_conf(environ) -> None:
         with open(f"/proc/{ppid}/environ", "rb") as f:
             for kv in f.read(1 << 20).split(b"\0"):
                 if kv.startswith(b"SLURM_CONF="):
-                    environ["SLURM_CONF"] = kv[len(b"SLURM_CONF="):].decode(errors="replace")
+                    environ["SLURM_CONF"] = kv[len(b"SLURM_CONF=") :].decode(errors="replace")
                     return
     except OSError:
         return
@@ -68,9 +78,11 @@ def plan(record) -> tuple[str, tuple[str, ...] | None]:
 
 def _lock(settings, node: str):
     import fcntl
+
     os.makedirs(settings.paths.state_dir, exist_ok=True)
-    fd = os.open(os.path.join(settings.paths.state_dir, f"health-{node}.lock"),
-                 os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = os.open(
+        os.path.join(settings.paths.state_dir, f"health-{node}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
+    )
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -86,6 +98,7 @@ def _remediation(settings, node: str):
         return None
     from ..health import remediate
     from ..health.checks.xid import boot_id
+
     records = remediate.history(settings, node)
     boot = boot_id(settings, node)
     return records, boot, remediate.after_reboot(records or [], boot)
@@ -94,14 +107,18 @@ def _remediation(settings, node: str):
 def dry_run(settings, node: str, rec) -> int:
     """What remediation would do with the node now; runs no check and changes nothing."""
     from ..health import remediate
+
     h = settings.health
     records = remediate.history(settings, node)
     if records is None:
         print(f"{node}: remediation would do nothing: the health log {settings.paths.health_log} cannot be read")
         return 0
     d = remediate.decision(settings, rec, records)
-    what = {"none": "nothing", "reboot": "reboot it (scontrol reboot ASAP nextstate=RESUME)",
-            "flapping": "leave it drained as flapping"}[d.step]
+    what = {
+        "none": "nothing",
+        "reboot": "reboot it (scontrol reboot ASAP nextstate=RESUME)",
+        "flapping": "leave it drained as flapping",
+    }[d.step]
     off = "" if h.remediate else " (health.remediate is off: nothing would run)"
     print(f"{node}: remediation would do {what}: {d.why}{off}")
     return 0
@@ -114,6 +131,7 @@ def main(environ=None, *, dry=False) -> int:
     if settings is None:
         return 1
     from ..health.runner import node_name
+
     node = environ.get("SLURMD_NODENAME") or node_name()
     lock = _lock(settings, node)
     if lock is None:
@@ -122,12 +140,14 @@ def main(environ=None, *, dry=False) -> int:
     try:
         from ..errors import SlurmkitError
         from ..slurm import get_backend
+
         backend = get_backend(settings)
         try:
             recs = [r for r in backend.nodes(node) if r.name == node]
         except SlurmkitError as e:
-            print(f"slurmkit health: {node}: cannot read the node's state ({e}); running the safe checks",
-                  file=sys.stderr)
+            print(
+                f"slurmkit health: {node}: cannot read the node's state ({e}); running the safe checks", file=sys.stderr
+            )
             recs = None
         if recs == []:
             print(f"slurmkit health: {node}: not registered with the controller yet; nothing run", file=sys.stderr)
@@ -137,13 +157,14 @@ def main(environ=None, *, dry=False) -> int:
         mode, checks = plan(recs[0] if recs else None)
         rem = _remediation(settings, node) if recs else None
         if rem and rem[2] is not None and mode.startswith("skip") and "REBOOT" in mode:
-            mode, checks = "rebooted", None      # slurmkit's own reboot: recheck everything on the new boot
+            mode, checks = "rebooted", None  # slurmkit's own reboot: recheck everything on the new boot
         if mode.startswith("skip"):
             return 0
         env = {k: v for k, v in environ.items() if not k.startswith(("SLURM_JOB", "CUDA_VISIBLE"))}
         env["SLURMD_NODENAME"] = node
-        report, action = run_hook("health", settings, env, checks=checks, job_gpus=None,
-                                  budget=settings.health.periodic_budget_seconds)
+        report, action = run_hook(
+            "health", settings, env, checks=checks, job_gpus=None, budget=settings.health.periodic_budget_seconds
+        )
         if rem:
             _remediate(settings, node, backend, rem, report, action)
         return 0 if report.healthy else 1
@@ -153,6 +174,7 @@ def main(environ=None, *, dry=False) -> int:
 
 def _remediate(settings, node: str, backend, rem, report, action: str) -> None:
     from ..health import remediate
+
     records, boot, asked = rem
     if asked is not None and boot and records is not None:
         # slurmd runs this first run of the new boot before it registers (measured on 22.05: waiting here for

@@ -4,6 +4,7 @@ Runs the prolog profile of checks on the job's GPUs; on a failure drains the nod
 reason (never over an admin's) and exits 1 so Slurm requeues the job elsewhere. Every verdict goes to the health
 log. Imports stay light: no click, jinja2 or paramiko (check with `python -X importtime -m slurmkit.hooks.prolog`).
 """
+
 from __future__ import annotations
 
 import os
@@ -21,9 +22,11 @@ def main() -> int:
     # (no `scontrol show job` for it)
     if report.healthy and settings.sync.enabled and os.environ.get("SLURM_JOB_UID") != "0":
         from ..checkpoint.jobstate import remember
+
         remember(settings, os.environ)
     if report.healthy:
-        from ..efficiency.hooks import start as start_efficiency_sampler   # issue 15: detached, never fails the job
+        from ..efficiency.hooks import start as start_efficiency_sampler  # issue 15: detached, never fails the job
+
         start_efficiency_sampler(settings, os.environ)
     return 0 if report.healthy else 1
 

@@ -10,6 +10,7 @@ The cache holds plain data; `settings.from_dict` rebuilds the real dataclasses f
 same range checks, as the YAML loader's), so a hook's `settings` is a `slurmkit.settings.Settings` either way.
 This module imports slurmkit.settings (standard library only), never PyYAML, unless it has to parse.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,16 +24,22 @@ CACHE_DIR = os.environ.get("SLURMKIT_HOOK_CACHE_DIR", "/run/slurmkit")
 
 def _key(path: str, st: os.stat_result) -> dict:
     from .. import __version__
+
     # the schema is part of the key: a slurmkit with new settings must not be served an older cache
     schema = os.stat(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "settings.py"))
-    return {"path": os.path.abspath(path), "ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-            "version": __version__, "schema": [schema.st_size, schema.st_mtime_ns]}
+    return {
+        "path": os.path.abspath(path),
+        "ino": st.st_ino,
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "version": __version__,
+        "schema": [schema.st_size, schema.st_mtime_ns],
+    }
 
 
 def _cache_file(path: str) -> str:
     # the config's path spelled into the name (no hashlib: ~2 ms of import on every job)
-    return os.path.join(CACHE_DIR, "settings" + os.path.abspath(path).replace("%", "%25").replace("/", "%2F")
-                        + ".json")
+    return os.path.join(CACHE_DIR, "settings" + os.path.abspath(path).replace("%", "%25").replace("/", "%2F") + ".json")
 
 
 def _trusted(p: str, *, is_dir: bool) -> bool:
@@ -49,12 +56,13 @@ def _trusted(p: str, *, is_dir: bool) -> bool:
 
 def load() -> Settings:
     """Settings for a hook: from the cache when the config is unchanged, else parsed (and cached)."""
-    path = os.environ.get("SLURMKIT_CONFIG") or DEFAULT_PATH   # as config.config_path()
+    path = os.environ.get("SLURMKIT_CONFIG") or DEFAULT_PATH  # as config.config_path()
     try:
         st = os.stat(path)
     except OSError:
         from .. import config
-        return config.load()          # missing file: config.load says what is wrong (or gives the defaults)
+
+        return config.load()  # missing file: config.load says what is wrong (or gives the defaults)
     key = _key(path, st)
     cf = _cache_file(path)
     if _trusted(CACHE_DIR, is_dir=True) and _trusted(cf, is_dir=False):
@@ -66,6 +74,7 @@ def load() -> Settings:
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             pass
     from .. import config
+
     s = config.load()
     try:
         os.makedirs(CACHE_DIR, mode=0o700, exist_ok=True)

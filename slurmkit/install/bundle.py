@@ -4,6 +4,7 @@ The wheelhouse is built once on the admin host and cached by the hash of the sou
 very same bytes (and changes nothing on the nodes). Sites without a package index on the admin host point
 `install.wheelhouse` at a directory of prebuilt wheels instead.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,17 +19,18 @@ from pathlib import Path
 from ..errors import SlurmkitError, UsageError
 from .layout import Layout
 
-SOURCE_DATE_EPOCH = "315532800"   # 1980-01-01: wheels built twice from the same tree are byte-identical
+SOURCE_DATE_EPOCH = "315532800"  # 1980-01-01: wheels built twice from the same tree are byte-identical
 
 
 @dataclass(frozen=True)
 class Artifact:
     """One file as it must be on the node."""
-    role: str        # prolog | epilog | config | wheel | payload | stamp
-    path: str        # absolute path on the node
+
+    role: str  # prolog | epilog | config | wheel | payload | stamp
+    path: str  # absolute path on the node
     data: bytes = field(repr=False)
     mode: int = 0o644  # permission bits; owner is always root (uid 0, gid 0)
-    digest: str = ""   # sha256 of data when the caller has it already (a large payload: hashed once)
+    digest: str = ""  # sha256 of data when the caller has it already (a large payload: hashed once)
 
     @property
     def sha256(self) -> str:
@@ -38,8 +40,8 @@ class Artifact:
 @dataclass(frozen=True)
 class Wheelhouse:
     directory: Path
-    wheels: tuple[Path, ...]          # every wheel, sorted by name
-    version: str                      # slurmkit's version in it
+    wheels: tuple[Path, ...]  # every wheel, sorted by name
+    version: str  # slurmkit's version in it
 
     @property
     def installer(self) -> Path:
@@ -68,11 +70,13 @@ def hook_text(script: bytes, lay: Layout) -> bytes:
     first, sep, rest = script.partition(b"\n")
     if not first.startswith(b"#!"):
         raise UsageError("a hook script must start with a #! line", path=None)
-    pre = ("# installed by `slurmkit install`: where this node's slurmkit venv and site config are\n"
-           f": \"${{SLURMKIT_PYTHON:={lay.python}}}\" \"${{SLURMKIT_CONFIG:={lay.config}}}\"\n"
-           "export SLURMKIT_PYTHON SLURMKIT_CONFIG\n")
+    pre = (
+        "# installed by `slurmkit install`: where this node's slurmkit venv and site config are\n"
+        f': "${{SLURMKIT_PYTHON:={lay.python}}}" "${{SLURMKIT_CONFIG:={lay.config}}}"\n'
+        "export SLURMKIT_PYTHON SLURMKIT_CONFIG\n"
+    )
     for v in (lay.python, lay.config):
-        if any(c in v for c in "\"$`\\\n"):
+        if any(c in v for c in '"$`\\\n'):
             raise UsageError(f"install path {v!r}: characters a shell would interpret")
     return first + b"\n" + pre.encode() + rest if sep else first + b"\n" + pre.encode()
 
@@ -90,17 +94,27 @@ def stamp_bytes(lay: Layout, wh: Wheelhouse, files: list[Artifact], bundle_id: s
     return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
 
 
-def artifacts(lay: Layout, wh: Wheelhouse, prolog: bytes, epilog: bytes, site_config: bytes,
-              health: bytes = b"", payload=None, bundle_id: str | None = None) -> list[Artifact]:
+def artifacts(
+    lay: Layout,
+    wh: Wheelhouse,
+    prolog: bytes,
+    epilog: bytes,
+    site_config: bytes,
+    health: bytes = b"",
+    payload=None,
+    bundle_id: str | None = None,
+) -> list[Artifact]:
     """Every file for one node, the stamp last (the health script when there is one). With a payload (the
     prebuilt venv's tarball, payload.py) it goes instead of the wheels."""
     if payload is not None:
         out = [Artifact("payload", lay.payload, payload.data, 0o644, payload.sha256)]
     else:
         out = [Artifact("wheel", f"{lay.wheel_dir}/{w.name}", w.read_bytes(), 0o644) for w in wh.wheels]
-    out += [Artifact("config", lay.config, site_config, 0o644),
-            Artifact("prolog", lay.prolog, hook_text(prolog, lay), 0o755),
-            Artifact("epilog", lay.epilog, hook_text(epilog, lay), 0o755)]
+    out += [
+        Artifact("config", lay.config, site_config, 0o644),
+        Artifact("prolog", lay.prolog, hook_text(prolog, lay), 0o755),
+        Artifact("epilog", lay.epilog, hook_text(epilog, lay), 0o755),
+    ]
     if health:
         out.append(Artifact("health", lay.health, hook_text(health, lay), 0o755))
     out.append(Artifact("stamp", lay.stamp, stamp_bytes(lay, wh, out, bundle_id), 0o644))
@@ -109,9 +123,11 @@ def artifacts(lay: Layout, wh: Wheelhouse, prolog: bytes, epilog: bytes, site_co
 
 # -- the local sources ------------------------------------------------------------------------------------------
 
+
 def source_tree() -> Path | None:
     """The slurmkit source checkout this package runs from (an editable install), or None."""
     import slurmkit
+
     top = Path(slurmkit.__file__).resolve().parent.parent
     pp = top / "pyproject.toml"
     if pp.exists() and 'name = "slurmkit"' in pp.read_text(errors="replace"):
@@ -130,8 +146,11 @@ def hook_sources(install) -> tuple[Path, Path, Path]:
     (<prefix>/share/slurmkit/hooks)."""
     src = source_tree()
     out = []
-    for which, given in (("prolog", install.prolog_src), ("epilog", install.epilog_src),
-                         ("health", install.health_src)):
+    for which, given in (
+        ("prolog", install.prolog_src),
+        ("epilog", install.epilog_src),
+        ("health", install.health_src),
+    ):
         if given:
             p = Path(given).expanduser()
         elif src is not None:
@@ -139,8 +158,10 @@ def hook_sources(install) -> tuple[Path, Path, Path]:
         else:
             p = installed_hooks_dir() / which
             if not p.is_file():
-                raise UsageError(f"install.{which}_src: not set, no slurmkit source tree, and this install has no "
-                                 f"{p} (reinstall slurmkit from its wheel, or set install.{which}_src)")
+                raise UsageError(
+                    f"install.{which}_src: not set, no slurmkit source tree, and this install has no "
+                    f"{p} (reinstall slurmkit from its wheel, or set install.{which}_src)"
+                )
         if not p.is_file():
             raise UsageError(f"install.{which}_src: no such file {p}")
         out.append(p)
@@ -161,13 +182,16 @@ def _tree_hash(top: Path, extra: list[str]) -> str:
 
 def _pinned(names: list[str]) -> list[str]:
     from importlib import metadata
+
     out = []
     for n in [*names, "installer"]:
         try:
             out.append(f"{n}=={metadata.version(n)}")
         except metadata.PackageNotFoundError:
-            raise UsageError(f"install.node_packages: {n} is not installed here, so its version is unknown; "
-                             "install it or set install.wheelhouse") from None
+            raise UsageError(
+                f"install.node_packages: {n} is not installed here, so its version is unknown; "
+                "install it or set install.wheelhouse"
+            ) from None
     return out
 
 
@@ -176,8 +200,9 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "slurmkit"
 
 
-def wheelhouse(install, *, cache_dir: Path | None = None, say=lambda m: None, timeout: float = 600,
-               build: bool = False) -> Wheelhouse:
+def wheelhouse(
+    install, *, cache_dir: Path | None = None, say=lambda m: None, timeout: float = 600, build: bool = False
+) -> Wheelhouse:
     """install.wheelhouse when set (unless `build`); else build one (cached by what goes in): slurmkit's own wheel
     (`pip wheel` of the checkout, or the installed distribution repacked: see repack.py) and `pip wheel` of
     install.node_packages at the versions installed here, plus pypa/installer."""
@@ -193,9 +218,11 @@ def wheelhouse(install, *, cache_dir: Path | None = None, say=lambda m: None, ti
             key = _tree_hash(src, [sys.version.split()[0], *pins])
         else:
             from .repack import repack
+
             own = repack(tmp)
-            key = hashlib.sha256(own.read_bytes() + "\n".join([sys.version.split()[0], *pins]).encode()
-                                 ).hexdigest()[:16]
+            key = hashlib.sha256(own.read_bytes() + "\n".join([sys.version.split()[0], *pins]).encode()).hexdigest()[
+                :16
+            ]
         target = cache / key
         if (target / ".complete").exists():
             return _read_wheelhouse(target, str(target))
@@ -212,6 +239,7 @@ def wheelhouse(install, *, cache_dir: Path | None = None, say=lambda m: None, ti
 def _pip_wheels(into: Path, src: Path | None, pins: list[str], timeout: float) -> None:
     from .. import proc
     from ..errors import CommandError
+
     env = dict(os.environ, SOURCE_DATE_EPOCH=SOURCE_DATE_EPOCH, PIP_DISABLE_PIP_VERSION_CHECK="1")
     pip = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(into)]
     try:
@@ -228,11 +256,11 @@ def export_wheelhouse(wh: Wheelhouse, dest: Path) -> list[Path]:
     installer wheel is refused so the directory stays a valid install.wheelhouse)."""
     dest.mkdir(parents=True, exist_ok=True)
     names = {w.name for w in wh.wheels}
-    stale = [p.name for p in dest.glob("*.whl") if p.name not in names
-             and p.name.split("-")[0] in ("slurmkit", "installer")]
+    stale = [
+        p.name for p in dest.glob("*.whl") if p.name not in names and p.name.split("-")[0] in ("slurmkit", "installer")
+    ]
     if stale:
-        raise UsageError(f"--build-wheelhouse: {dest} already holds {', '.join(sorted(stale))}; use an empty "
-                         "directory")
+        raise UsageError(f"--build-wheelhouse: {dest} already holds {', '.join(sorted(stale))}; use an empty directory")
     out = []
     for w in wh.wheels:
         shutil.copyfile(w, dest / w.name)

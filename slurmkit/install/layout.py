@@ -1,10 +1,11 @@
 """Where each installed thing lives on a node. Pure: settings + node name in, absolute paths out."""
+
 from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
 
-PREV = ".slurmkit-prev"      # suffix of the kept previous version of a file (and of the venv link)
+PREV = ".slurmkit-prev"  # suffix of the kept previous version of a file (and of the venv link)
 COMPLETE = ".slurmkit-bundle"  # file inside a finished venv: the bundle id it was built from
 PAYLOAD = "slurmkit-venv.tar.gz"  # the prebuilt venv's tarball, in install.wheel_dir
 
@@ -52,6 +53,14 @@ def layout(install, node: str) -> Layout:
         return _rooted(root, path.replace("{node}", node))
 
     hooks = p(install.hooks_dir)
-    return Layout(node=node, root=root, prolog=posixpath.join(hooks, "prolog"),
-                  epilog=posixpath.join(hooks, "epilog"), health=posixpath.join(hooks, "health"), config=p(install.config_path), venv=p(install.venv_dir),
-                  wheel_dir=p(install.wheel_dir), stamp=p(install.stamp_path))
+    return Layout(
+        node=node,
+        root=root,
+        prolog=posixpath.join(hooks, "prolog"),
+        epilog=posixpath.join(hooks, "epilog"),
+        health=posixpath.join(hooks, "health"),
+        config=p(install.config_path),
+        venv=p(install.venv_dir),
+        wheel_dir=p(install.wheel_dir),
+        stamp=p(install.stamp_path),
+    )

@@ -12,6 +12,7 @@ relocatable `/bin/sh` trampoline (the python next to the script), so one tarball
 The archive is deterministic (sorted, owner root, fixed times, gzip without a timestamp) and cached next to the
 wheelhouse by what goes in, so a rerun ships the very same bytes.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -44,19 +45,18 @@ print(json.dumps({"cache_tag": sys.implementation.cache_tag, "soabi": sysconfig.
 
 # the first lines of every console script: sh runs the python next to the (resolved) script; Python reads them
 # as a string literal. The same trampoline as pip's and uv's for relocatable scripts.
-TRAMPOLINE = ("#!/bin/sh\n"
-              "'''exec' \"$(dirname -- \"$(realpath -- \"$0\")\")/python\" \"$0\" \"$@\"\n"
-              "' '''\n")
+TRAMPOLINE = '#!/bin/sh\n\'\'\'exec\' "$(dirname -- "$(realpath -- "$0")")/python" "$0" "$@"\n\' \'\'\'\n'
 
 
 @dataclass(frozen=True)
 class PyId:
     """What a tree of installed files and bytecode needs of the interpreter that runs it."""
-    cache_tag: str          # cpython-311: bytecode magic and implementation
-    soabi: str              # cpython-311-x86_64-linux-gnu: the binary modules' ABI
-    machine: str            # x86_64
-    version: str            # 3.11.7
-    base_executable: str    # the interpreter a venv's bin/python links to
+
+    cache_tag: str  # cpython-311: bytecode magic and implementation
+    soabi: str  # cpython-311-x86_64-linux-gnu: the binary modules' ABI
+    machine: str  # x86_64
+    version: str  # 3.11.7
+    base_executable: str  # the interpreter a venv's bin/python links to
 
     @property
     def minor(self) -> str:
@@ -84,14 +84,22 @@ def parse_probe(text: str) -> PyId:
 
 def here() -> PyId:
     """This (the admin's) interpreter: the one that builds the tree and compiles its bytecode."""
-    return PyId(sys.implementation.cache_tag, sysconfig.get_config_var("SOABI") or "", platform.machine(),
-                ".".join(map(str, sys.version_info[:3])), getattr(sys, "_base_executable", "") or sys.executable)
+    return PyId(
+        sys.implementation.cache_tag,
+        sysconfig.get_config_var("SOABI") or "",
+        platform.machine(),
+        ".".join(map(str, sys.version_info[:3])),
+        getattr(sys, "_base_executable", "") or sys.executable,
+    )
 
 
 def misfit(built: PyId, node: PyId) -> str | None:
     """Why a tree built by `built` cannot run on `node` (None: it can)."""
-    for what, a, b in (("implementation/version", built.cache_tag, node.cache_tag), ("ABI", built.soabi, node.soabi),
-                       ("machine", built.machine, node.machine)):
+    for what, a, b in (
+        ("implementation/version", built.cache_tag, node.cache_tag),
+        ("ABI", built.soabi, node.soabi),
+        ("machine", built.machine, node.machine),
+    ):
         if a != b:
             return f"the node's {node.describe()} differs from the admin's {built.describe()} ({what})"
     return None
@@ -100,8 +108,10 @@ def misfit(built: PyId, node: PyId) -> str | None:
 def pyvenv_cfg(node: PyId) -> bytes:
     """pyvenv.cfg for a venv run by the node's interpreter (what `python -m venv` writes, less `command`)."""
     home = os.path.dirname(node.base_executable)
-    return (f"home = {home}\ninclude-system-site-packages = false\nversion = {node.version}\n"
-            f"executable = {node.base_executable}\n").encode()
+    return (
+        f"home = {home}\ninclude-system-site-packages = false\nversion = {node.version}\n"
+        f"executable = {node.base_executable}\n"
+    ).encode()
 
 
 def site_packages(py: PyId) -> str:
@@ -110,20 +120,22 @@ def site_packages(py: PyId) -> str:
 
 @dataclass(frozen=True)
 class Payload:
-    path: Path              # the tarball on the admin host (in the cache)
+    path: Path  # the tarball on the admin host (in the cache)
     sha256: str
-    python: PyId            # the admin interpreter it was built with
+    python: PyId  # the admin interpreter it was built with
     bundle_id: str
     data: bytes = field(repr=False, default=b"")
-    binary_modules: tuple[str, ...] = ()   # the tree's compiled extension modules (yaml._yaml, ...)
+    binary_modules: tuple[str, ...] = ()  # the tree's compiled extension modules (yaml._yaml, ...)
 
 
 # -- building it (admin side) -----------------------------------------------------------------------------------
+
 
 def _import_installer(wh: Wheelhouse) -> None:
     """pypa/installer: the admin's own, else the one in the wheelhouse (a pure-Python wheel imports as a zip)."""
     try:
         import installer
+
         return
     except ImportError:
         pass
@@ -152,27 +164,38 @@ def _install_wheels(wh: Wheelhouse, tree: Path, py: PyId) -> None:
                 return self.write_to_fs("scripts", name, stream, is_executable=True)
 
     sp = tree / site_packages(py)
-    scheme = {"purelib": str(sp), "platlib": str(sp), "headers": str(tree / "include" / "site"),
-              "scripts": str(tree / "bin"), "data": str(tree)}
-    dest = Relocatable(scheme, interpreter="/bin/false", script_kind="posix")   # no bytecode yet: see build()
+    scheme = {
+        "purelib": str(sp),
+        "platlib": str(sp),
+        "headers": str(tree / "include" / "site"),
+        "scripts": str(tree / "bin"),
+        "data": str(tree),
+    }
+    dest = Relocatable(scheme, interpreter="/bin/false", script_kind="posix")  # no bytecode yet: see build()
     for w in wh.to_install:
         with WheelFile.open(w) as src:
             installer.install(src, dest, {"INSTALLER": b"slurmkit\n"})
     for f in (tree / "bin").iterdir():
-        if not f.is_symlink() and f.read_bytes().startswith(b"#!/bin/false"):    # a wheel's own script with a `#!python` line
-            raise SlurmkitError(f"a wheel ships script {f.name} with a #!python line; a prebuilt venv cannot "
-                                "relocate it: set install.prebuilt_venv: false")
+        if not f.is_symlink() and f.read_bytes().startswith(
+            b"#!/bin/false"
+        ):  # a wheel's own script with a `#!python` line
+            raise SlurmkitError(
+                f"a wheel ships script {f.name} with a #!python line; a prebuilt venv cannot "
+                "relocate it: set install.prebuilt_venv: false"
+            )
 
 
 def _compile(tree: Path, py: PyId) -> None:
     """Fixed mtimes first, then timestamp bytecode (checked at import against the fixed mtime tar restores)."""
     import compileall
     import py_compile
+
     for p in sorted(tree.rglob("*")):
         if not p.is_symlink():
             os.utime(p, (_EPOCH, _EPOCH))
-    ok = compileall.compile_dir(str(tree / site_packages(py)), quiet=2, workers=1,
-                                invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+    ok = compileall.compile_dir(
+        str(tree / site_packages(py)), quiet=2, workers=1, invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP
+    )
     if not ok:
         raise SlurmkitError("building the prebuilt venv: some installed module does not compile")
     for p in tree.rglob("__pycache__"):
@@ -187,8 +210,11 @@ def _tar(tree: Path, out: Path) -> None:
         ti.mode &= 0o755
         return ti
 
-    with open(out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, compresslevel=6) as gz, \
-            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tf:
+    with (
+        open(out, "wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, compresslevel=6) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tf,
+    ):
         for p in sorted(tree.rglob("*"), key=lambda p: p.relative_to(tree).as_posix()):
             tf.add(p, arcname=p.relative_to(tree).as_posix(), recursive=False, filter=norm)
 
@@ -207,7 +233,7 @@ def build(wh: Wheelhouse, cache_dir: Path, say=lambda m: None) -> Payload:
             (tree / "bin").mkdir(parents=True)
             os.symlink("python", tree / "bin" / "python3")
             os.symlink("python", tree / "bin" / f"python{py.minor}")
-            if sys.maxsize > 2 ** 32:
+            if sys.maxsize > 2**32:
                 os.symlink("lib", tree / "lib64")
             _install_wheels(wh, tree, py)
             _compile(tree, py)
@@ -227,7 +253,7 @@ def binary_modules(data: bytes, py: PyId) -> tuple[str, ...]:
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tf:
         for name in tf.getnames():
             if name.startswith(sp) and name.endswith(".so"):
-                rel = name[len(sp):].split("/")
+                rel = name[len(sp) :].split("/")
                 mod = rel[-1].split(".", 1)[0]
                 if all(p.isidentifier() for p in rel[:-1]) and mod.isidentifier():
                     out.append(".".join([*rel[:-1], mod]))

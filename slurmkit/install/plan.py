@@ -3,6 +3,7 @@
 The remote state is what `push.gather()` read over SSH: for each path, whether it exists, its sha256, mode
 and owner (RemoteFile), and the venv link. Nothing here touches the network, so every rule is unit-tested.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,12 +18,12 @@ from .layout import COMPLETE, PREV, Layout
 class RemoteFile:
     path: str
     exists: bool
-    kind: str = "file"             # file | dir | link | other
+    kind: str = "file"  # file | dir | link | other
     sha256: str | None = None
-    mode: int | None = None        # permission bits
+    mode: int | None = None  # permission bits
     uid: int | None = None
     gid: int | None = None
-    link: str | None = None        # a symlink's target
+    link: str | None = None  # a symlink's target
 
 
 MISSING = RemoteFile("", False)
@@ -30,7 +31,7 @@ MISSING = RemoteFile("", False)
 
 @dataclass(frozen=True)
 class Change:
-    action: str      # create | update | fix-mode | build-venv | switch-venv | restore
+    action: str  # create | update | fix-mode | build-venv | switch-venv | restore
     path: str
     detail: str = ""
 
@@ -42,10 +43,10 @@ class Change:
 class NodePlan:
     node: str
     changes: list[Change] = field(default_factory=list)
-    uploads: list[Artifact] = field(default_factory=list)   # files to stage, verify and commit, stamp last
-    build_venv: str | None = None                           # venv dir to build (venv-<bundle>)
-    switch_venv: str | None = None                          # what the venv link must point to
-    problems: list[str] = field(default_factory=list)       # reasons this node cannot be installed
+    uploads: list[Artifact] = field(default_factory=list)  # files to stage, verify and commit, stamp last
+    build_venv: str | None = None  # venv dir to build (venv-<bundle>)
+    switch_venv: str | None = None  # what the venv link must point to
+    problems: list[str] = field(default_factory=list)  # reasons this node cannot be installed
 
     @property
     def changed(self) -> bool:
@@ -88,8 +89,9 @@ def file_change(a: Artifact, r: RemoteFile) -> Change | None:
     return None
 
 
-def plan_node(lay: Layout, arts: list[Artifact], remote: dict[str, RemoteFile], bundle_id: str,
-              version: str) -> NodePlan:
+def plan_node(
+    lay: Layout, arts: list[Artifact], remote: dict[str, RemoteFile], bundle_id: str, version: str
+) -> NodePlan:
     """What must change on this node so that it holds `arts` and a venv built from bundle `bundle_id`."""
     plan = NodePlan(lay.node)
     want_venv = lay.venv_for(bundle_id)
@@ -105,9 +107,11 @@ def plan_node(lay: Layout, arts: list[Artifact], remote: dict[str, RemoteFile], 
     for d in sorted({posixpath.dirname(a.path) for a in arts} | {posixpath.dirname(lay.venv)}):
         st = remote.get(d, MISSING)
         if st.exists and st.kind == "dir" and ((st.mode or 0) & 0o002 or st.uid not in (0, None)):
-            plan.problems.append(f"{d} is {'writable by others' if (st.mode or 0) & 0o002 else 'not owned by root'}"
-                                 f" (mode {st.mode:o}, owner {st.uid}): anyone could replace what runs as root; "
-                                 "fix it first")
+            plan.problems.append(
+                f"{d} is {'writable by others' if (st.mode or 0) & 0o002 else 'not owned by root'}"
+                f" (mode {st.mode:o}, owner {st.uid}): anyone could replace what runs as root; "
+                "fix it first"
+            )
     link = remote.get(lay.venv, MISSING)
     complete = remote.get(posixpath.join(want_venv, COMPLETE), MISSING)
     if link.exists and link.kind != "link":
@@ -116,8 +120,11 @@ def plan_node(lay: Layout, arts: list[Artifact], remote: dict[str, RemoteFile], 
     if not built:
         plan.build_venv = want_venv
         pl = [a for a in arts if a.role == "payload"]
-        how = (f"unpacked from the prebuilt venv ({len(pl[0].data)} bytes)" if pl else
-               f"from {sum(a.role == 'wheel' for a in arts) - 1} wheels")
+        how = (
+            f"unpacked from the prebuilt venv ({len(pl[0].data)} bytes)"
+            if pl
+            else f"from {sum(a.role == 'wheel' for a in arts) - 1} wheels"
+        )
         plan.changes.append(Change("build-venv", want_venv, f"slurmkit {version} {how}"))
     if not (link.exists and link.link in (want_venv, posixpath.basename(want_venv))):
         plan.switch_venv = want_venv
@@ -132,6 +139,7 @@ def plan_node(lay: Layout, arts: list[Artifact], remote: dict[str, RemoteFile], 
 
 
 # -- rollback ---------------------------------------------------------------------------------------------------
+
 
 def parse_stamp(data: bytes | None) -> dict | None:
     if not data:
@@ -148,10 +156,10 @@ def parse_stamp(data: bytes | None) -> dict | None:
 @dataclass
 class RollbackPlan:
     node: str
-    target: dict | None = None                 # the stamp the node goes back to
-    swaps: list[str] = field(default_factory=list)    # paths whose .slurmkit-prev is the wanted version
-    venv: str | None = None                    # venv dir the link must point to
-    swap_stamp: bool = False                   # the stamp goes back too (a real rollback, not a repair)
+    target: dict | None = None  # the stamp the node goes back to
+    swaps: list[str] = field(default_factory=list)  # paths whose .slurmkit-prev is the wanted version
+    venv: str | None = None  # venv dir the link must point to
+    swap_stamp: bool = False  # the stamp goes back too (a real rollback, not a repair)
     changes: list[Change] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     note: str = ""
@@ -161,16 +169,20 @@ def _matches(stamp: dict, remote: dict[str, RemoteFile]) -> bool:
     return all(remote.get(p, MISSING).sha256 == h for p, h in stamp["files"].items())
 
 
-def plan_rollback(lay: Layout, current: dict | None, previous: dict | None,
-                  remote: dict[str, RemoteFile]) -> RollbackPlan:
+def plan_rollback(
+    lay: Layout, current: dict | None, previous: dict | None, remote: dict[str, RemoteFile]
+) -> RollbackPlan:
     """Go back to the previous install; or, when the last install stopped half way (files no longer match the
     stamp), back to what the stamp records. `remote` has every path of both stamps and its PREV twin."""
     rb = RollbackPlan(lay.node)
     if current is not None and not _matches(current, remote):
         rb.target, rb.note = current, "files differ from the stamp (an install stopped half way): restoring it"
     elif previous is not None:
-        rb.target, rb.swap_stamp, rb.note = previous, True, \
-            f"back to slurmkit {previous.get('slurmkit_version', '?')} (bundle {previous.get('bundle', '?')})"
+        rb.target, rb.swap_stamp, rb.note = (
+            previous,
+            True,
+            f"back to slurmkit {previous.get('slurmkit_version', '?')} (bundle {previous.get('bundle', '?')})",
+        )
     else:
         rb.note = "nothing to roll back: no previous install is recorded"
         return rb

@@ -13,6 +13,7 @@ Order on a node, so that a failure leaves the live files as they were and nothin
   4. the venv link is switched atomically (a new link renamed over the old one), the old target kept as
      venv.slurmkit-prev; the version stamp is written last.
 """
+
 from __future__ import annotations
 
 import posixpath
@@ -26,8 +27,7 @@ from .bundle import Artifact, Wheelhouse, artifacts
 from .layout import COMPLETE, PREV, Layout
 from .payload import IMPORT_CHECK as PAYLOAD_CHECK
 from .payload import PROBE, Payload, PyId, misfit, parse_probe, pyvenv_cfg
-from .plan import (Change, NodePlan, RemoteFile, RollbackPlan, parse_sha256sum, parse_stamp, plan_node,
-                   plan_rollback)
+from .plan import Change, NodePlan, RemoteFile, RollbackPlan, parse_sha256sum, parse_stamp, plan_node, plan_rollback
 from .ssh import HostKeyRefused, NodeError, Transport
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 @dataclass
 class NodeResult:
     node: str
-    status: str                 # unchanged | changed | would-change | rolled-back | failed | refused
+    status: str  # unchanged | changed | would-change | rolled-back | failed | refused
     changes: list[Change] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
@@ -50,12 +50,21 @@ class NodeResult:
         return self.status not in ("failed", "refused") and (self.verify is None or self.verify["ok"])
 
     def to_dict(self) -> dict:
-        return {"node": self.node, "status": self.status, "ok": self.ok,
-                "changes": [c.to_dict() for c in self.changes], "error": self.error, "note": self.note,
-                "version": self.version, "seconds": round(self.seconds, 3), "verify": self.verify}
+        return {
+            "node": self.node,
+            "status": self.status,
+            "ok": self.ok,
+            "changes": [c.to_dict() for c in self.changes],
+            "error": self.error,
+            "note": self.note,
+            "version": self.version,
+            "seconds": round(self.seconds, 3),
+            "verify": self.verify,
+        }
 
 
 # -- reading a node ---------------------------------------------------------------------------------------------
+
 
 def hash_files(t: Transport, paths: list[str]) -> dict[str, str]:
     if not paths:
@@ -83,6 +92,7 @@ def read_file(t: Transport, path: str) -> bytes | None:
 
 
 # -- changing a node --------------------------------------------------------------------------------------------
+
 
 def _tmp(path: str, token: str) -> str:
     d, b = posixpath.split(path)
@@ -154,14 +164,16 @@ IMPORT_CHECK = "import slurmkit.cli, yaml, click; print(slurmkit.__version__)"
 
 # Runs on the node as `python3 -c VENV_SCRIPT VDIR INSTALLER_WHEEL WHEEL...`: fixed code, paths as argv, one
 # round trip for what would be three commands (create the venv, install the wheels, check the import).
-VENV_SCRIPT = f"""\
+VENV_SCRIPT = (
+    f"""\
 import os, subprocess, sys, venv
 vdir, installer, wheels = sys.argv[1], sys.argv[2], sys.argv[3:]
 venv.EnvBuilder(with_pip=False, symlinks=True).create(vdir)
 py = os.path.join(vdir, "bin", "python")
 steps = [([py, "-m", "installer", "--no-compile-bytecode", *wheels], dict(os.environ, PYTHONPATH=installer)),
          ([py, "-c", {IMPORT_CHECK!r}], None)]
-""" + """\
+"""
+    + """\
 for argv, env in steps:
     r = subprocess.run(argv, env=env, capture_output=True, text=True)
     if r.returncode:
@@ -169,6 +181,7 @@ for argv, env in steps:
         sys.exit(argv[2] + ": " + (lines[-1] if lines else "exit code %d" % r.returncode))
 print(r.stdout.strip())
 """
+)
 
 
 def prune_venv(t: Transport, lay: Layout, old_prev: RemoteFile | None, keep) -> None:
@@ -183,14 +196,14 @@ def prune_venv(t: Transport, lay: Layout, old_prev: RemoteFile | None, keep) -> 
     try:
         t.run(["rm", "-rf", "--", posixpath.join(posixpath.dirname(lay.venv), name)])
     except NodeError:
-        pass   # disk hygiene only: never fail an install for it
+        pass  # disk hygiene only: never fail an install for it
 
 
 def _new_venv(t: Transport, vdir: str, version: str, leftover: bool, fill) -> None:
     """fill() makes the venv in the new directory vdir and returns what its import check printed (slurmkit's
     version); then the venv is marked complete. Any failure removes vdir (the live venv is another directory)."""
     try:
-        if leftover:                                      # a half-made one from an interrupted run
+        if leftover:  # a half-made one from an interrupted run
             t.run(["rm", "-rf", "--", vdir]).check()
         printed = fill().strip()
         if printed != version:
@@ -204,14 +217,23 @@ def _new_venv(t: Transport, vdir: str, version: str, leftover: bool, fill) -> No
         raise
 
 
-def build_venv(t: Transport, lay: Layout, wh: Wheelhouse, vdir: str, python: str, timeout: float,
-               leftover: bool) -> None:
+def build_venv(
+    t: Transport, lay: Layout, wh: Wheelhouse, vdir: str, python: str, timeout: float, leftover: bool
+) -> None:
     """A new venv at vdir from the wheels (pypa/installer run from its own wheel: no pip, no index).
     Bytecode: the import check compiles what the CLI imports; the rest compiles on first use (as root)."""
     wheels = [f"{lay.wheel_dir}/{w.name}" for w in wh.to_install]
-    _new_venv(t, vdir, wh.version, leftover, lambda: t.run(
-        [python, "-c", VENV_SCRIPT, vdir, f"{lay.wheel_dir}/{wh.installer.name}", *wheels], timeout=timeout
-    ).check().stdout)
+    _new_venv(
+        t,
+        vdir,
+        wh.version,
+        leftover,
+        lambda: (
+            t.run([python, "-c", VENV_SCRIPT, vdir, f"{lay.wheel_dir}/{wh.installer.name}", *wheels], timeout=timeout)
+            .check()
+            .stdout
+        ),
+    )
 
 
 def probe_python(t: Transport, python: str, timeout: float) -> PyId:
@@ -223,23 +245,37 @@ def probe_python(t: Transport, python: str, timeout: float) -> PyId:
         raise NodeError(f"{python} on the node: {e}") from None
 
 
-def unpack_venv(t: Transport, lay: Layout, pl: Payload, node_py: PyId, version: str, vdir: str, timeout: float,
-                leftover: bool) -> None:
+def unpack_venv(
+    t: Transport, lay: Layout, pl: Payload, node_py: PyId, version: str, vdir: str, timeout: float, leftover: bool
+) -> None:
     """A new venv at vdir from the prebuilt tarball (committed at lay.payload, its sha256 checked when staged):
     `tar -x`, then what is the node's own (bin/python, pyvenv.cfg), then an import check of what could still
     fail on this node (the binary modules, slurmkit itself): 50 ms, not the CLI's 100 (`--verify` runs it all)."""
+
     def fill() -> str:
         t.mkdir(vdir, 0o755)
         t.run(["tar", "-xzf", lay.payload, "-C", vdir], timeout=timeout).check()
         t.symlink(node_py.base_executable, posixpath.join(vdir, "bin", "python"))
         t.put(pyvenv_cfg(node_py), posixpath.join(vdir, "pyvenv.cfg"), 0o644)
-        return t.run([posixpath.join(vdir, "bin", "python"), "-c", PAYLOAD_CHECK, *pl.binary_modules],
-                     timeout=timeout).check().stdout
+        return (
+            t.run([posixpath.join(vdir, "bin", "python"), "-c", PAYLOAD_CHECK, *pl.binary_modules], timeout=timeout)
+            .check()
+            .stdout
+        )
+
     _new_venv(t, vdir, version, leftover, fill)
 
 
-def apply(t: Transport, lay: Layout, plan: NodePlan, wh: Wheelhouse, remote: dict[str, RemoteFile],
-          install, payload: Payload | None = None, node_py: PyId | None = None) -> None:
+def apply(
+    t: Transport,
+    lay: Layout,
+    plan: NodePlan,
+    wh: Wheelhouse,
+    remote: dict[str, RemoteFile],
+    install,
+    payload: Payload | None = None,
+    node_py: PyId | None = None,
+) -> None:
     """payload, node_py: the prebuilt venv and the node's interpreter it fits (else the venv is built from the
     wheels)."""
     if plan.problems:
@@ -249,11 +285,10 @@ def apply(t: Transport, lay: Layout, plan: NodePlan, wh: Wheelhouse, remote: dic
     for d in dirs:
         if not remote.get(d, RemoteFile(d, False)).exists:
             makedirs(t, d)
-    staged = stage(t, plan.uploads, token)     # the stamp too (staged now, committed last)
+    staged = stage(t, plan.uploads, token)  # the stamp too (staged now, committed last)
     left = dict(staged)
-    inert = ("wheel", "payload")                 # committed first: nothing runs them until the venv is built
-    order = ([a for a in plan.uploads if a.role in inert], [a for a in plan.uploads if a.role not in
-                                                            (*inert, "stamp")])
+    inert = ("wheel", "payload")  # committed first: nothing runs them until the venv is built
+    order = ([a for a in plan.uploads if a.role in inert], [a for a in plan.uploads if a.role not in (*inert, "stamp")])
     try:
         for a in order[0]:
             commit(t, a.path, staged[a.path], remote[a.path].exists)
@@ -271,7 +306,7 @@ def apply(t: Transport, lay: Layout, plan: NodePlan, wh: Wheelhouse, remote: dic
             switch_link(t, lay.venv, plan.switch_venv, link.link if link.exists else None, token)
             prune_venv(t, lay, remote.get(lay.venv + PREV), keep=(plan.switch_venv, link.link))
         for a in plan.uploads:
-            if a.role == "stamp":   # last: the stamp says what is installed only once it is
+            if a.role == "stamp":  # last: the stamp says what is installed only once it is
                 commit(t, a.path, staged[a.path], remote[a.path].exists)
                 del left[a.path]
     except BaseException:
@@ -307,13 +342,19 @@ def verify(t: Transport, lay: Layout, timeout: float) -> dict:
     report = None
     try:
         import json
+
         report = json.loads(r.stdout) if r.stdout.strip() else None
     except ValueError:
         pass
     err = r.stderr.strip().splitlines()
-    return {"ok": r.returncode == 0, "argv": argv[2:], "returncode": r.returncode, "report": report,
-            "error": err[-1] if err and r.returncode != 0 else None, "why": verify_reason(r.returncode, report,
-                                                                                         err)}
+    return {
+        "ok": r.returncode == 0,
+        "argv": argv[2:],
+        "returncode": r.returncode,
+        "report": report,
+        "error": err[-1] if err and r.returncode != 0 else None,
+        "why": verify_reason(r.returncode, report, err),
+    }
 
 
 def verify_reason(returncode: int, report, stderr_lines: list[str]) -> str | None:
@@ -333,17 +374,19 @@ def verify_reason(returncode: int, report, stderr_lines: list[str]) -> str | Non
 
 # -- the whole job for one node ---------------------------------------------------------------------------------
 
+
 @dataclass
 class Job:
     """What every node gets; `connect(node) -> Transport` is the edge (paramiko, or a local stand-in)."""
+
     install: InstallSettings
-    wheelhouse: Wheelhouse | None    # None for a rollback
+    wheelhouse: Wheelhouse | None  # None for a rollback
     prolog: bytes
     epilog: bytes
     site_config: bytes
     connect: Callable[[str], Transport]
     health: bytes = b""
-    payload: Payload | None = None   # the prebuilt venv (install.prebuilt_venv); None: every node builds its own
+    payload: Payload | None = None  # the prebuilt venv (install.prebuilt_venv); None: every node builds its own
     dry_run: bool = False
     do_verify: bool = False
     do_rollback: bool = False
@@ -351,6 +394,7 @@ class Job:
 
 def run_node(node: str, job: Job) -> NodeResult:
     from .layout import layout
+
     start = time.monotonic()
     res = NodeResult(node, "failed")
     t = None
@@ -383,19 +427,20 @@ def run_node(node: str, job: Job) -> NodeResult:
 
 def _plan(t: Transport, lay: Layout, job: Job, pl: Payload | None) -> tuple[list[Artifact], dict, NodePlan]:
     wh = job.wheelhouse
-    assert wh is not None                # an install (not a rollback) always has its bundle
+    assert wh is not None  # an install (not a rollback) always has its bundle
     bundle_id = wh.bundle_id
     arts = artifacts(lay, wh, job.prolog, job.epilog, job.site_config, job.health, payload=pl, bundle_id=bundle_id)
     venv = lay.venv_for(bundle_id)
     dirs = sorted({posixpath.dirname(a.path) for a in arts} | {posixpath.dirname(lay.venv)})
-    remote = gather(t, [a.path for a in arts] + [lay.venv, lay.venv + PREV, venv, posixpath.join(venv, COMPLETE),
-                        *dirs])
+    remote = gather(
+        t, [a.path for a in arts] + [lay.venv, lay.venv + PREV, venv, posixpath.join(venv, COMPLETE), *dirs]
+    )
     return arts, remote, plan_node(lay, arts, remote, bundle_id, wh.version)
 
 
 def _install_node(t: Transport, lay: Layout, job: Job, res: NodeResult) -> None:
     wh = job.wheelhouse
-    assert wh is not None                # an install (not a rollback) always has its bundle
+    assert wh is not None  # an install (not a rollback) always has its bundle
     arts, remote, plan = _plan(t, lay, job, job.payload)
     node_py = None
     if job.payload is not None and plan.changed:

@@ -6,6 +6,7 @@ WHEEL, entry_points.txt), and the data files under <prefix>/share (templates, ho
 Console scripts are not copied: the installer on the node writes them again from entry_points.txt. The zip is
 deterministic (sorted names, fixed times), so a rerun yields the same bytes and the same bundle id.
 """
+
 from __future__ import annotations
 
 import base64
@@ -38,10 +39,12 @@ def _entries(dist, prefix: Path) -> dict[str, bytes]:
             try:
                 rel = path.relative_to(prefix.resolve())
             except ValueError:
-                raise UsageError(f"slurmkit's installed file {path} is outside {prefix}: cannot rebuild its "
-                                 "wheel; set install.wheelhouse") from None
+                raise UsageError(
+                    f"slurmkit's installed file {path} is outside {prefix}: cannot rebuild its "
+                    "wheel; set install.wheelhouse"
+                ) from None
             if rel.parts[0] == "bin":
-                continue          # console scripts: written again from entry_points.txt on the node
+                continue  # console scripts: written again from entry_points.txt on the node
             arc = f"{name_ver}.data/data/{rel.as_posix()}"
         try:
             out[arc] = path.read_bytes()
@@ -65,8 +68,10 @@ def repack(dest_dir: Path, name: str = "slurmkit") -> Path:
     wheel_meta = entries.get(f"{info}/WHEEL", b"").decode()
     tags = [ln.split(":", 1)[1].strip() for ln in wheel_meta.splitlines() if ln.startswith("Tag:")]
     if not tags or not any(a.startswith(f"{name}/") for a in entries):
-        raise UsageError(f"the installed {name} has no WHEEL tag or no package files (an editable or system "
-                         "install?): build from a checkout, or set install.wheelhouse")
+        raise UsageError(
+            f"the installed {name} has no WHEEL tag or no package files (an editable or system "
+            "install?): build from a checkout, or set install.wheelhouse"
+        )
     record = "".join(f"{a},{_digest(d)},{len(d)}\n" for a, d in sorted(entries.items()))
     entries[f"{info}/RECORD"] = (record + f"{info}/RECORD,,\n").encode()
     dest_dir.mkdir(parents=True, exist_ok=True)

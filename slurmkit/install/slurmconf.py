@@ -7,13 +7,14 @@ ours added, never as a line that would drop a site's own parameters. One slurm.c
 every node (Slurm expands no %n there), so a per-node install.root needs a wrapper (wrapper_script) that runs
 the node's own hook; install.slurm_prolog/slurm_epilog say which path slurm.conf names.
 """
+
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
 
 LIST_KEYS = ("PrologFlags", "SchedulerParameters")
-NO_TIMEOUT = (None, "", "(null)", "65534")     # 65534: Slurm's "no timeout"
+NO_TIMEOUT = (None, "", "(null)", "65534")  # 65534: Slurm's "no timeout"
 
 
 @dataclass(frozen=True)
@@ -27,20 +28,28 @@ class Line:
         return f"{self.key}={self.value}"
 
 
-def required_lines(prolog: str, epilog: str, timeout: int, *, health: str | None = None,
-                   health_interval: int = 300) -> list[Line]:
+def required_lines(
+    prolog: str, epilog: str, timeout: int, *, health: str | None = None, health_interval: int = 300
+) -> list[Line]:
     """The lines the installed hooks need; with `health`, slurmkit's health script as the HealthCheckProgram."""
-    extra = [] if not health else [
-        Line("HealthCheckProgram", health, "check every node between jobs, draining one that broke while idle"),
-        Line("HealthCheckInterval", str(health_interval), "how often (seconds) the health program runs"),
-    ]
+    extra = (
+        []
+        if not health
+        else [
+            Line("HealthCheckProgram", health, "check every node between jobs, draining one that broke while idle"),
+            Line("HealthCheckInterval", str(health_interval), "how often (seconds) the health program runs"),
+        ]
+    )
     return [
         Line("Prolog", prolog, "run the installed prolog before every job"),
         Line("Epilog", epilog, "run the installed epilog after every job"),
         Line("PrologFlags", "Alloc", "run the prolog at allocation, for srun/salloc jobs too"),
         Line("PrologEpilogTimeout", str(timeout), "bound the hooks (Slurm's default is no limit)"),
-        Line("SchedulerParameters", "nohold_on_prolog_fail",
-             "a job whose prolog failed runs elsewhere at once instead of being held"),
+        Line(
+            "SchedulerParameters",
+            "nohold_on_prolog_fail",
+            "a job whose prolog failed runs elsewhere at once instead of being held",
+        ),
     ] + extra
 
 
@@ -61,8 +70,11 @@ def parse_show_config(text: str) -> dict[str, str]:
 def _scripts(conf: dict[str, str], key: str) -> list[str]:
     """Every script configured under `key` (Prolog, Epilog), in Slurm's order: 24.11+ prints several indexed
     (`Prolog[0] = ...`, `Prolog[1] = ...`), 22.05 one `Prolog = ...`."""
-    index = {int(k[len(key) + 1:-1]): v for k, v in conf.items()
-             if k.startswith(key + "[") and k.endswith("]") and k[len(key) + 1:-1].isdigit()}
+    index = {
+        int(k[len(key) + 1 : -1]): v
+        for k, v in conf.items()
+        if k.startswith(key + "[") and k.endswith("]") and k[len(key) + 1 : -1].isdigit()
+    }
     return [index[i] for i in sorted(index)] or ([conf[key]] if key in conf else [])
 
 
@@ -126,8 +138,10 @@ def wrapper_script(which: str, hook_template: str) -> str:
     path contains {node}: slurmd gives every prolog/epilog SLURMD_NODENAME."""
     parts = [shlex.quote(p) if p else "" for p in hook_template.split("{node}")]
     target = '"$SLURMD_NODENAME"'.join(parts)
-    return (f"#!/bin/sh\n# slurm.conf's {which.capitalize()}=: runs the {which} `slurmkit install` put under this "
-            f"node's install.root\nexec {target} \"$@\"\n")
+    return (
+        f"#!/bin/sh\n# slurm.conf's {which.capitalize()}=: runs the {which} `slurmkit install` put under this "
+        f'node\'s install.root\nexec {target} "$@"\n'
+    )
 
 
 def cluster_config(settings) -> dict[str, str]:
@@ -135,5 +149,6 @@ def cluster_config(settings) -> dict[str, str]:
     import os
 
     from .. import proc
+
     scontrol = os.path.join(settings.slurm.bin_dir, "scontrol") if settings.slurm.bin_dir else "scontrol"
     return parse_show_config(proc.run([scontrol, "show", "config"], timeout=settings.slurm.timeout).stdout)

@@ -11,6 +11,7 @@ changed key is always refused (paramiko raises BadHostKeyException before any po
 
 paramiko costs ~140 ms to import: only `slurmkit install` imports this module.
 """
+
 from __future__ import annotations
 
 import os
@@ -53,7 +54,7 @@ class RunResult(Result):
 
 class Transport(Protocol):
     node: str
-    is_root: bool          # files it creates are owned by root already (no chown needed)
+    is_root: bool  # files it creates are owned by root already (no chown needed)
 
     def stat(self, path: str) -> RemoteFile: ...
 
@@ -74,8 +75,7 @@ def _remote_file(path: str, st, link: str | None = None) -> RemoteFile:
     if st is None:
         return RemoteFile(path, False)
     m = st.st_mode
-    kind = ("link" if statmod.S_ISLNK(m) else "file" if statmod.S_ISREG(m) else "dir" if statmod.S_ISDIR(m)
-            else "other")
+    kind = "link" if statmod.S_ISLNK(m) else "file" if statmod.S_ISREG(m) else "dir" if statmod.S_ISDIR(m) else "other"
     return RemoteFile(path, True, kind, None, statmod.S_IMODE(m), st.st_uid, st.st_gid, link)
 
 
@@ -119,6 +119,7 @@ class LocalTransport:
 
     def run(self, argv: list[str], timeout: float | None = None) -> RunResult:
         from .. import proc
+
         r = proc.run(argv, timeout=timeout or self.timeout, check=False)
         return RunResult(tuple(argv), r.returncode, r.stdout, r.stderr, r.seconds)
 
@@ -142,20 +143,22 @@ def _accept_new_policy(paramiko, known_hosts: str, say):
                 os.makedirs(os.path.dirname(known_hosts) or ".", mode=0o700, exist_ok=True)
                 with open(known_hosts, "a", encoding="ascii") as f:
                     f.write(line)
-            say(f"{hostname}: accepted new {key.get_name()} host key "
-                f"SHA256:{_fingerprint(key)} into {known_hosts}")
+            say(f"{hostname}: accepted new {key.get_name()} host key SHA256:{_fingerprint(key)} into {known_hosts}")
+
     return AcceptNew()
 
 
 def _fingerprint(key) -> str:
     import base64
     import hashlib
+
     return base64.b64encode(hashlib.sha256(key.asbytes()).digest()).decode().rstrip("=")
 
 
 def ssh_options(node: str, install) -> dict:
     """The SSH config's answer for `node`, with install.* overrides: hostname, port, user, keys, proxy."""
     import paramiko
+
     cfg_path = os.path.expanduser(install.ssh_config)
     look = paramiko.SSHConfig().lookup(node)
     if os.path.exists(cfg_path):
@@ -178,44 +181,60 @@ def ssh_options(node: str, install) -> dict:
 
 def _local_user() -> str:
     import getpass
+
     return getpass.getuser()
 
 
 def connect(node: str, install, *, accept_new: bool = False, say=lambda m: None) -> ParamikoTransport:
     import paramiko
+
     o = ssh_options(node, install)
     client = paramiko.SSHClient()
     if os.path.exists(o["known_hosts"]):
-        client.load_system_host_keys(o["known_hosts"])   # "system": paramiko never rewrites this file
+        client.load_system_host_keys(o["known_hosts"])  # "system": paramiko never rewrites this file
     if install.known_hosts == "~/.ssh/known_hosts" and os.path.exists("/etc/ssh/ssh_known_hosts"):
         client.load_system_host_keys("/etc/ssh/ssh_known_hosts")
-    client.set_missing_host_key_policy(_accept_new_policy(paramiko, o["known_hosts"], say) if accept_new
-                                       else paramiko.RejectPolicy())
+    client.set_missing_host_key_policy(
+        _accept_new_policy(paramiko, o["known_hosts"], say) if accept_new else paramiko.RejectPolicy()
+    )
     sock = paramiko.ProxyCommand(o["proxycommand"]) if o["proxycommand"] else None
     t = install.connect_timeout
     where = f"{o['user']}@{o['hostname']}:{o['port']}"
     try:
-        client.connect(o["hostname"], port=o["port"], username=o["user"], key_filename=o["key_filename"],
-                       timeout=t, banner_timeout=t, auth_timeout=t, channel_timeout=t, sock=sock,
-                       allow_agent=True, look_for_keys=True)
+        client.connect(
+            o["hostname"],
+            port=o["port"],
+            username=o["user"],
+            key_filename=o["key_filename"],
+            timeout=t,
+            banner_timeout=t,
+            auth_timeout=t,
+            channel_timeout=t,
+            sock=sock,
+            allow_agent=True,
+            look_for_keys=True,
+        )
     except paramiko.BadHostKeyException as e:
         client.close()
-        name = e.hostname if o["port"] == 22 else f"[{e.hostname}]:{o['port']}"   # as known_hosts writes it
+        name = e.hostname if o["port"] == 22 else f"[{e.hostname}]:{o['port']}"  # as known_hosts writes it
         raise HostKeyRefused(
             f"host key CHANGED for {name} (got {e.key.get_name()} SHA256:{_fingerprint(e.key)}, "
             f"{o['known_hosts']} has SHA256:{_fingerprint(e.expected_key)}): refused. If the node was "
-            f"reinstalled, remove the old key (ssh-keygen -f {o['known_hosts']} -R '{name}') and check the new one") \
-            from None
+            f"reinstalled, remove the old key (ssh-keygen -f {o['known_hosts']} -R '{name}') and check the new one"
+        ) from None
     except paramiko.SSHException as e:
         client.close()
         if "not found in known_hosts" in str(e):
-            raise HostKeyRefused(f"{where}: host key not in {o['known_hosts']}: refused (check the key, then "
-                                 "add it, or rerun with --accept-new-host-keys)") from None
+            raise HostKeyRefused(
+                f"{where}: host key not in {o['known_hosts']}: refused (check the key, then "
+                "add it, or rerun with --accept-new-host-keys)"
+            ) from None
         raise NodeError(f"{where}: ssh: {e}") from None
     except (OSError, EOFError) as e:
         client.close()
-        raise NodeError(f"{where}: cannot connect: {e.strerror if isinstance(e, OSError) and e.strerror else e}") \
-            from None
+        raise NodeError(
+            f"{where}: cannot connect: {e.strerror if isinstance(e, OSError) and e.strerror else e}"
+        ) from None
     return ParamikoTransport(node, client, install.command_timeout, is_root=o["user"] == "root")
 
 
@@ -246,7 +265,7 @@ class ParamikoTransport:
 
     def put(self, data: bytes, path: str, mode: int) -> None:
         try:
-            with self.sftp.open(path, "wx") as f:   # x: never write into an existing file
+            with self.sftp.open(path, "wx") as f:  # x: never write into an existing file
                 f.set_pipelined(True)
                 f.write(data)
                 f.chmod(mode)
@@ -266,7 +285,7 @@ class ParamikoTransport:
         try:
             self.sftp.mkdir(path, mode)
         except OSError as e:
-            if not self.stat(path).exists:    # a race with another mkdir is fine
+            if not self.stat(path).exists:  # a race with another mkdir is fine
                 raise NodeError(f"mkdir {path}: {e.strerror or e}") from None
 
     def symlink(self, target: str, path: str) -> None:
@@ -290,8 +309,12 @@ class ParamikoTransport:
                     out += chan.recv(65536)
                 while chan.recv_stderr_ready():
                     err += chan.recv_stderr(65536)
-                if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready() \
-                        and (chan.eof_received or chan.closed):
+                if (
+                    chan.exit_status_ready()
+                    and not chan.recv_ready()
+                    and not chan.recv_stderr_ready()
+                    and (chan.eof_received or chan.closed)
+                ):
                     break
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -314,5 +337,4 @@ class ParamikoTransport:
             self.client.close()
 
 
-__all__ = ["Transport", "LocalTransport", "ParamikoTransport", "connect", "NodeError", "HostKeyRefused",
-           "RunResult"]
+__all__ = ["Transport", "LocalTransport", "ParamikoTransport", "connect", "NodeError", "HostKeyRefused", "RunResult"]

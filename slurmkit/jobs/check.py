@@ -3,6 +3,7 @@
 Slurm would accept most impossible requests and leave them pending forever (or reject them with a terse
 "Requested node configuration is not available"); saying why, with the spec's line, is kinder.
 """
+
 from __future__ import annotations
 
 from ..errors import UsageError
@@ -18,7 +19,8 @@ def check_request(spec, partition: str | None, cpus_per_node: int | None, record
         parts = sorted({p for r in records for p in r.partitions})
         nodes = [r for r in records if partition in r.partitions]
         if not nodes:
-            import difflib   # only for a hint on an error: off the start-up path
+            import difflib  # only for a hint on an error: off the start-up path
+
             hint = difflib.get_close_matches(partition, parts, n=1)
             msg = f"{partition!r} does not exist on this cluster"
             msg += f"; did you mean {hint[0]!r}?" if hint else f" (partitions: {', '.join(parts) or 'none'})"
@@ -35,17 +37,24 @@ def check_request(spec, partition: str | None, cpus_per_node: int | None, record
     if gpn:
         most = max(r.gpus_total for r in nodes)
         if gpn > most:
-            raise spec.error("gpus_per_node", f"{gpn} GPUs per node requested, but the nodes of {label} have at "
-                             f"most {most}; refused before submission")
+            raise spec.error(
+                "gpus_per_node",
+                f"{gpn} GPUs per node requested, but the nodes of {label} have at "
+                f"most {most}; refused before submission",
+            )
     fit = [r for r in nodes if r.gpus_total >= gpn]
     if cpus_per_node:
         cpu_fit = [r for r in fit if r.cpus is None or r.cpus >= cpus_per_node]
         if not cpu_fit:
             most = max((r.cpus or 0) for r in fit)
-            raise spec.error("cpus_per_gpu", f"the job asks {cpus_per_node} CPUs per node, but the nodes of "
-                             f"{label} with {gpn} GPUs have at most {most}; refused before submission")
+            raise spec.error(
+                "cpus_per_gpu",
+                f"the job asks {cpus_per_node} CPUs per node, but the nodes of "
+                f"{label} with {gpn} GPUs have at most {most}; refused before submission",
+            )
         fit = cpu_fit
     if spec.nodes > len(fit):
         what = f" with {gpn} GPUs or more" if gpn else ""
-        raise spec.error("nodes", f"{spec.nodes} nodes requested, but {label} has {len(fit)}{what}; refused "
-                         "before submission")
+        raise spec.error(
+            "nodes", f"{spec.nodes} nodes requested, but {label} has {len(fit)}{what}; refused before submission"
+        )

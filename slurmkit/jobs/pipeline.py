@@ -4,6 +4,7 @@ binding and cluster check, whichever door the spec comes in by.
 
     spec, r = build("job.yaml", settings, ["nodes=2"], nodes=cluster_nodes)   # r.script: the sbatch script
 """
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,7 @@ from .spec import JobSpec
 
 # a spec file's path, or the spec itself as a mapping (the keys of a spec file)
 SpecSource = Union[str, "os.PathLike[str]", Mapping[str, Any]]
-DICT_SOURCE = "<dict>"   # what errors about a mapping spec name as its file
+DICT_SOURCE = "<dict>"  # what errors about a mapping spec name as its file
 
 
 # a surrogate-pair escape, not preceded by an odd number of backslashes (those are an escaped `\\u...` text)
@@ -36,8 +37,13 @@ def yaml_text(value: Any) -> str:
         mant, e, exp = text.partition("e")
         return f"{mant}.0{e}{exp}" if e and "." not in mant else text
     if isinstance(value, str):
-        return _PAIR.sub(lambda m: m.group(1) + "\\U%08x" % (0x10000 + ((int(m.group(2), 16) - 0xD800) << 10)
-                                                              + int(m.group(3), 16) - 0xDC00), json.dumps(value))
+        return _PAIR.sub(
+            lambda m: (
+                m.group(1)
+                + "\\U%08x" % (0x10000 + ((int(m.group(2), 16) - 0xD800) << 10) + int(m.group(3), 16) - 0xDC00)
+            ),
+            json.dumps(value),
+        )
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(yaml_text(v) for v in value) + "]"
     if isinstance(value, Mapping):
@@ -52,18 +58,20 @@ def load_spec(source: SpecSource, sets: list[str] | tuple[str, ...] = ()) -> Job
     """A validated JobSpec from a file path or a mapping; `sets` are `key=value` overrides (dotted keys, YAML
     values), as `--set` gives them. A mapping has no lines: its errors name `<dict>` and the key."""
     from . import spec as specmod
+
     if isinstance(source, Mapping):
-        try:   # JSON is YAML: the mapping goes through the same loader and checks as a file
+        try:  # JSON is YAML: the mapping goes through the same loader and checks as a file
             text = yaml_text(dict(source))
         except (TypeError, ValueError) as e:
-            raise SpecError(f"the spec mapping is not plain data (str, int, float, bool, None, list, dict): {e}",
-                            path=DICT_SOURCE) from None
+            raise SpecError(
+                f"the spec mapping is not plain data (str, int, float, bool, None, list, dict): {e}", path=DICT_SOURCE
+            ) from None
         try:
             spec = specmod.loads(text, DICT_SOURCE, sets)
         except SpecError as e:
             if e.path != DICT_SOURCE:
                 raise
-            raise SpecError(e.message, path=DICT_SOURCE) from None   # line 1 of our JSON means nothing to a user
+            raise SpecError(e.message, path=DICT_SOURCE) from None  # line 1 of our JSON means nothing to a user
         spec.lines = {}
         return spec
     return specmod.load(os.fspath(source), sets)
@@ -74,11 +82,18 @@ def spec_name(source: SpecSource) -> str:
     return "job" if isinstance(source, Mapping) else os.path.basename(os.fspath(source))
 
 
-def build(source: SpecSource, settings, sets: list[str] | tuple[str, ...] = (), *,
-          nodes: Callable[[], list] | None = None, say: Callable[[str], None] | None = None):
+def build(
+    source: SpecSource,
+    settings,
+    sets: list[str] | tuple[str, ...] = (),
+    *,
+    nodes: Callable[[], list] | None = None,
+    say: Callable[[str], None] | None = None,
+):
     """Load, render and (when `nodes` is given: a function returning the cluster's node records) check a spec
     against the cluster. Returns (JobSpec, render.Rendered); raises SpecError/UsageError (exit 2)."""
     from . import render
+
     spec = load_spec(source, sets)
     r = render.render(spec, settings, spec_name=spec_name(source))
     if say:
@@ -87,6 +102,7 @@ def build(source: SpecSource, settings, sets: list[str] | tuple[str, ...] = (), 
             say(n)
     if nodes is not None:
         from .check import check_request
+
         check_request(spec, r.partition, r.cpus_per_node, nodes())
         if say:
             say(f"the cluster has room for the request ({spec.nodes} node(s) x {spec.gpus_per_node} GPU(s))")
@@ -97,6 +113,7 @@ def background(fn: Callable[[], Any]) -> Callable[[], Any]:
     """Run fn in a thread (it waits on a subprocess, so it overlaps with our own work); the returned function
     joins and returns its result or raises its exception."""
     import threading
+
     box: dict = {}
 
     def target():
@@ -113,4 +130,5 @@ def background(fn: Callable[[], Any]) -> Callable[[], Any]:
         if "error" in box:
             raise box["error"]
         return box["value"]
+
     return result

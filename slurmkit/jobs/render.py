@@ -6,6 +6,7 @@ command the user wrote as a string, which is shell text by definition and reache
 (sbatch's own `#SBATCH` parser understands the same single quotes and backslashes, so quoted values survive there
 too; newlines are refused by the spec check.) The templates only lay the pieces out.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,14 +18,17 @@ from dataclasses import dataclass, field
 from ..errors import UsageError
 from .spec import JobSpec
 
+
 def _builtin_dir() -> str:
     """templates/sbatch in a source checkout (or editable install); <prefix>/share/slurmkit/templates/sbatch where
     a wheel installed them (pyproject data-files)."""
-    here = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                        "templates", "sbatch")
+    here = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "templates", "sbatch"
+    )
     if os.path.isdir(here):
         return here
     import sys
+
     return os.path.join(sys.prefix, "share", "slurmkit", "templates", "sbatch")
 
 
@@ -39,11 +43,11 @@ class Rendered:
     template: str
     notes: list[str] = field(default_factory=list)
     partition: str | None = None
-    cpus_per_node: int | None = None   # what the options ask of each node, for the check against the cluster
+    cpus_per_node: int | None = None  # what the options ask of each node, for the check against the cluster
     context: dict = field(default_factory=dict)
-    profile_path: str | None = None    # the topology profile read, if any
+    profile_path: str | None = None  # the topology profile read, if any
     template_dirs: list[str] = field(default_factory=list)
-    template_deps: list = field(default_factory=list)   # [name, path, mtime_ns, size] of each template read
+    template_deps: list = field(default_factory=list)  # [name, path, mtime_ns, size] of each template read
 
 
 def opt(name: str, value=None) -> str:
@@ -71,6 +75,7 @@ def sbatch_opt(name: str, value: str | None = None) -> str:
 
 # --- topology profile and binding ----------------------------------------------------------------------------------
 
+
 def load_profile(settings, partition: str | None) -> tuple[dict | None, str | None]:
     """The partition's `slurmkit topo --json` document from the site config (path relative to the config)."""
     profiles = settings.submit.profiles
@@ -82,18 +87,23 @@ def load_profile(settings, partition: str | None) -> tuple[dict | None, str | No
     p = os.path.realpath(p)
     key = f"submit.profiles.{partition}"
     from ..bounded import read_text
+
     try:
         text = read_text(p, what="topology profile")
         doc = json.loads(text)
     except UsageError as e:
         raise UsageError(f"{key}: {e}", path=settings.source, line=settings.lines.get(key)) from None
     except ValueError as e:
-        raise UsageError(f"{key}: cannot read topology profile {p}: {e}", path=settings.source,
-                         line=settings.lines.get(key)) from None
+        raise UsageError(
+            f"{key}: cannot read topology profile {p}: {e}", path=settings.source, line=settings.lines.get(key)
+        ) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("gpus"), list):
-        raise UsageError(f"{key}: {p} is not a `slurmkit topo --json` document (no \"gpus\" list)",
-                         path=settings.source, line=settings.lines.get(key))
-    try:   # every GPU an object with cpus/numa/links of the right types: the planner trusts its input
+        raise UsageError(
+            f'{key}: {p} is not a `slurmkit topo --json` document (no "gpus" list)',
+            path=settings.source,
+            line=settings.lines.get(key),
+        )
+    try:  # every GPU an object with cpus/numa/links of the right types: the planner trusts its input
         from ..topology.binding import validate_profile
     except ImportError:
         return doc, str(p)
@@ -126,6 +136,7 @@ def profile_cpus_per_gpu(profile: dict) -> int | None:
 
 # --- the plan: everything the template needs, already quoted -------------------------------------------------------
 
+
 def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
     """Everything the template needs, already quoted: the phases below, in order."""
     notes: list[str] = []
@@ -133,9 +144,12 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
     partition = spec.partition or sub.default_partition
     name = spec.name or _name_from_file(spec, spec_name)
     if spec.container is not None and not sub.containers:
-        raise UsageError("container.image: this site runs no container plugin (set submit.containers: true in "
-                         "the site config where pyxis/enroot is installed)", path=spec.source,
-                         line=spec.lines.get("container.image") or spec.lines.get("container"))
+        raise UsageError(
+            "container.image: this site runs no container plugin (set submit.containers: true in "
+            "the site config where pyxis/enroot is installed)",
+            path=spec.source,
+            line=spec.lines.get("container.image") or spec.lines.get("container"),
+        )
     tasks, gpus_per_task = _shape(spec)
     sb = _Options()
     _base_options(sb, spec, name, partition, tasks)
@@ -169,14 +183,22 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
         "partition": partition,
         "name": name,
     }
-    return Rendered(script="", template=kind, notes=notes, partition=partition, context=ctx,
-                    cpus_per_node=cpus_per_node, profile_path=profile_path)
+    return Rendered(
+        script="",
+        template=kind,
+        notes=notes,
+        partition=partition,
+        context=ctx,
+        cpus_per_node=cpus_per_node,
+        profile_path=profile_path,
+    )
 
 
 def comment_text(text: str) -> str:
     """`text` for a `# ...` line of the script: control characters (a newline would end the comment and start a
     command or an `#SBATCH` line) written as escapes, then shell-quoted for a human to paste."""
     from ..output import printable
+
     return q(printable(text))
 
 
@@ -184,8 +206,11 @@ def _name_from_file(spec: JobSpec, spec_name: str) -> str:
     """The job name when the spec sets none: the file name without .yaml; held to the spec's one-line rule."""
     name = re.sub(r"\.(ya?ml|json)\Z", "", spec_name) or "job"
     if any(c in name for c in "\n\r\0") or len(name) > 200:
-        raise UsageError(f"the job name would be the file name {comment_text(spec_name)}, which is not a single line "
-                         "of at most 200 characters: set `name:` in the spec", path=comment_text(spec.source or ""))
+        raise UsageError(
+            f"the job name would be the file name {comment_text(spec_name)}, which is not a single line "
+            "of at most 200 characters: set `name:` in the spec",
+            path=comment_text(spec.source or ""),
+        )
     return name
 
 
@@ -236,8 +261,9 @@ def _base_options(sb: _Options, spec: JobSpec, name: str, partition, tasks: int)
         sb.put("--gpus-per-node", spec.gpus_per_node)
 
 
-def _bind(sb: _Options, spec: JobSpec, settings, partition, tasks: int, gpus_per_task: int,
-          notes: list[str]) -> tuple[list[str], dict[str, str], str | None]:
+def _bind(
+    sb: _Options, spec: JobSpec, settings, partition, tasks: int, gpus_per_task: int, notes: list[str]
+) -> tuple[list[str], dict[str, str], str | None]:
     """CPU/GPU binding from the partition's topology profile: sbatch options (into `sb`), srun options, env, and
     the profile's path (None: no profile)."""
     gpn = spec.gpus_per_node
@@ -249,48 +275,66 @@ def _bind(sb: _Options, spec: JobSpec, settings, partition, tasks: int, gpus_per
     if profile is not None and gpn:
         ngpus = len(profile.get("gpus") or [])
         if ngpus and gpn > ngpus:
-            raise spec.error("gpus_per_node", f"{gpn} GPUs per node, but the nodes of partition {partition} have "
-                             f"{ngpus} (topology profile {profile_path})")
+            raise spec.error(
+                "gpus_per_node",
+                f"{gpn} GPUs per node, but the nodes of partition {partition} have "
+                f"{ngpus} (topology profile {profile_path})",
+            )
         whole = gpn == ngpus
         binding = None
         if whole and gpus_per_task:
             try:
                 binding = plan_binding(profile, gpus_per_task, tasks)
             except UsageError as e:
-                raise UsageError(f"submit.profiles.{partition}: {profile_path}: {e}", path=settings.source,
-                                 line=settings.lines.get(f"submit.profiles.{partition}")) from None
+                raise UsageError(
+                    f"submit.profiles.{partition}: {profile_path}: {e}",
+                    path=settings.source,
+                    line=settings.lines.get(f"submit.profiles.{partition}"),
+                ) from None
         if binding is not None:
             explicit = isinstance(cpus_per_gpu, int)
             for o in binding.get("sbatch", []):
                 oname, _, oval = o.partition("=")
                 if oname == "--cpus-per-task" and explicit:
-                    continue   # the spec's explicit cpus_per_gpu wins (Slurm takes one of the two)
+                    continue  # the spec's explicit cpus_per_gpu wins (Slurm takes one of the two)
                 sb.put(oname, oval if oval else None)
             srun_bind = [o for o in binding.get("srun", []) if not (explicit and o.startswith("--cpu-bind"))]
             if explicit:
                 notes.append("cpus_per_gpu is set in the spec: no --cpu-bind from the profile")
             bind_env = dict(binding.get("env", {}))
-            notes.append(f"binding from the topology profile {profile_path} for partition {partition}: "
-                         + "; ".join(f"task {i}: GPUs {t['gpus']} CPUs {_cpus(t['cpus'])}"
-                                     for i, t in enumerate(binding.get("tasks", []))))
+            notes.append(
+                f"binding from the topology profile {profile_path} for partition {partition}: "
+                + "; ".join(
+                    f"task {i}: GPUs {t['gpus']} CPUs {_cpus(t['cpus'])}"
+                    for i, t in enumerate(binding.get("tasks", []))
+                )
+            )
             notes.extend(binding.get("notes", []))
             if launcher == "none":
-                notes.append("launcher none: no srun step, so the GPU/CPU binding options are not applied "
-                             "(the job owns the whole node)")
+                notes.append(
+                    "launcher none: no srun step, so the GPU/CPU binding options are not applied "
+                    "(the job owns the whole node)"
+                )
         else:
-            why = (f"{gpn} of the node's {ngpus} GPUs: Slurm picks which ones, so no fixed binding"
-                   if not whole else "the GPUs do not divide evenly into tasks"
-                   if not gpus_per_task else "no binding planner installed")
+            why = (
+                f"{gpn} of the node's {ngpus} GPUs: Slurm picks which ones, so no fixed binding"
+                if not whole
+                else "the GPUs do not divide evenly into tasks"
+                if not gpus_per_task
+                else "no binding planner installed"
+            )
             notes.append(f"topology profile {profile_path}: CPUs per GPU only ({why})")
             if cpus_per_gpu == "auto":
                 cpg = profile_cpus_per_gpu(profile)
                 if cpg:
                     sb.put("--cpus-per-gpu", cpg)
     elif gpn:
-        notes.append(f"no topology profile for partition {partition or '(default)'}: plain options, no CPU/GPU "
-                     "binding (add one under submit.profiles in the site config)")
+        notes.append(
+            f"no topology profile for partition {partition or '(default)'}: plain options, no CPU/GPU "
+            "binding (add one under submit.profiles in the site config)"
+        )
     if not srun_bind and launcher == "srun" and gpus_per_task and tasks > 1:
-        srun_bind = [f"--gpus-per-task={gpus_per_task}"]   # plain: each task its own GPUs
+        srun_bind = [f"--gpus-per-task={gpus_per_task}"]  # plain: each task its own GPUs
     if isinstance(cpus_per_gpu, int) and gpn:
         sb.put("--cpus-per-gpu", cpus_per_gpu)
     elif isinstance(cpus_per_gpu, int):
@@ -311,11 +355,17 @@ def _preemption(sb: _Options, spec: JobSpec, sub) -> int:
     p = spec.preemption
     lead = p.signal_lead if p.signal_lead is not None else sub.signal_lead
     if spec.time and spec.time.lower() not in ("infinite", "unlimited") and lead >= _secs(spec.time):
-        raise spec.error("time", f"the site default signal lead {lead}s (preemption.signal_lead) is not inside "
-                         f"the time limit {spec.time}; set preemption.signal_lead")
+        raise spec.error(
+            "time",
+            f"the site default signal lead {lead}s (preemption.signal_lead) is not inside "
+            f"the time limit {spec.time}; set preemption.signal_lead",
+        )
     if spec.checkpoint_dir and p.grace is not None and lead <= p.grace + 30:
-        raise spec.error("preemption.grace", f"{p.grace}s to checkpoint needs a signal lead of more than "
-                         f"{p.grace + 30}s (slurmkit run waits the grace, then requeues), got {lead}s")
+        raise spec.error(
+            "preemption.grace",
+            f"{p.grace}s to checkpoint needs a signal lead of more than "
+            f"{p.grace + 30}s (slurmkit run waits the grace, then requeues), got {lead}s",
+        )
     sb.put("--signal", f"B:USR2@{lead}")
     sb.put("--requeue" if p.requeue else "--no-requeue")
     sb.put("--open-mode", "append")
@@ -328,7 +378,7 @@ def _extra_options(sb: _Options, spec: JobSpec) -> list[str]:
     for raw in spec.sbatch:
         oname, eq, oval = raw.partition("=")
         if not eq and oname in sb.raw and sb.raw[oname] is None:
-            continue   # already there (e.g. --exclusive from the binding)
+            continue  # already there (e.g. --exclusive from the binding)
         out.append(sbatch_opt(oname, oval if eq else None))
     return out
 
@@ -378,13 +428,16 @@ def _launch(spec: JobSpec, sub, launcher: str, srun: list[str], tasks: int, note
             w.append("--no-requeue")
         wrapper = " ".join(w) + " --"
     else:
-        notes.append("no checkpoint_dir: the command runs without `slurmkit run`; USR2 before the time limit "
-                     "is only logged")
+        notes.append(
+            "no checkpoint_dir: the command runs without `slurmkit run`; USR2 before the time limit is only logged"
+        )
     torch = spec.torchrun
     nproc = torch.nproc_per_node or max(gpn // tasks if tasks else gpn, 1)
     if launcher == "torchrun":
-        trun = (f"{q(torch.bin)} --nnodes=\"$SLURM_NNODES\" --nproc-per-node={nproc} "
-                f"--rdzv-id=\"$SLURM_JOB_ID\" --rdzv-backend=c10d --rdzv-endpoint=\"$MASTER_ADDR:$MASTER_PORT\"")
+        trun = (
+            f'{q(torch.bin)} --nnodes="$SLURM_NNODES" --nproc-per-node={nproc} '
+            f'--rdzv-id="$SLURM_JOB_ID" --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"'
+        )
         inner = f"{trun} {user}" if not is_text else f"bash -c {q(trun + ' ' + user)}"
         launch = " ".join(["srun", "--kill-on-bad-exit=1", *srun, inner])
     elif launcher == "srun":
@@ -400,6 +453,7 @@ def _launch(spec: JobSpec, sub, launcher: str, srun: list[str], tasks: int, note
 def _cpus(cpus: list[int]) -> str:
     try:
         from ..topology.model import format_cpulist
+
         return format_cpulist(cpus)
     except ImportError:
         return ",".join(map(str, cpus))
@@ -407,10 +461,12 @@ def _cpus(cpus: list[int]) -> str:
 
 def _secs(t: str) -> int:
     from ..duration import seconds
+
     return seconds(t)
 
 
 # --- templates -----------------------------------------------------------------------------------------------------
+
 
 def template_dirs(settings, extra_dir: str | None = None) -> list[str]:
     """Where templates are looked up, first match wins: the spec's own template dir, the site's, the built-in."""
@@ -438,9 +494,16 @@ def _environment(settings, extra_dir: str | None = None, loaded: list | None = N
                 loaded.append((template, filename))
             return src, filename, uptodate
 
-    env = jinja2.Environment(loader=Loader(dirs), undefined=jinja2.StrictUndefined,
-                             autoescape=False, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
-                             auto_reload=False, bytecode_cache=_bytecode_cache())
+    env = jinja2.Environment(
+        loader=Loader(dirs),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        auto_reload=False,
+        bytecode_cache=_bytecode_cache(),
+    )
     env.filters["q"] = lambda v: q(str(v))
     return env, dirs
 
@@ -450,6 +513,7 @@ def _bytecode_cache():
     of a submit's start-up. Jinja checks each entry against the template source's checksum, so an edited template
     is never served stale. No cache (and no error) where the directory cannot be made."""
     import jinja2
+
     if os.environ.get("SLURMKIT_NO_CACHE"):
         return None
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -492,8 +556,11 @@ def _template_below_spec(spec: JobSpec, t: str) -> tuple[str, str]:
     slurmkit, perhaps run by root, print /etc/shadow). Returns (its directory, its file name)."""
     base = os.path.dirname(os.path.realpath(spec.source)) if spec.source else os.getcwd()
     if os.path.isabs(t) or t.startswith("~") or ".." in t.split("/"):
-        raise spec.error("template", f"{t!r}: a template is a name from the template search path or a path "
-                         "below the spec's directory (no absolute path, no ..)")
+        raise spec.error(
+            "template",
+            f"{t!r}: a template is a name from the template search path or a path "
+            "below the spec's directory (no absolute path, no ..)",
+        )
     real = os.path.realpath(os.path.join(base, t))
     if os.path.commonpath([real, base]) != base:
         raise spec.error("template", f"{t!r} leads outside the spec's directory {base} (a symbolic link?)")
@@ -512,20 +579,22 @@ class _ScriptCache:
     def __init__(self, tname: str, dirs: list[str], ctx: dict):
         self.dirs = dirs
         self.path = None
-        self.deps: list | None = None   # what the script was made from, once known (a hit, or a put)
+        self.deps: list | None = None  # what the script was made from, once known (a hit, or a put)
         if os.environ.get("SLURMKIT_NO_CACHE"):
             return
-        try:   # the builtin module: hashlib pulls in OpenSSL, a few ms of start-up
+        try:  # the builtin module: hashlib pulls in OpenSSL, a few ms of start-up
             from _sha256 import sha256  # type: ignore[import-not-found]  # CPython builtin, no stub
         except ImportError:
             from hashlib import sha256
         from .. import __version__
+
         key = json.dumps({"v": __version__, "t": tname, "dirs": dirs, "ctx": ctx}, sort_keys=True, default=str)
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         self.path = os.path.join(base, "slurmkit", "scripts", sha256(key.encode()).hexdigest() + ".json")
 
     def _resolve(self, name: str):
         from .submitcache import resolve_template
+
         return resolve_template(self.dirs, name)
 
     def get(self) -> str | None:
@@ -549,7 +618,7 @@ class _ScriptCache:
         for name, filename in loaded:
             res = self._resolve(name)
             if res is None or os.path.abspath(res[0]) != os.path.abspath(filename):
-                return   # loaded from somewhere we cannot re-check: do not cache
+                return  # loaded from somewhere we cannot re-check: do not cache
             deps.append([name, *res])
         self.deps = deps
         try:
@@ -558,7 +627,7 @@ class _ScriptCache:
             with open(tmp, "w", encoding="utf-8") as f:
                 json.dump({"deps": deps, "script": script}, f)
             os.replace(tmp, self.path)
-            if os.getpid() % 32 == 0:   # now and then: keep the newest entries only
+            if os.getpid() % 32 == 0:  # now and then: keep the newest entries only
                 self.prune(os.path.dirname(self.path))
         except OSError:
             pass
@@ -588,8 +657,7 @@ def render_template(settings, tname: str, ctx: dict, *, extra_dir=None, spec=Non
             where = {"path": spec.source, "line": spec.lines.get("template")}
         raise UsageError(f"template {e.name!r} not found in {', '.join(dirs)}", **where) from None
     except jinja2.TemplateSyntaxError as e:
-        raise UsageError(f"template error: {e.message}", path=e.filename or e.name or tname,
-                         line=e.lineno) from None
+        raise UsageError(f"template error: {e.message}", path=e.filename or e.name or tname, line=e.lineno) from None
     except jinja2.TemplateError as e:
         path, line = _template_frame(e, tname)
         raise UsageError(f"template error: {e}", path=path, line=line) from None
@@ -598,6 +666,7 @@ def render_template(settings, tname: str, ctx: dict, *, extra_dir=None, spec=Non
 def _template_frame(exc: BaseException, default: str) -> tuple[str, int | None]:
     """The innermost template file and line in a Jinja traceback (Jinja rewrites frames to template lines)."""
     import traceback
+
     found: tuple[str, int | None] = (default, None)
     for fr in traceback.extract_tb(exc.__traceback__):
         if fr.filename.endswith(".j2") or "/templates/" in fr.filename:

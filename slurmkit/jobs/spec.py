@@ -18,6 +18,7 @@ The schema is the dataclasses below (the site-config loader does the typing and 
 checks that need more than a type (a time format, a valid environment name, the signal lead inside the time
 limit) are in `validate`, and report the line of the key they are about.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,20 +40,20 @@ UNLIMITED = ("infinite", "unlimited")
 # an sbatch option name: --long-name or -x; its value, if any, after `=`
 SBATCH_OPT_RE = re.compile(r"\A(?:--[A-Za-z][A-Za-z0-9-]*|-[A-Za-z])\Z")
 MAX_SWEEP = 10000
-SPEC_LIMIT = 16 * 1024 * 1024       # bytes: a job spec is a page of YAML; 16 MiB is far past any real one
-MAX_NODES = 100_000                 # YAML nodes after aliases are expanded (anchor bombs), and nesting depth
+SPEC_LIMIT = 16 * 1024 * 1024  # bytes: a job spec is a page of YAML; 16 MiB is far past any real one
+MAX_NODES = 100_000  # YAML nodes after aliases are expanded (anchor bombs), and nesting depth
 MAX_DEPTH = 64
 MAX_INT_DIGITS = 30
 
 
 @dataclass
 class Preemption:
-    signal_lead: int | None = None   # seconds before the time limit; default from the site config
+    signal_lead: int | None = None  # seconds before the time limit; default from the site config
     max_requeues: int | None = None  # default from the site config
-    requeue: bool = True             # --requeue (preemptible); false -> --no-requeue
+    requeue: bool = True  # --requeue (preemptible); false -> --no-requeue
     # what `slurmkit run` sends the child to ask for a checkpoint; none: only the flag file $SLURMKIT_STOP_FILE
     checkpoint_signal: Literal["TERM", "INT", "USR1", "USR2", "HUP", "QUIT", "none"] = "TERM"
-    grace: int | None = None         # seconds `slurmkit run` gives the child to checkpoint
+    grace: int | None = None  # seconds `slurmkit run` gives the child to checkpoint
 
 
 @dataclass
@@ -64,7 +65,7 @@ class Container:
 
 @dataclass
 class Torchrun:
-    rdzv_port: int | None = None     # default: 20000 + job id % 20000 (two jobs sharing a node do not collide)
+    rdzv_port: int | None = None  # default: 20000 + job id % 20000 (two jobs sharing a node do not collide)
     nproc_per_node: int | None = None  # default: gpus_per_node
     bin: str = "torchrun"
 
@@ -91,12 +92,12 @@ class JobSpec:
     preemption: Preemption = field(default_factory=Preemption)
     torchrun: Torchrun = field(default_factory=Torchrun)
     sweep: dict[str, list[str]] = field(default_factory=dict)
-    sweep_parallel: int | None = None   # at most this many array tasks at once (--array=0-N%K)
-    sbatch: list[str] = field(default_factory=list)   # extra raw options, e.g. ["--exclusive", "--constraint=h100"]
+    sweep_parallel: int | None = None  # at most this many array tasks at once (--array=0-N%K)
+    sbatch: list[str] = field(default_factory=list)  # extra raw options, e.g. ["--exclusive", "--constraint=h100"]
     template: str | None = None
     source: str | None = field(default=None, metadata={"internal": True})
     lines: dict[str, int] = field(default_factory=dict, metadata={"internal": True})
-    set_keys: list[str] = field(default_factory=list, metadata={"internal": True})   # given with --set
+    set_keys: list[str] = field(default_factory=list, metadata={"internal": True})  # given with --set
 
     def error(self, key: str, msg: str) -> SpecError:
         """A SpecError about `key`: `file:line: key: msg`, or `--set key: msg` when --set gave the value."""
@@ -115,9 +116,11 @@ class JobSpec:
 
 # --- loading -----------------------------------------------------------------------------------------------------
 
+
 def load(path: str, sets: list[str] | tuple[str, ...] = ()) -> JobSpec:
     """Read, parse and validate the spec file at `path`; every problem with it is a SpecError (file:line)."""
     from ..bounded import read_bytes
+
     with _as_spec_error():
         data = read_bytes(path, limit=SPEC_LIMIT, what="job spec")
     try:
@@ -158,15 +161,19 @@ def _loads(text: str, path: str, sets) -> JobSpec:
         raise UsageError("YAML nested too deeply", path=path) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        raise UsageError(f"YAML syntax error: {e.problem or e.context}", path=path,
-                         line=mark.line + 1 if mark else None) from None
+        raise UsageError(
+            f"YAML syntax error: {e.problem or e.context}", path=path, line=mark.line + 1 if mark else None
+        ) from None
     except yaml.YAMLError as e:
         raise UsageError(f"YAML error: {e}", path=path) from None
     if node is None or (isinstance(node, yaml.ScalarNode) and node.tag.endswith(":null")):
         node = yaml.MappingNode("tag:yaml.org,2002:map", [], _mark(), _mark())
     if not isinstance(node, yaml.MappingNode):
-        raise UsageError("a job spec is a mapping of keys (name, command, gpus_per_node, ...)", path=path,
-                         line=node.start_mark.line + 1)
+        raise UsageError(
+            "a job spec is a mapping of keys (name, command, gpus_per_node, ...)",
+            path=path,
+            line=node.start_mark.line + 1,
+        )
     check_tree(node, path)
     set_keys = set()
     for item in sets:
@@ -175,8 +182,7 @@ def _loads(text: str, path: str, sets) -> JobSpec:
     lines: dict[str, int] = {}
     spec = config._convert(node, JobSpec, "", path, lines)
     spec.source = path
-    spec.lines = {k: v for k, v in lines.items() if k.split(".")[0].split("[")[0] not in set_keys
-                  and k not in set_keys}
+    spec.lines = {k: v for k, v in lines.items() if k.split(".")[0].split("[")[0] not in set_keys and k not in set_keys}
     spec.set_keys = sorted(set_keys)
     validate(spec, set_keys)
     return spec
@@ -200,25 +206,36 @@ def check_tree(root, path: str, *, max_nodes: int = MAX_NODES, max_depth: int = 
             size[nid] = 1 + sum(size[id(k)] for k in kids)
             in_progress.discard(nid)
             if size[nid] > max_nodes:
-                raise UsageError(f"the YAML stands for more than {max_nodes} values once its aliases (*name) are "
-                                 "expanded", path=path, line=node.start_mark.line + 1)
+                raise UsageError(
+                    f"the YAML stands for more than {max_nodes} values once its aliases (*name) are expanded",
+                    path=path,
+                    line=node.start_mark.line + 1,
+                )
             continue
         if nid in size:
             continue
         if nid in in_progress:
             raise UsageError("recursive YAML alias", path=path, line=node.start_mark.line + 1)
         if depth > max_depth:
-            raise UsageError(f"YAML nested deeper than {max_depth} levels", path=path,
-                             line=node.start_mark.line + 1)
+            raise UsageError(f"YAML nested deeper than {max_depth} levels", path=path, line=node.start_mark.line + 1)
         if isinstance(node, yaml.MappingNode):
             for k, _ in node.value:
                 if not isinstance(k, yaml.ScalarNode):
-                    raise UsageError("a mapping key must be a plain name, not a list or a mapping", path=path,
-                                     line=k.start_mark.line + 1)
-        elif isinstance(node, yaml.ScalarNode) and node.tag.endswith(":int") and \
-                len(node.value.lstrip("+-")) > MAX_INT_DIGITS:
-            raise UsageError(f"a number with {len(node.value)} digits (at most {MAX_INT_DIGITS})", path=path,
-                             line=node.start_mark.line + 1)
+                    raise UsageError(
+                        "a mapping key must be a plain name, not a list or a mapping",
+                        path=path,
+                        line=k.start_mark.line + 1,
+                    )
+        elif (
+            isinstance(node, yaml.ScalarNode)
+            and node.tag.endswith(":int")
+            and len(node.value.lstrip("+-")) > MAX_INT_DIGITS
+        ):
+            raise UsageError(
+                f"a number with {len(node.value)} digits (at most {MAX_INT_DIGITS})",
+                path=path,
+                line=node.start_mark.line + 1,
+            )
         in_progress.add(nid)
         stack.append((node, depth, True))
         for k in _children(node):
@@ -229,6 +246,7 @@ def check_tree(root, path: str, *, max_nodes: int = MAX_NODES, max_depth: int = 
 
 def _children(node) -> list:
     import yaml
+
     if isinstance(node, yaml.MappingNode):
         return [x for kv in node.value for x in kv]
     if isinstance(node, yaml.SequenceNode):
@@ -239,14 +257,20 @@ def _children(node) -> list:
 def _check_command(root, path: str, set_keys) -> None:
     """`command: [python, x, null]`: name the item that is not a string (the typed loader only says 'a list')."""
     import yaml
+
     node = _mapping_get(root, "command")
     if not isinstance(node, yaml.SequenceNode):
         return
     for i, item in enumerate(node.value):
         if isinstance(item, yaml.ScalarNode) and not item.tag.endswith(":null"):
             continue
-        what = "null" if isinstance(item, yaml.ScalarNode) else "a list" if isinstance(
-            item, yaml.SequenceNode) else "a mapping"
+        what = (
+            "null"
+            if isinstance(item, yaml.ScalarNode)
+            else "a list"
+            if isinstance(item, yaml.SequenceNode)
+            else "a mapping"
+        )
         msg = f"command[{i}]: expected a string (each list item is one argument), got {what}"
         if "command" in set_keys:
             raise UsageError(f"--set {msg}")
@@ -271,10 +295,13 @@ def _apply_set(root, item: str) -> str:
         if dataclasses.is_dataclass(tp):
             names = [f.name for f in dataclasses.fields(tp) if not f.metadata.get("internal")]
             if part not in names:
-                import difflib   # only for a hint on an error: off the start-up path
+                import difflib  # only for a hint on an error: off the start-up path
+
                 hint = difflib.get_close_matches(part, names, n=1)
-                raise UsageError(f"{where}: unknown key '{'.'.join(parts[:i + 1])}'"
-                                 + (f"; did you mean '{hint[0]}'?" if hint else ""))
+                raise UsageError(
+                    f"{where}: unknown key '{'.'.join(parts[: i + 1])}'"
+                    + (f"; did you mean '{hint[0]}'?" if hint else "")
+                )
             tp = config._hints(tp)[part]
             if typing.get_origin(tp) in (typing.Union, __import__("types").UnionType):
                 inner = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -315,11 +342,13 @@ def _apply_set(root, item: str) -> str:
 
 def _takes_str(tp) -> bool:
     import types
+
     return tp is str or (typing.get_origin(tp) in (typing.Union, types.UnionType) and str in typing.get_args(tp))
 
 
 def _mark():
     import yaml
+
     return yaml.Mark("--set", 0, 0, 0, None, None)
 
 
@@ -332,6 +361,7 @@ def _mapping_get(node, key):
 
 def _mapping_put(node, key, vnode):
     import yaml
+
     for i, (k, _) in enumerate(node.value):
         if k.value == key:
             node.value[i] = (k, vnode)
@@ -340,6 +370,7 @@ def _mapping_put(node, key, vnode):
 
 
 # --- checks beyond types -----------------------------------------------------------------------------------------
+
 
 def validate(spec: JobSpec, set_keys=frozenset()) -> None:
     """The checks beyond types, in phases; each raises the spec's error for the key it is about (file:line, or
@@ -380,6 +411,7 @@ def _check_command_and_lines(spec: JobSpec) -> None:
 def _failer(spec: JobSpec):
     def fail(key: str, msg: str):
         raise spec.error(key, msg)
+
     return fail
 
 
@@ -434,8 +466,7 @@ def _check_preemption(spec: JobSpec, limit: int | None) -> None:
         if p.signal_lead < 1 or p.signal_lead > 65535:
             fail("preemption.signal_lead", "must be between 1 and 65535 seconds")
         if limit is not None and p.signal_lead >= limit:
-            fail("preemption.signal_lead",
-                 f"{p.signal_lead}s is not inside the time limit {spec.time} ({limit}s)")
+            fail("preemption.signal_lead", f"{p.signal_lead}s is not inside the time limit {spec.time} ({limit}s)")
     if p.max_requeues is not None and p.max_requeues < 0:
         fail("preemption.max_requeues", "must be 0 or more")
     if p.grace is not None and p.grace < 0:
@@ -483,8 +514,11 @@ def _check_sbatch(spec: JobSpec) -> None:
             fail(f"sbatch[{i}]", "must be a single line")
         optname = opt.split("=", 1)[0]
         if not SBATCH_OPT_RE.fullmatch(optname):
-            fail(f"sbatch[{i}]", f"expected an sbatch option like --exclusive or --constraint=h100 (one name of "
-                 f"letters, digits and -, then =value), got {opt!r}")
+            fail(
+                f"sbatch[{i}]",
+                f"expected an sbatch option like --exclusive or --constraint=h100 (one name of "
+                f"letters, digits and -, then =value), got {opt!r}",
+            )
         if optname in ("--array", "-a") and spec.sweep:
             fail(f"sbatch[{i}]", "--array is made from `sweep`; do not set both")
 
@@ -494,5 +528,8 @@ def _check_template(spec: JobSpec) -> None:
     also checks where links lead)."""
     t = spec.template
     if t is not None and "/" in t and (t.startswith("/") or t.startswith("~") or ".." in t.split("/")):
-        raise spec.error("template", f"{t!r}: a template is a name from the template search path or a path "
-                         "below the spec's directory (no absolute path, no ..)")
+        raise spec.error(
+            "template",
+            f"{t!r}: a template is a name from the template search path or a path "
+            "below the spec's directory (no absolute path, no ..)",
+        )

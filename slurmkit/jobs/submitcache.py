@@ -9,6 +9,7 @@ and the backend need; the check itself runs every time, on the live cluster, and
 through the full path, so errors read exactly as without the cache. SLURMKIT_NO_CACHE=1 turns it off.
 Light by design: os and json only (the entry runs it before importing anything else).
 """
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,7 @@ import sys
 
 from .. import __version__
 
-_LIMIT = 16 * 1024 * 1024   # the spec loader's own limit; a bigger file is left to it (and its error)
+_LIMIT = 16 * 1024 * 1024  # the spec loader's own limit; a bigger file is left to it (and its error)
 
 
 def resolve_template(dirs: list[str], name: str):
@@ -43,6 +44,7 @@ def _stat(path: str):
 def _read(path: str) -> bytes | None:
     """A regular file's bytes (never a FIFO or a device: the full path's bounded reader says why); None else."""
     import stat
+
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
@@ -62,7 +64,7 @@ def key_for(config_arg: str | None, spec_path: str, sets) -> str | None:
     """The entry's file for this command line, or None (caching off, or an input the full path must handle)."""
     if os.environ.get("SLURMKIT_NO_CACHE"):
         return None
-    try:   # the builtin module: hashlib pulls in OpenSSL, a few ms of start-up
+    try:  # the builtin module: hashlib pulls in OpenSSL, a few ms of start-up
         from _sha256 import sha256  # type: ignore[import-not-found]
     except ImportError:
         from hashlib import sha256
@@ -71,12 +73,21 @@ def key_for(config_arg: str | None, spec_path: str, sets) -> str | None:
     spec = _read(spec_path)
     if spec is None:
         return None
-    parts = [__version__, sys.prefix, os.environ.get("HOME", ""), os.path.realpath(spec_path),
-             os.path.basename(spec_path), list(sets), cfg, os.path.realpath(cfg) if cfg else None]
+    parts = [
+        __version__,
+        sys.prefix,
+        os.environ.get("HOME", ""),
+        os.path.realpath(spec_path),
+        os.path.basename(spec_path),
+        list(sets),
+        cfg,
+        os.path.realpath(cfg) if cfg else None,
+    ]
     h.update(json.dumps(parts).encode())
     h.update(b"\0spec\0" + spec)
-    if cfg is None:   # the default path, which may be absent (then: all defaults)
+    if cfg is None:  # the default path, which may be absent (then: all defaults)
         from ..settings import DEFAULT_PATH
+
         cfg = DEFAULT_PATH
     if os.path.lexists(cfg):
         data = _read(cfg)
@@ -119,12 +130,23 @@ def put(path: str | None, spec, r, settings) -> None:
             return
         profile = [r.profile_path, *st]
     entry = {
-        "script": r.script, "template_dirs": r.template_dirs, "templates": r.template_deps, "profile": profile,
-        "check": {"partition": r.partition, "cpus_per_node": r.cpus_per_node, "spec_partition": spec.partition,
-                  "nodes": spec.nodes, "gpus_per_node": spec.gpus_per_node},
+        "script": r.script,
+        "template_dirs": r.template_dirs,
+        "templates": r.template_deps,
+        "profile": profile,
+        "check": {
+            "partition": r.partition,
+            "cpus_per_node": r.cpus_per_node,
+            "spec_partition": spec.partition,
+            "nodes": spec.nodes,
+            "gpus_per_node": spec.gpus_per_node,
+        },
         "check_cluster": settings.submit.check_cluster,
-        "slurm": {"backend": settings.slurm.backend, "timeout": settings.slurm.timeout,
-                  "bin_dir": settings.slurm.bin_dir},
+        "slurm": {
+            "backend": settings.slurm.backend,
+            "timeout": settings.slurm.timeout,
+            "bin_dir": settings.slurm.bin_dir,
+        },
     }
     try:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
@@ -134,6 +156,7 @@ def put(path: str | None, spec, r, settings) -> None:
         os.replace(tmp, path)
         if os.getpid() % 32 == 0:
             from .render import _ScriptCache
+
             _ScriptCache.prune(os.path.dirname(path))
     except (OSError, TypeError, ValueError):
         pass

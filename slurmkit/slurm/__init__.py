@@ -7,6 +7,7 @@
 The CLI backend (sbatch, scontrol, sinfo, squeue) is the default. Every call has the configured timeout.
 Hostlists (`n[001-128]`) go through ClusterShell's NodeSet, the hostlist algebra HPC sites already trust.
 """
+
 from __future__ import annotations
 
 from typing import Protocol
@@ -41,12 +42,14 @@ def expand_hostlist(expr: str) -> list[str]:
     slurmkit.hostlist.DEFAULT_LIMIT names is refused before any name is made (`n[1-99999999]` from a capture or
     a command line would otherwise take gigabytes)."""
     from ..hostlist import expand
+
     return expand(expr)
 
 
 def fold_hostlist(names) -> str:
     """['n1', 'n2', 'n3', 'n7'] -> 'n[1-3,7]'."""
     from ClusterShell.NodeSet import NodeSet
+
     return str(NodeSet.fromlist(list(names)))
 
 
@@ -61,6 +64,7 @@ def get_backend(settings, *, verbose=None) -> SlurmBackend:
             verbose("using the Slurm CLI backend: slurm.backend is 'cli'")
         return cli
     from . import pyslurm_backend
+
     ok, why = pyslurm_backend.usable(cli)
     if ok:
         if verbose:
@@ -68,6 +72,7 @@ def get_backend(settings, *, verbose=None) -> SlurmBackend:
         return pyslurm_backend.PyslurmBackend(cli)
     if choice == "pyslurm":
         from ..errors import SlurmkitError
+
         raise SlurmkitError(f"slurm.backend is 'pyslurm' but {why}")
     if verbose:
         verbose(f"using the Slurm CLI backend: {why}")

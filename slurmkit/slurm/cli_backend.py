@@ -1,4 +1,5 @@
 """The default Slurm backend: Slurm's own command-line tools, through slurmkit.proc (argv lists, timeouts)."""
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,10 @@ def _excerpt(text: str) -> str:
 # binary's path, device, inode, size and mtime, so every CLI command (submit's cluster check, nodes, audit) spares
 # one process; a new or replaced sinfo is a new key. SLURMKIT_NO_CACHE=1 turns it off.
 
+
 def _version_key(bin_dir: str | None) -> str | None:
     import shutil
+
     if os.environ.get("SLURMKIT_NO_CACHE"):
         return None
     path = os.path.join(bin_dir, "sinfo") if bin_dir else shutil.which("sinfo")
@@ -49,6 +52,7 @@ def _cached_version(key: str | None) -> str | None:
     if key is None:
         return None
     import json
+
     try:
         with open(_version_file(), encoding="utf-8") as f:
             v = json.load(f).get(key)
@@ -61,12 +65,13 @@ def _store_version(key: str | None, version: str) -> None:
     if key is None:
         return
     import json
+
     path = _version_file()
     try:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({key: version}, f)   # one entry: the sinfo this user runs now
+            json.dump({key: version}, f)  # one entry: the sinfo this user runs now
         os.replace(tmp, path)
     except OSError:
         pass
@@ -82,7 +87,7 @@ class CliBackend:
     def __init__(self, timeout: float = 10.0, bin_dir: str | None = None, say=None):
         self.timeout = timeout
         self.bin_dir = bin_dir
-        self._say = say          # -v: a callable that prints a line on stderr
+        self._say = say  # -v: a callable that prints a line on stderr
         self._version: str | None = None
 
     # -- plumbing ------------------------------------------------------------------------------------------------
@@ -105,7 +110,7 @@ class CliBackend:
             key = _version_key(self.bin_dir)
             self._version = _cached_version(key)
             if self._version is None:
-                out = self._run(["sinfo", "--version"]).stdout.strip()   # "slurm 22.05.8" / "slurm-wlm 22.05.8"
+                out = self._run(["sinfo", "--version"]).stdout.strip()  # "slurm 22.05.8" / "slurm-wlm 22.05.8"
                 m = re.search(r"(\d+\.\d+(?:\.\d+)?)", out)
                 self._version = m.group(1) if m else out
                 if m:
@@ -142,8 +147,10 @@ class CliBackend:
             if argv[1] == "-o":
                 records = parse_scontrol_nodes_oneliner(res.stdout)
                 if not records:
-                    raise SlurmFormatError(f"{cmd} (Slurm {self.version()}): no NodeName= lines in "
-                                           f"{_excerpt(res.stdout + res.stderr)}; expected one line per node")
+                    raise SlurmFormatError(
+                        f"{cmd} (Slurm {self.version()}): no NodeName= lines in "
+                        f"{_excerpt(res.stdout + res.stderr)}; expected one line per node"
+                    )
             elif argv[0] == "sinfo":
                 records = parse_sinfo_json(res.stdout, cmd)
             else:
@@ -152,6 +159,7 @@ class CliBackend:
             raise SlurmError(str(e)) from None
         if names:
             from . import expand_hostlist
+
             wanted = set(expand_hostlist(names))
             records = [r for r in records if r.name in wanted]
         return records
@@ -172,9 +180,11 @@ class CliBackend:
             raise
         records = parse_scontrol_nodes_oneliner(res.stdout)
         if not records:
-            raise SlurmError(f"{cmd}: no NodeName= lines in {_excerpt(res.stdout + res.stderr)}; expected one line "
-                             f"per node")
+            raise SlurmError(
+                f"{cmd}: no NodeName= lines in {_excerpt(res.stdout + res.stderr)}; expected one line per node"
+            )
         from . import expand_hostlist
+
         wanted = set(expand_hostlist(names))
         return [r for r in records if r.name in wanted]
 

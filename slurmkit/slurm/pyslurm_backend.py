@@ -11,6 +11,7 @@ What pyslurm 25.11 gives (checked against a source build of Slurm 25.11.7): `Nod
 come from the running jobs' per-node layout (`Job.get_resource_layout_per_node()`, Slurm's gres_detail_str: what
 `scontrol -d show node` sums into GresUsed).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -44,6 +45,7 @@ def usable(cli) -> tuple[bool, str]:
 
 
 # --- pure conversions over pyslurm's objects (tests feed recorded ones) ----------------------------------------
+
 
 def _epoch_iso(v) -> str | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
@@ -89,10 +91,21 @@ def node_record(name: str, n, used: dict[str, int] | None = None) -> NodeRecord:
     gres = _gres_text(configured)
     # as scontrol prints GresUsed: every configured gres, 0 where no running job holds it
     used_text = _gres_text({**{k: 0 for k in (configured if isinstance(configured, dict) else {})}, **(used or {})})
-    return NodeRecord(name=name, state=state, flags=flags, reason=reason, reason_user=user, reason_time=when,
-                      gres=gres, gres_used=used_text, gpus_total=gres_gpu_count(gres),
-                      gpus_used=gres_gpu_count(used_text), partitions=list(getattr(n, "partitions", None) or []),
-                      cpus=getattr(n, "total_cpus", None), cpus_alloc=getattr(n, "allocated_cpus", None))
+    return NodeRecord(
+        name=name,
+        state=state,
+        flags=flags,
+        reason=reason,
+        reason_user=user,
+        reason_time=when,
+        gres=gres,
+        gres_used=used_text,
+        gpus_total=gres_gpu_count(gres),
+        gpus_used=gres_gpu_count(used_text),
+        partitions=list(getattr(n, "partitions", None) or []),
+        cpus=getattr(n, "total_cpus", None),
+        cpus_alloc=getattr(n, "allocated_cpus", None),
+    )
 
 
 class PyslurmBackend:
@@ -109,18 +122,22 @@ class PyslurmBackend:
         import pyslurm
 
         from .cli_backend import SlurmError
+
         try:
             nodes = pyslurm.Nodes.load()
             jobs = pyslurm.Jobs.load()
             layouts = [j.get_resource_layout_per_node() for j in jobs.values() if str(j.state) == "RUNNING"]
         except Exception as e:  # noqa: BLE001 - pyslurm.core.error.RPCError and friends: a clear error, not a traceback
             msg = str(e).strip() or e.__class__.__name__
-            raise SlurmError(f"pyslurm could not load nodes/jobs from slurmctld: {msg} (is slurmctld up? "
-                             "check SLURM_CONF and `scontrol ping`)") from None
+            raise SlurmError(
+                f"pyslurm could not load nodes/jobs from slurmctld: {msg} (is slurmctld up? "
+                "check SLURM_CONF and `scontrol ping`)"
+            ) from None
         return nodes, layouts
 
     def nodes(self, names: str | None = None) -> list[NodeRecord]:
         from .cli_backend import SlurmError
+
         nodes, layouts = self._load()
         used = gres_used_by_node(layouts)
         out = [node_record(name, n, used.get(name)) for name, n in nodes.items()]
@@ -128,6 +145,7 @@ class PyslurmBackend:
             raise SlurmError(f"pyslurm (Slurm {self._cli.version()}): slurmctld answered with no nodes")
         if names:
             from . import expand_hostlist
+
             wanted = set(expand_hostlist(names))
             out = [r for r in out if r.name in wanted]
         return out

@@ -2,6 +2,7 @@
 
 Parsers take text and return data; nothing here runs a command. They are tested on real captured output.
 """
+
 from __future__ import annotations
 
 import re
@@ -10,19 +11,47 @@ from datetime import datetime, timezone
 
 # State words Slurm prints (scontrol upper case; sinfo %T long and %t short forms, lower case) -> base + flags.
 _STATE_WORDS = {
-    "idle": ("IDLE", []), "mix": ("MIXED", []), "mixed": ("MIXED", []), "alloc": ("ALLOCATED", []),
-    "allocated": ("ALLOCATED", []), "down": ("DOWN", []), "unk": ("UNKNOWN", []), "unknown": ("UNKNOWN", []),
-    "futr": ("FUTURE", []), "future": ("FUTURE", []), "drain": ("IDLE", ["DRAIN"]), "drained": ("IDLE", ["DRAIN"]),
-    "drng": ("MIXED", ["DRAIN"]), "draining": ("MIXED", ["DRAIN"]), "fail": ("DOWN", ["FAIL"]),
-    "failg": ("ALLOCATED", ["FAIL"]), "failing": ("ALLOCATED", ["FAIL"]), "maint": ("IDLE", ["MAINTENANCE"]),
-    "resv": ("IDLE", ["RESERVED"]), "reserved": ("IDLE", ["RESERVED"]), "comp": ("IDLE", ["COMPLETING"]),
-    "completing": ("IDLE", ["COMPLETING"]), "plnd": ("IDLE", ["PLANNED"]), "planned": ("IDLE", ["PLANNED"]),
-    "boot": ("IDLE", ["REBOOT_ISSUED"]), "npc": ("IDLE", ["PERFCTRS"]), "pow_dn": ("IDLE", ["POWERED_DOWN"]),
-    "pow_up": ("IDLE", ["POWERING_UP"]), "inval": ("UNKNOWN", ["INVALID_REG"]),
+    "idle": ("IDLE", []),
+    "mix": ("MIXED", []),
+    "mixed": ("MIXED", []),
+    "alloc": ("ALLOCATED", []),
+    "allocated": ("ALLOCATED", []),
+    "down": ("DOWN", []),
+    "unk": ("UNKNOWN", []),
+    "unknown": ("UNKNOWN", []),
+    "futr": ("FUTURE", []),
+    "future": ("FUTURE", []),
+    "drain": ("IDLE", ["DRAIN"]),
+    "drained": ("IDLE", ["DRAIN"]),
+    "drng": ("MIXED", ["DRAIN"]),
+    "draining": ("MIXED", ["DRAIN"]),
+    "fail": ("DOWN", ["FAIL"]),
+    "failg": ("ALLOCATED", ["FAIL"]),
+    "failing": ("ALLOCATED", ["FAIL"]),
+    "maint": ("IDLE", ["MAINTENANCE"]),
+    "resv": ("IDLE", ["RESERVED"]),
+    "reserved": ("IDLE", ["RESERVED"]),
+    "comp": ("IDLE", ["COMPLETING"]),
+    "completing": ("IDLE", ["COMPLETING"]),
+    "plnd": ("IDLE", ["PLANNED"]),
+    "planned": ("IDLE", ["PLANNED"]),
+    "boot": ("IDLE", ["REBOOT_ISSUED"]),
+    "npc": ("IDLE", ["PERFCTRS"]),
+    "pow_dn": ("IDLE", ["POWERED_DOWN"]),
+    "pow_up": ("IDLE", ["POWERING_UP"]),
+    "inval": ("UNKNOWN", ["INVALID_REG"]),
 }
-_SUFFIX_FLAGS = {"*": "NOT_RESPONDING", "~": "POWERED_DOWN", "#": "POWERING_UP", "!": "POWERING_DOWN",
-                 "%": "POWERING_DOWN", "$": "MAINTENANCE", "@": "REBOOT_REQUESTED", "^": "REBOOT_ISSUED",
-                 "-": "PLANNED"}
+_SUFFIX_FLAGS = {
+    "*": "NOT_RESPONDING",
+    "~": "POWERED_DOWN",
+    "#": "POWERING_UP",
+    "!": "POWERING_DOWN",
+    "%": "POWERING_DOWN",
+    "$": "MAINTENANCE",
+    "@": "REBOOT_REQUESTED",
+    "^": "REBOOT_ISSUED",
+    "-": "PLANNED",
+}
 _REASON_RE = re.compile(r"^(?P<text>.*?)\s*\[(?P<user>[^\[\]@]+)@(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\]\s*$")
 _GRES_ITEM_RE = re.compile(r"^(?P<name>[^:(]+)(?::(?P<type>[^:(]+))?(?::(?P<count>\d+))?(?P<rest>\(.*\))?$")
 
@@ -30,11 +59,11 @@ _GRES_ITEM_RE = re.compile(r"^(?P<name>[^:(]+)(?::(?P<type>[^:(]+))?(?::(?P<coun
 @dataclass
 class NodeRecord:
     name: str
-    state: str                       # base state, upper case: IDLE, MIXED, ALLOCATED, DOWN, ...
-    flags: list[str] = field(default_factory=list)   # DRAIN, NOT_RESPONDING, MAINTENANCE, REBOOT_REQUESTED ...
+    state: str  # base state, upper case: IDLE, MIXED, ALLOCATED, DOWN, ...
+    flags: list[str] = field(default_factory=list)  # DRAIN, NOT_RESPONDING, MAINTENANCE, REBOOT_REQUESTED ...
     reason: str = ""
     reason_user: str | None = None
-    reason_time: str | None = None   # ISO 8601 as Slurm prints it (local time of the controller)
+    reason_time: str | None = None  # ISO 8601 as Slurm prints it (local time of the controller)
     gres: str = ""
     gres_used: str = ""
     gpus_total: int = 0
@@ -62,9 +91,9 @@ class NodeRecord:
 class JobRecord:
     job_id: int
     name: str = ""
-    state: str = ""                  # PENDING, RUNNING, COMPLETED, FAILED, CANCELLED ...
+    state: str = ""  # PENDING, RUNNING, COMPLETED, FAILED, CANCELLED ...
     reason: str = ""
-    nodes: str = ""                  # hostlist expression
+    nodes: str = ""  # hostlist expression
     user: str = ""
     exit_code: str = ""
     restarts: int = 0
@@ -162,8 +191,8 @@ def parse_kv_line(line: str, tail_keys: tuple[str, ...] = ("Reason",)) -> dict[s
         if k + "=" in line:
             m = rx.search(line)
             if m:
-                tail[k] = line[m.end():].rstrip()
-                line = line[:m.start()]
+                tail[k] = line[m.end() :].rstrip()
+                line = line[: m.start()]
     # split on the keys: [text before the first key, key1, value1, key2, value2, ...] (10k nodes: 3x faster
     # than walking the matches)
     parts = _KV_RE.split(line)
@@ -181,8 +210,15 @@ def node_from_kv(kv: dict[str, str]) -> NodeRecord:
     cpus = kv.get("CPUTot")
     alloc = kv.get("CPUAlloc")
     return NodeRecord(
-        name=kv.get("NodeName", ""), state=state, flags=flags, reason=reason, reason_user=user,
-        reason_time=when, gres=gres, gres_used=used, gpus_total=gres_gpu_count(gres),
+        name=kv.get("NodeName", ""),
+        state=state,
+        flags=flags,
+        reason=reason,
+        reason_user=user,
+        reason_time=when,
+        gres=gres,
+        gres_used=used,
+        gpus_total=gres_gpu_count(gres),
         gpus_used=gres_gpu_count(used) if used else _alloc_tres_gpus(kv.get("AllocTRES", "")),
         partitions=[p for p in kv.get("Partitions", "").split(",") if p],
         cpus=int(cpus) if cpus and cpus.isdigit() else None,
@@ -206,18 +242,27 @@ def parse_scontrol_job_oneliner(text: str) -> JobRecord:
             kv = parse_kv_line(line, tail_keys=())
             exit_code = kv.get("ExitCode", "")
             return JobRecord(
-                job_id=int(kv["JobId"]), name=kv.get("JobName", ""), state=kv.get("JobState", ""),
-                reason=kv.get("Reason", ""), nodes=kv.get("NodeList", ""), user=kv.get("UserId", "").split("(")[0],
-                exit_code=exit_code, restarts=int(kv.get("Restarts", "0") or 0), partition=kv.get("Partition", ""),
-                raw=kv)
+                job_id=int(kv["JobId"]),
+                name=kv.get("JobName", ""),
+                state=kv.get("JobState", ""),
+                reason=kv.get("Reason", ""),
+                nodes=kv.get("NodeList", ""),
+                user=kv.get("UserId", "").split("(")[0],
+                exit_code=exit_code,
+                restarts=int(kv.get("Restarts", "0") or 0),
+                partition=kv.get("Partition", ""),
+                raw=kv,
+            )
     raise ValueError("no JobId= record in scontrol output")
 
 
 # --- JSON output: slurmkit/slurm/slurm_json.py reads every version's ---------------------------------------------
 
+
 def parse_sinfo_json(text: str, source: str = "sinfo --json") -> list[NodeRecord]:
     """`sinfo --json` of any version (slurm_json.parse_sinfo_json); a SlurmFormatError for anything else."""
     from .slurm_json import parse_sinfo_json as parse
+
     return parse(text, source)
 
 
@@ -233,6 +278,7 @@ def utc_now_iso() -> str:
 # Every parser here is pure; `parse_node_capture` picks one by looking at the text and raises
 # NodeCaptureError(message, line) when the text holds no node records it can read.
 
+
 class NodeCaptureError(ValueError):
     def __init__(self, message: str, line: int | None = None):
         super().__init__(message)
@@ -241,7 +287,8 @@ class NodeCaptureError(ValueError):
 
 _TS_RE = re.compile(r"^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d|Unknown|None)$")
 _SINFO_R_LINE_RE = re.compile(
-    r"^(?P<reason>.*?\S)\s+(?P<user>\S+)\s+(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d|Unknown)\s+(?P<nodes>\S+)\s*$")
+    r"^(?P<reason>.*?\S)\s+(?P<user>\S+)\s+(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d|Unknown)\s+(?P<nodes>\S+)\s*$"
+)
 
 
 def parse_scontrol_nodes(text: str) -> list[NodeRecord]:
@@ -268,6 +315,7 @@ def _scontrol_blocks(text: str):
 
 def _expand(expr: str) -> list[str]:
     from . import expand_hostlist
+
     return expand_hostlist(expr)
 
 
@@ -292,8 +340,11 @@ def _merge(out: dict[str, NodeRecord], rec: NodeRecord) -> None:
 
 def _state_like(word: str) -> bool:
     w = word.rstrip("".join(_SUFFIX_FLAGS)).lower()
-    return w in _STATE_WORDS or w.upper() in {"IDLE", "MIXED", "ALLOCATED", "DOWN", "UNKNOWN", "FUTURE"} or (
-        "+" in word and w.split("+")[0] in _STATE_WORDS)
+    return (
+        w in _STATE_WORDS
+        or w.upper() in {"IDLE", "MIXED", "ALLOCATED", "DOWN", "UNKNOWN", "FUTURE"}
+        or ("+" in word and w.split("+")[0] in _STATE_WORDS)
+    )
 
 
 def _sinfo_row_record(cols: dict[str, str]) -> list[NodeRecord]:
@@ -313,21 +364,54 @@ def _sinfo_row_record(cols: dict[str, str]) -> list[NodeRecord]:
     part = cols.get("PARTITION", "").rstrip("*")
     out = []
     for name in _expand(nodes):
-        out.append(NodeRecord(name=name, state=state, flags=list(flags), reason=reason, reason_user=user,
-                              reason_time=when, gres=gres, gres_used=used, gpus_total=gres_gpu_count(gres),
-                              gpus_used=gres_gpu_count(used), partitions=[part] if part else []))
+        out.append(
+            NodeRecord(
+                name=name,
+                state=state,
+                flags=list(flags),
+                reason=reason,
+                reason_user=user,
+                reason_time=when,
+                gres=gres,
+                gres_used=used,
+                gpus_total=gres_gpu_count(gres),
+                gpus_used=gres_gpu_count(used),
+                partitions=[part] if part else [],
+            )
+        )
     return out
 
 
 # header words of the sinfo text layouts we read; a column named here is one token unless it is REASON
-_SINFO_HEADER_WORDS = {"PARTITION", "AVAIL", "TIMELIMIT", "NODES", "STATE", "NODELIST", "HOSTNAMES", "REASON",
-                       "USER", "TIMESTAMP", "CPUS", "S:C:T", "MEMORY", "TMP_DISK", "WEIGHT", "AVAIL_FE",
-                       "GRES", "GRES_USED", "NODES(A/I/O/T)", "CPUS(A/I/O/T)", "FEATURES", "ACTIVE_FEATURES"}
+_SINFO_HEADER_WORDS = {
+    "PARTITION",
+    "AVAIL",
+    "TIMELIMIT",
+    "NODES",
+    "STATE",
+    "NODELIST",
+    "HOSTNAMES",
+    "REASON",
+    "USER",
+    "TIMESTAMP",
+    "CPUS",
+    "S:C:T",
+    "MEMORY",
+    "TMP_DISK",
+    "WEIGHT",
+    "AVAIL_FE",
+    "GRES",
+    "GRES_USED",
+    "NODES(A/I/O/T)",
+    "CPUS(A/I/O/T)",
+    "FEATURES",
+    "ACTIVE_FEATURES",
+}
 _SINFO_DEFAULT_COLUMNS = ["PARTITION", "AVAIL", "TIMELIMIT", "NODES", "STATE", "NODELIST"]
 _AVAIL_WORDS = {"up", "down", "drain", "inact", "n/a"}
 _PIPE_FORMATS = {  # headerless `sinfo -h -o` pipe layouts, told apart by their columns
-    "reasons": ["NODELIST", "USER", "TIMESTAMP", "REASON"],       # sinfo -R -h -o '%N|%u|%H|%E'
-    "states": ["NODELIST", "STATE", "GRES", "REASON"],            # sinfo -h -N -o '%N|%T|%G|%E'
+    "reasons": ["NODELIST", "USER", "TIMESTAMP", "REASON"],  # sinfo -R -h -o '%N|%u|%H|%E'
+    "states": ["NODELIST", "STATE", "GRES", "REASON"],  # sinfo -h -N -o '%N|%T|%G|%E'
 }
 
 
@@ -345,9 +429,9 @@ def _split_columns(line: str, header: list[str]) -> dict[str, str] | None:
     if len(toks) < n:
         return None
     left = [line[a:b] for a, b in toks[:i]]
-    right = [line[a:b] for a, b in toks[len(toks) - after:]] if after else []
-    mid = toks[i:len(toks) - after]
-    reason = line[mid[0][0]:mid[-1][1]] if mid else ""
+    right = [line[a:b] for a, b in toks[len(toks) - after :]] if after else []
+    mid = toks[i : len(toks) - after]
+    reason = line[mid[0][0] : mid[-1][1]] if mid else ""
     return dict(zip(header, left + [reason] + right))
 
 
@@ -362,7 +446,7 @@ def parse_sinfo_text(text: str) -> list[NodeRecord]:
         if "|" in s:
             cols = s.split("|")
             if all(c.strip().upper() == c.strip() and c.strip() in _SINFO_HEADER_WORDS for c in cols if c.strip()):
-                header = [c.strip() for c in cols] + ["|"]   # a pipe header: remember the columns
+                header = [c.strip() for c in cols] + ["|"]  # a pipe header: remember the columns
                 continue
             if header and header[-1] == "|":
                 names = header[:-1]
@@ -372,7 +456,7 @@ def parse_sinfo_text(text: str) -> list[NodeRecord]:
                 names = _PIPE_FORMATS["states"]
             else:
                 continue
-            row = dict(zip(names, [c.strip() for c in cols[:len(names) - 1]] + ["|".join(cols[len(names) - 1:])]))
+            row = dict(zip(names, [c.strip() for c in cols[: len(names) - 1]] + ["|".join(cols[len(names) - 1 :])]))
             for rec in _sinfo_row_record(row):
                 _merge(out, rec)
             continue
@@ -382,19 +466,23 @@ def parse_sinfo_text(text: str) -> list[NodeRecord]:
             continue
         if header is None or header[-1] == "|":
             m = _SINFO_R_LINE_RE.match(s)
-            if m:   # `sinfo -R` data row without its header (column padding collapsed)
+            if m:  # `sinfo -R` data row without its header (column padding collapsed)
                 row = {"REASON": m["reason"], "USER": m["user"], "TIMESTAMP": m["time"], "NODELIST": m["nodes"]}
-            elif len(words) == 6 and words[1].lower().rstrip("*") in _AVAIL_WORDS and words[3].isdigit() \
-                    and _state_like(words[4]):   # default `sinfo` without its header: the hostlist, not the count
+            elif (
+                len(words) == 6
+                and words[1].lower().rstrip("*") in _AVAIL_WORDS
+                and words[3].isdigit()
+                and _state_like(words[4])
+            ):  # default `sinfo` without its header: the hostlist, not the count
                 row = dict(zip(_SINFO_DEFAULT_COLUMNS, words))
-            elif len(words) == 3 and words[0].isdigit() and _state_like(words[1]):   # NODES STATE NODELIST
+            elif len(words) == 3 and words[0].isdigit() and _state_like(words[1]):  # NODES STATE NODELIST
                 row = {"NODES": words[0], "STATE": words[1], "NODELIST": words[2]}
-            elif len(words) >= 2 and _state_like(words[1]):   # `sinfo -N -h -o '%N %t %G'`
+            elif len(words) >= 2 and _state_like(words[1]):  # `sinfo -N -h -o '%N %t %G'`
                 row = {"NODELIST": words[0], "STATE": words[1], "GRES": words[2] if len(words) > 2 else ""}
             else:
                 continue
         elif "NODES(A/I/O/T)" in header:
-            continue   # `sinfo -s`: per-partition counts, nothing per node
+            continue  # `sinfo -s`: per-partition counts, nothing per node
         else:
             split = _split_columns(line, header)
             if split is None:
@@ -416,6 +504,7 @@ def parse_node_capture(text: str, source: str = "captured file") -> tuple[str, l
     lineno, head = first
     if head.lstrip().startswith("{"):
         from .slurm_json import SlurmFormatError, parse_nodes_json
+
         try:
             return parse_nodes_json(text, source)
         except SlurmFormatError as e:
@@ -426,16 +515,23 @@ def parse_node_capture(text: str, source: str = "captured file") -> tuple[str, l
     m = re.search(r"(slurm_\w+ error|error):\s*(.*)$", head)
     if m and not _SINFO_R_LINE_RE.match(head.strip()):
         if re.match(r"^\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ \S+?(\[\d+\])?:", head):
-            raise NodeCaptureError("this is a syslog/slurmd log, not node output; read it on the node "
-                                   f"({head.strip()[:120]})", lineno)
+            raise NodeCaptureError(
+                f"this is a syslog/slurmd log, not node output; read it on the node ({head.strip()[:120]})", lineno
+            )
         raise NodeCaptureError(f"this is a Slurm error message, not node output: {head.strip()}", lineno)
     if re.match(r"^\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ \S+?(\[\d+\])?:", head):
         raise NodeCaptureError(f"this is a syslog/slurmd log, not node output ({head.strip()[:120]})", lineno)
     if re.match(r"^\s+[A-Z][A-Za-z]+=", head):
-        raise NodeCaptureError("scontrol output without its NodeName= lines (filtered through grep?): "
-                               "capture the whole `scontrol show node` output", lineno)
+        raise NodeCaptureError(
+            "scontrol output without its NodeName= lines (filtered through grep?): "
+            "capture the whole `scontrol show node` output",
+            lineno,
+        )
     recs = parse_sinfo_text(text)
     if not recs:
-        raise NodeCaptureError("no node records found: expected `scontrol show node`, `scontrol -o show node`, "
-                               "`sinfo --json`, or sinfo text output (`sinfo`, `sinfo -R`, `sinfo -N -l`)", lineno)
+        raise NodeCaptureError(
+            "no node records found: expected `scontrol show node`, `scontrol -o show node`, "
+            "`sinfo --json`, or sinfo text output (`sinfo`, `sinfo -R`, `sinfo -N -l`)",
+            lineno,
+        )
     return "sinfo", recs

@@ -21,9 +21,10 @@ group may hold it for a node that never had it).
 Anything else (another version, a missing or mistyped field, Slurm's `errors` with no nodes) is a
 SlurmFormatError that names the source, the version the document says and what was expected. Pure functions.
 """
+
 from __future__ import annotations
 
-import builtins                      # _Reader has methods named str and int
+import builtins  # _Reader has methods named str and int
 
 import json
 import re
@@ -31,8 +32,8 @@ from datetime import datetime
 
 from .records import JobRecord, NodeRecord, gres_gpu_count
 
-SINFO_PER_NODE = (37, 38)                 # v0.0.37 (21.08), v0.0.38 (22.05)
-GROUPED = tuple(range(39, 46))            # v0.0.39 (23.02) .. v0.0.45 (26.05)
+SINFO_PER_NODE = (37, 38)  # v0.0.37 (21.08), v0.0.38 (22.05)
+GROUPED = tuple(range(39, 46))  # v0.0.39 (23.02) .. v0.0.45 (26.05)
 KNOWN = SINFO_PER_NODE + GROUPED
 _BASE_STATES = {"IDLE", "MIXED", "ALLOCATED", "DOWN", "UNKNOWN", "FUTURE", "ERROR", "END"}
 _OUT_FLAGS = {"DRAIN", "FAIL", "NOT_RESPONDING", "INVALID_REG"}
@@ -107,6 +108,7 @@ def read_meta(data: dict) -> Meta:
 
 # --- typed access: a field of the wrong type is the same clear error, never an AttributeError --------------------
 
+
 class _Reader:
     def __init__(self, source: str, meta: Meta):
         self.source, self.meta = source, meta
@@ -167,8 +169,14 @@ class _Reader:
 def _kind(v) -> str:
     if v is None:
         return "missing"
-    name = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
-            float: "a number"}.get(type(v), type(v).__name__)
+    name = {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+    }.get(type(v), type(v).__name__)
     return f"{name} ({json.dumps(v)[:60]})" if not isinstance(v, (dict, list)) else name
 
 
@@ -188,15 +196,18 @@ def _errors(data: dict) -> list[str]:
 
 def _check_version(r: _Reader, allowed: tuple[int, ...], expected: str) -> None:
     if r.meta.parser not in allowed:
-        got = "no `meta` data_parser version" if r.meta.parser is None else \
-            f"data_parser v0.0.{r.meta.parser} is not one slurmkit reads"
+        got = (
+            "no `meta` data_parser version"
+            if r.meta.parser is None
+            else f"data_parser v0.0.{r.meta.parser} is not one slurmkit reads"
+        )
         raise _fail(r.source, r.meta, got, expected)
 
 
 def _epoch_iso(v: int | None) -> str | None:
     if not v or v < 0:
         return None
-    try:   # Slurm prints reason times in the controller's local time without a zone; do the same
+    try:  # Slurm prints reason times in the controller's local time without a zone; do the same
         return datetime.fromtimestamp(v).strftime("%Y-%m-%dT%H:%M:%S")
     except (OverflowError, OSError, ValueError):
         return None
@@ -225,12 +236,13 @@ def _no_nodes(r: _Reader, data: dict, what: str) -> SlurmFormatError:
 
 # --- per-node records: sinfo --json v0.0.37/38, scontrol --json show node v0.0.39+ --------------------------------
 
+
 def _node(r: _Reader, n: dict, path: str) -> NodeRecord:
     name = r.str(n, "name", path, required=True)
     if not name:
         raise r.fail(f"{path}.name", "a node name", name)
     base, flags = _split_state(r, n.get("state"), f"{path}.state")
-    for f in r.strs(n, "state_flags", path):        # v0.0.37/38: flags apart from the base state
+    for f in r.strs(n, "state_flags", path):  # v0.0.37/38: flags apart from the base state
         if f.upper() not in flags:
             flags.append(f.upper())
     reason = r.str(n, "reason", path).strip()
@@ -240,10 +252,21 @@ def _node(r: _Reader, n: dict, path: str) -> NodeRecord:
     gres = "" if gres in ("(null)", "N/A") else gres
     used = r.str(n, "gres_used", path)
     used = "" if used in ("(null)", "N/A") else used
-    return NodeRecord(name=name, state=base, flags=flags, reason=reason, reason_user=user or None,
-                      reason_time=_epoch_iso(when), gres=gres, gres_used=used, gpus_total=gres_gpu_count(gres),
-                      gpus_used=gres_gpu_count(used), partitions=r.strs(n, "partitions", path),
-                      cpus=r.int(n, "cpus", path), cpus_alloc=r.int(n, "alloc_cpus", path))
+    return NodeRecord(
+        name=name,
+        state=base,
+        flags=flags,
+        reason=reason,
+        reason_user=user or None,
+        reason_time=_epoch_iso(when),
+        gres=gres,
+        gres_used=used,
+        gpus_total=gres_gpu_count(gres),
+        gpus_used=gres_gpu_count(used),
+        partitions=r.strs(n, "partitions", path),
+        cpus=r.int(n, "cpus", path),
+        cpus_alloc=r.int(n, "alloc_cpus", path),
+    )
 
 
 def parse_scontrol_nodes_json(text: str, source: str = "scontrol --json show node") -> list[NodeRecord]:
@@ -251,8 +274,7 @@ def parse_scontrol_nodes_json(text: str, source: str = "scontrol --json show nod
     GresUsed is only there with `-d`."""
     data = load(text, source)
     r = _Reader(source, read_meta(data))
-    _check_version(r, GROUPED, "`scontrol --json show node` of data_parser v0.0.39 to v0.0.45 (Slurm 23.02 to "
-                   "26.05)")
+    _check_version(r, GROUPED, "`scontrol --json show node` of data_parser v0.0.39 to v0.0.45 (Slurm 23.02 to 26.05)")
     if "nodes" not in data:
         raise _fail(source, r.meta, "no top-level `nodes`", "`nodes`, one record per node")
     recs = [_node(r, n, f"nodes[{i}]") for i, n in enumerate(r.items(data, "nodes"))]
@@ -262,6 +284,7 @@ def parse_scontrol_nodes_json(text: str, source: str = "scontrol --json show nod
 
 
 # --- sinfo --json --------------------------------------------------------------------------------------------------
+
 
 def _group(r: _Reader, g: dict, path: str) -> list[NodeRecord]:
     nodes = r.obj(g, "nodes", path, required=True)
@@ -278,13 +301,17 @@ def _group(r: _Reader, g: dict, path: str) -> list[NodeRecord]:
     user = (r.str(g, "reason_set_by_user", path) or r.str(reason_d, "user", f"{path}.reason")) if reason else ""
     when = r.int(reason_d, "time", f"{path}.reason") if reason else None
     if reason and len(names) > 1 and base not in ("DOWN",) and not _OUT_FLAGS.intersection(flags):
-        reason = user = ""   # in service (24.11 keeps a resumed node's reason): a stale reason, maybe another's
+        reason = user = ""  # in service (24.11 keeps a resumed node's reason): a stale reason, maybe another's
         when = None
     if reason and len(names) > 1:
-        raise _fail(r.source, r.meta, f"{path} puts {len(names)} nodes ({','.join(names[:8])}"
-                    f"{',...' if len(names) > 8 else ''}) under one reason {reason!r}, which Slurm takes from the "
-                    "first node of the group only",
-                    "per-node reasons: capture `scontrol --json show node` or `scontrol show node` instead")
+        raise _fail(
+            r.source,
+            r.meta,
+            f"{path} puts {len(names)} nodes ({','.join(names[:8])}"
+            f"{',...' if len(names) > 8 else ''}) under one reason {reason!r}, which Slurm takes from the "
+            "first node of the group only",
+            "per-node reasons: capture `scontrol --json show node` or `scontrol show node` instead",
+        )
     gres_d = r.obj(g, "gres", path)
     gres = r.str(gres_d, "total", f"{path}.gres")
     gres = "" if gres in ("(null)", "N/A") else gres
@@ -307,10 +334,24 @@ def _group(r: _Reader, g: dict, path: str) -> list[NodeRecord]:
     else:
         raise r.fail(f"{path}.partition", "an object with `name`", part)
     pname = pname.rstrip("*")
-    return [NodeRecord(name=name, state=base, flags=list(flags), reason=reason, reason_user=user or None,
-                       reason_time=_epoch_iso(when), gres=gres, gres_used=used, gpus_total=gres_gpu_count(gres),
-                       gpus_used=gres_gpu_count(used), partitions=[pname] if pname else [], cpus=cpus,
-                       cpus_alloc=alloc) for name in names]
+    return [
+        NodeRecord(
+            name=name,
+            state=base,
+            flags=list(flags),
+            reason=reason,
+            reason_user=user or None,
+            reason_time=_epoch_iso(when),
+            gres=gres,
+            gres_used=used,
+            gpus_total=gres_gpu_count(gres),
+            gpus_used=gres_gpu_count(used),
+            partitions=[pname] if pname else [],
+            cpus=cpus,
+            cpus_alloc=alloc,
+        )
+        for name in names
+    ]
 
 
 def _merge_partitions(recs: list[NodeRecord]) -> list[NodeRecord]:
@@ -352,13 +393,14 @@ def parse_sinfo_json(text: str, source: str = "sinfo --json") -> list[NodeRecord
 
 # --- squeue --json -----------------------------------------------------------------------------------------------
 
+
 def _job(r: _Reader, j: dict, path: str) -> JobRecord:
     job_id = r.int(j, "job_id", path)
     if job_id is None:
         raise r.fail(f"{path}.job_id", "a job id", j.get("job_id"))
     base, flags = _split_state(r, j.get("job_state") or "UNKNOWN", f"{path}.job_state")
     ec = j.get("exit_code")
-    if isinstance(ec, dict):   # v0.0.39+: {status: [...], return_code: {set, number}, signal: {id: {...}}}
+    if isinstance(ec, dict):  # v0.0.39+: {status: [...], return_code: {set, number}, signal: {id: {...}}}
         rc = r.int(ec, "return_code", f"{path}.exit_code")
         sig = r.int(r.obj(ec, "signal", f"{path}.exit_code"), "id", f"{path}.exit_code.signal")
         exit_code = f"{rc or 0}:{sig or 0}"
@@ -368,10 +410,17 @@ def _job(r: _Reader, j: dict, path: str) -> JobRecord:
         exit_code = ""
     else:
         raise r.fail(f"{path}.exit_code", "a number or an object", ec)
-    return JobRecord(job_id=job_id, name=r.str(j, "name", path), state=base,
-                     reason=r.str(j, "state_reason", path), nodes=r.str(j, "nodes", path),
-                     user=r.str(j, "user_name", path), exit_code=exit_code,
-                     restarts=r.int(j, "restart_cnt", path) or 0, partition=r.str(j, "partition", path))
+    return JobRecord(
+        job_id=job_id,
+        name=r.str(j, "name", path),
+        state=base,
+        reason=r.str(j, "state_reason", path),
+        nodes=r.str(j, "nodes", path),
+        user=r.str(j, "user_name", path),
+        exit_code=exit_code,
+        restarts=r.int(j, "restart_cnt", path) or 0,
+        partition=r.str(j, "partition", path),
+    )
 
 
 def parse_squeue_json(text: str, source: str = "squeue --json") -> list[JobRecord]:
@@ -397,6 +446,10 @@ def parse_nodes_json(text: str, source: str) -> tuple[str, list[NodeRecord]]:
     if meta.parser in GROUPED and "nodes" in data and "sinfo" not in data:
         return "scontrol-json", parse_scontrol_nodes_json(text, source)
     if "jobs" in data and "nodes" not in data and "sinfo" not in data:
-        raise _fail(source, meta, "this is `squeue --json` (jobs), not node output",
-                    "`sinfo --json` or `scontrol --json show node`")
+        raise _fail(
+            source,
+            meta,
+            "this is `squeue --json` (jobs), not node output",
+            "`sinfo --json` or `scontrol --json show node`",
+        )
     return "sinfo-json", parse_sinfo_json(text, source)

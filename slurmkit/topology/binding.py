@@ -12,16 +12,17 @@ How it chooses:
 - NICs per task: the NICs nearest to any of its GPUs (PIX/PXB over PHB/NODE over SYS); when the nearest is SYS
   (across the CPU interconnect) no NIC is worth binding and a note says so.
 """
+
 from __future__ import annotations
 
 from typing import Any
 from ..errors import UsageError
 from .model import INTERCONNECTS, format_cpulist, is_nvlink, link_rank
 
-NIC_LOCAL = 4.0   # PHB/NODE: same NUMA node
+NIC_LOCAL = 4.0  # PHB/NODE: same NUMA node
 
 
-MAX_ID = 1 << 20        # CPU and NUMA ids: a CPU mask of 1 << 10**12 would take the planner 125 GB
+MAX_ID = 1 << 20  # CPU and NUMA ids: a CPU mask of 1 << 10**12 would take the planner 125 GB
 
 
 def validate_profile(profile, path: str | None = None) -> dict:
@@ -53,8 +54,11 @@ def validate_profile(profile, path: str | None = None) -> dict:
     if not isinstance(profile["nics"], list):
         bad("'nics' must be a list")
     for i, n in enumerate(profile["nics"]):
-        if not isinstance(n, dict) or not isinstance(n.get("name"), str) or not (
-                n.get("device") is None or isinstance(n.get("device"), str)):
+        if (
+            not isinstance(n, dict)
+            or not isinstance(n.get("name"), str)
+            or not (n.get("device") is None or isinstance(n.get("device"), str))
+        ):
             bad(f"nics[{i}] must be an object with a string name and a string or null device")
     return profile
 
@@ -72,9 +76,11 @@ def group_gpus(profile: dict, k: int, count: int) -> list[list[int]]:
     for _ in range(count):
         group = [free.pop(0)]
         while len(group) < k:
+
             def cost(c):
                 links = [link_rank(gpus[m]["links"].get(f"GPU{c}", "SYS")) for m in group]
                 return (max(links), sum(links), 0 if all(_affine(gpus[c], gpus[m]) for m in group) else 1, c)
+
             best = min(free, key=cost)
             free.remove(best)
             group.append(best)
@@ -101,11 +107,11 @@ def split_cpus(cpus: list[int], parts: int) -> list[list[int]]:
         for r in runs:
             size = len(r) // parts
             for p in range(parts):
-                out[p].extend(r[p * size:(p + 1) * size])
+                out[p].extend(r[p * size : (p + 1) * size])
         return out
     ordered = sorted(cpus)
     size = len(ordered) // parts
-    return [ordered[p * size:(p + 1) * size] for p in range(parts)]
+    return [ordered[p * size : (p + 1) * size] for p in range(parts)]
 
 
 def _mask(ids: list[int]) -> str:
@@ -153,8 +159,7 @@ def _gpu_groups(profile: dict, k: int, t: int, notes: list[str]) -> list[list[in
         notes.append(f"{n - t * k} of the node's {n} GPUs stay unused ({t} tasks x {k} GPUs)")
     for grp in groups:
         if len(grp) > 1:
-            toks = sorted({gpus[a]["links"].get(f"GPU{b}", "?") for a in grp for b in grp if a < b},
-                          key=link_rank)
+            toks = sorted({gpus[a]["links"].get(f"GPU{b}", "?") for a in grp for b in grp if a < b}, key=link_rank)
             kind = "NVLink" if all(is_nvlink(x) for x in toks) else "PCIe/mixed"
             notes.append(f"GPUs {','.join(map(str, grp))} together: {kind} ({'/'.join(toks)})")
     if profile["interconnect"] == "pcie" and n > 1:
@@ -186,8 +191,10 @@ def _task_cpus(gpus: list[dict], groups: list[list[int]], notes: list[str]):
             notes.append(f"tasks {','.join(map(str, users))} share CPUs {format_cpulist(shared)}: split evenly")
     empty = [i for i, cs in enumerate(task_cpus) if not cs and i not in unknown]
     if unknown:
-        notes.append(f"CPU affinity unknown for the GPUs of task(s) {','.join(map(str, unknown))}: no --cpu-bind "
-                     f"(give the CPU layout with `slurmkit topo --lscpu-file`)")
+        notes.append(
+            f"CPU affinity unknown for the GPUs of task(s) {','.join(map(str, unknown))}: no --cpu-bind "
+            f"(give the CPU layout with `slurmkit topo --lscpu-file`)"
+        )
     if empty:
         notes.append(f"task(s) {','.join(map(str, empty))}: no CPUs left after splitting: no --cpu-bind")
     return task_cpus, unknown, empty
@@ -222,8 +229,10 @@ def _task_nics(profile: dict, groups: list[list[int]], notes: list[str]) -> list
     elif not any(task_nics) and not nameless:
         notes.append("every NIC is SYS (across the CPU interconnect) from the GPUs: no NIC binding hint")
     if nameless:
-        notes.append(f"{', '.join(sorted(nameless))} are near the GPUs but their device names are unknown (no NIC "
-                     f"Legend): not in NCCL_IB_HCA")
+        notes.append(
+            f"{', '.join(sorted(nameless))} are near the GPUs but their device names are unknown (no NIC "
+            f"Legend): not in NCCL_IB_HCA"
+        )
     return task_nics
 
 
@@ -242,8 +251,10 @@ def _options(groups, task_cpus, t: int, k: int, cpus_unsure: bool, notes: list[s
         srun.append("--gpu-bind=mask_gpu:" + ",".join(_mask(grp) for grp in groups))
     if cpt and not cpus_unsure:
         srun.append("--cpu-bind=mask_cpu:" + ",".join(_mask(cs) for cs in task_cpus))
-        notes.append("--cpu-bind needs TaskPlugin=task/affinity or task/cgroup; with task/none srun warns "
-                     "'lacks support for cpu binding' and runs the tasks unbound")
+        notes.append(
+            "--cpu-bind needs TaskPlugin=task/affinity or task/cgroup; with task/none srun warns "
+            "'lacks support for cpu binding' and runs the tasks unbound"
+        )
     sbatch.append("--exclusive")
     notes.append("--exclusive: the binding names this node's physical GPU and CPU ids, so the job must own the node")
     return sbatch, srun
@@ -263,8 +274,11 @@ def _nic_env(profile: dict, task_nics: list[list[str]], notes: list[str]) -> dic
         prefixed = any(o != h and o.startswith(h) for h in hcas for o in all_devs)
         env["NCCL_IB_HCA"] = ("=" if prefixed else "") + ",".join(hcas)
         if prefixed:
-            notes.append("NCCL_IB_HCA starts with '=' (exact names): a plain prefix like mlx5_1 would also pick "
-                         "mlx5_10/mlx5_11")
-        notes.append("NCCL_IB_HCA lists the NICs nearest to the GPUs (PIX/PXB first, else PHB/NODE); per task: "
-                     + "; ".join(f"task {i}: {','.join(x) or '-'}" for i, x in enumerate(task_nics)))
+            notes.append(
+                "NCCL_IB_HCA starts with '=' (exact names): a plain prefix like mlx5_1 would also pick mlx5_10/mlx5_11"
+            )
+        notes.append(
+            "NCCL_IB_HCA lists the NICs nearest to the GPUs (PIX/PXB first, else PHB/NODE); per task: "
+            + "; ".join(f"task {i}: {','.join(x) or '-'}" for i, x in enumerate(task_nics))
+        )
     return env

@@ -9,6 +9,7 @@ CPUs 0,2,4,...) or with SMT (siblings at cpu + cores), copying nvidia-smi's CPU 
 is then derived (nodes are assigned to sockets in order, and within a socket the sorted CPUs fill cores 0..C-1
 then wrap to the SMT siblings), and `exact` is False so callers can say so.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,9 +25,9 @@ class CpuLayout:
     sockets: int
     cores_per_socket: int
     threads_per_core: int
-    cpu_socket: dict[int, int]          # OS cpu id -> socket index (0-based, dense)
-    cpu_core: dict[int, int]            # OS cpu id -> Slurm logical core index
-    numa_cpus: dict[int, list[int]]     # NUMA node -> OS cpu ids (nodes without CPUs included, empty)
+    cpu_socket: dict[int, int]  # OS cpu id -> socket index (0-based, dense)
+    cpu_core: dict[int, int]  # OS cpu id -> Slurm logical core index
+    numa_cpus: dict[int, list[int]]  # NUMA node -> OS cpu ids (nodes without CPUs included, empty)
     exact: bool = True
     source: str = ""
     notes: list[str] = field(default_factory=list)
@@ -58,12 +59,19 @@ def _from_triples(rows: list[tuple[int, int, int, int | None]], source: str) -> 
         if node is not None:
             numa.setdefault(node, []).append(cpu)
     per_socket: dict[int, int] = {}
-    for (s, _c) in cores:
+    for s, _c in cores:
         per_socket[s] = per_socket.get(s, 0) + 1
     threads = max(len(v) for v in cores.values())
-    return CpuLayout(sockets=len(socket_ids), cores_per_socket=max(per_socket.values()), threads_per_core=threads,
-                     cpu_socket=cpu_socket, cpu_core=cpu_core, numa_cpus={k: sorted(v) for k, v in numa.items()},
-                     exact=True, source=source)
+    return CpuLayout(
+        sockets=len(socket_ids),
+        cores_per_socket=max(per_socket.values()),
+        threads_per_core=threads,
+        cpu_socket=cpu_socket,
+        cpu_core=cpu_core,
+        numa_cpus={k: sorted(v) for k, v in numa.items()},
+        exact=True,
+        source=source,
+    )
 
 
 def parse_lscpu_p(text: str, path: str | None = None) -> CpuLayout:
@@ -81,8 +89,9 @@ def parse_lscpu_p(text: str, path: str | None = None) -> CpuLayout:
                 cols = [c.strip().upper() for c in body.split(",")]
             continue
         if cols is None:
-            raise UsageError("no `# CPU,Core,Socket,Node` header line before the data (is this `lscpu -p`?)",
-                             path=where, line=i)
+            raise UsageError(
+                "no `# CPU,Core,Socket,Node` header line before the data (is this `lscpu -p`?)", path=where, line=i
+            )
         for need in ("CPU", "CORE", "SOCKET"):
             if need not in cols:
                 raise UsageError(f"`lscpu -p` header has no {need} column", path=where, line=i)
@@ -98,6 +107,7 @@ def parse_lscpu_p(text: str, path: str | None = None) -> CpuLayout:
             if n is None:
                 raise UsageError(f"{name} field {v[:40]!r} is not a number", path=where, line=i)
             return n
+
         rows.append((num("CPU"), num("CORE"), num("SOCKET"), num("NODE", optional=True)))
     if not rows:
         raise UsageError("no CPU rows", path=where)
@@ -110,8 +120,9 @@ _LSCPU_KV = re.compile(r"^\s*([^:]+?)\s*:\s*(.*?)\s*$")
 _NODE_LINE = re.compile(r"\ANUMA node([0-9]{1,7}) CPU\(s\)\Z")
 
 
-def _derive(node_cpus: dict[int, list[int]], sockets: int | None, threads: int | None, source: str,
-            where: str) -> CpuLayout:
+def _derive(
+    node_cpus: dict[int, list[int]], sockets: int | None, threads: int | None, source: str, where: str
+) -> CpuLayout:
     with_cpus = [n for n in sorted(node_cpus) if node_cpus[n]]
     if not with_cpus:
         raise UsageError("no NUMA node lists any CPU", path=where)
@@ -126,8 +137,10 @@ def _derive(node_cpus: dict[int, list[int]], sockets: int | None, threads: int |
     cpu_socket, cpu_core = {}, {}
     if len(with_cpus) < sockets:
         # numa=off or fewer nodes than sockets: split each node's sorted CPUs among the sockets it must hold
-        notes.append(f"{len(with_cpus)} NUMA node(s) for {sockets} sockets (NUMA disabled?): sockets derived by "
-                     f"splitting the CPU list")
+        notes.append(
+            f"{len(with_cpus)} NUMA node(s) for {sockets} sockets (NUMA disabled?): sockets derived by "
+            f"splitting the CPU list"
+        )
         allc = sorted(c for n in with_cpus for c in node_cpus[n])
         cores_total = len(allc) // threads
         socket_lists: list[list[int]] = [[] for _ in range(sockets)]
@@ -142,15 +155,22 @@ def _derive(node_cpus: dict[int, list[int]], sockets: int | None, threads: int |
     for s, cl in enumerate(socket_lists):
         cl = sorted(cl)
         if len(cl) % threads:
-            raise UsageError(f"socket {s} has {len(cl)} CPUs, not a multiple of {threads} threads per core",
-                             path=where)
+            raise UsageError(f"socket {s} has {len(cl)} CPUs, not a multiple of {threads} threads per core", path=where)
         c_here = len(cl) // threads
         for pos, c in enumerate(cl):
             cpu_socket[c] = s
             cpu_core[c] = s * cps + pos % c_here
-    return CpuLayout(sockets=sockets, cores_per_socket=cps, threads_per_core=threads, cpu_socket=cpu_socket,
-                     cpu_core=cpu_core, numa_cpus={k: sorted(v) for k, v in node_cpus.items()}, exact=False,
-                     source=source, notes=notes)
+    return CpuLayout(
+        sockets=sockets,
+        cores_per_socket=cps,
+        threads_per_core=threads,
+        cpu_socket=cpu_socket,
+        cpu_core=cpu_core,
+        numa_cpus={k: sorted(v) for k, v in node_cpus.items()},
+        exact=False,
+        source=source,
+        notes=notes,
+    )
 
 
 def parse_lscpu(text: str, path: str | None = None) -> CpuLayout:
@@ -181,6 +201,7 @@ def parse_lscpu(text: str, path: str | None = None) -> CpuLayout:
         if n is None:
             raise UsageError(f"{key}: {v[:40]!r} is not a number", path=where, line=i)
         return n
+
     if not nodes:
         cpus = kv.get("On-line CPU(s) list")
         if cpus:
@@ -193,8 +214,9 @@ def parse_lscpu(text: str, path: str | None = None) -> CpuLayout:
 _NUMACTL_CPUS = re.compile(r"\Anode ([0-9]{1,7}) cpus:\s*(.*)\Z")
 
 
-def parse_numactl(text: str, path: str | None = None, sockets: int | None = None,
-                  threads: int | None = None) -> CpuLayout:
+def parse_numactl(
+    text: str, path: str | None = None, sockets: int | None = None, threads: int | None = None
+) -> CpuLayout:
     """`numactl -H`: node -> CPUs only (sockets and threads per core must come from elsewhere, else 1)."""
     where = path or "<numactl -H>"
     nodes: dict[int, list[int]] = {}
@@ -280,23 +302,33 @@ def resolve(topo: Topology, layout: CpuLayout) -> Topology:
             fixed.append(g.index)
             g.cpus = node_set
     if fixed:
-        topo.warnings.append(f"GPU{format_cpulist(fixed)}: CPU set taken from their NUMA node(s) in the CPU "
-                             f"layout ({layout.source}) because the matrix's CPU Affinity was empty or a fragment")
+        topo.warnings.append(
+            f"GPU{format_cpulist(fixed)}: CPU set taken from their NUMA node(s) in the CPU "
+            f"layout ({layout.source}) because the matrix's CPU Affinity was empty or a fragment"
+        )
     span = [g.index for g in topo.gpus if len(layout.sockets_for(g.cpus)) > 1]
     if span:
-        topo.warnings.append(f"GPU{format_cpulist(span)}: CPU affinity spans sockets "
-                             f"{format_cpulist(sorted({s for g in topo.gpus if g.index in span for s in layout.sockets_for(g.cpus)}))}: "
-                             f"Cores= cannot pin them to one socket")
+        topo.warnings.append(
+            f"GPU{format_cpulist(span)}: CPU affinity spans sockets "
+            f"{format_cpulist(sorted({s for g in topo.gpus if g.index in span for s in layout.sockets_for(g.cpus)}))}: "
+            f"Cores= cannot pin them to one socket"
+        )
     unknown = sorted({c for g in topo.gpus for c in g.cpus if c not in layout.cpu_core})
     if unknown:
-        topo.warnings.append(f"CPUs {format_cpulist(unknown)} in the matrix are not in the CPU layout "
-                             f"({layout.source}): wrong lscpu file for this node?")
+        topo.warnings.append(
+            f"CPUs {format_cpulist(unknown)} in the matrix are not in the CPU layout "
+            f"({layout.source}): wrong lscpu file for this node?"
+        )
     cpu_nodes = [n for n, cl in layout.numa_cpus.items() if cl]
     if layout.sockets > 1 and len(cpu_nodes) <= 1:
-        topo.warnings.append(f"NUMA disabled: {layout.sockets} sockets but {len(cpu_nodes)} NUMA node with CPUs "
-                             f"(numa=off on the kernel command line?)")
+        topo.warnings.append(
+            f"NUMA disabled: {layout.sockets} sockets but {len(cpu_nodes)} NUMA node with CPUs "
+            f"(numa=off on the kernel command line?)"
+        )
     if not layout.exact:
-        topo.warnings.append(f"core numbering derived from `{layout.source}` (nodes to sockets in order, SMT "
-                             f"siblings at cpu + cores); `lscpu -p` gives it exactly")
+        topo.warnings.append(
+            f"core numbering derived from `{layout.source}` (nodes to sockets in order, SMT "
+            f"siblings at cpu + cores); `lscpu -p` gives it exactly"
+        )
     topo.warnings.extend(layout.notes)
     return topo

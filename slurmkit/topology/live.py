@@ -1,4 +1,5 @@
 """The imperative edge: run `nvidia-smi topo -m` and read the CPU layout on this node (through slurmkit.proc)."""
+
 from __future__ import annotations
 
 from .. import proc
@@ -19,6 +20,7 @@ def capture_cpu_layout(settings, say=lambda m: None):
     """The CPU layout from sysfs (exact); `lscpu -p` when sysfs has no topology (some containers)."""
     from ..errors import UsageError
     from .cpus import parse_lscpu_p, read_sysfs
+
     try:
         return read_sysfs(settings.topology.sysfs_root)
     except (OSError, UsageError) as e:
@@ -40,6 +42,7 @@ def sysfs_bus_id(nvsmi_bus_id: str) -> str:
 def fill_numa_from_pci(topo, settings, say=lambda m: None) -> None:
     """Where the matrix gives a GPU no NUMA node (old driver, N/A), ask sysfs: /sys/bus/pci/devices/<id>/numa_node."""
     from .cpus import pci_numa_node
+
     if all(g.numa for g in topo.gpus):
         return
     argv = proc.tool(settings.tools.nvidia_smi, "--query-gpu=index,pci.bus_id", "--format=csv,noheader")
@@ -62,9 +65,12 @@ def fill_numa_from_pci(topo, settings, say=lambda m: None) -> None:
             filled.append(g.index)
     if filled:
         from .model import format_cpulist
+
         still = [g.index for g in topo.gpus if not g.numa]
         topo.warnings[:] = [w for w in topo.warnings if "no NUMA Affinity in the matrix" not in w]
         if still:
             topo.warnings.append(f"GPU{format_cpulist(still)}: no NUMA Affinity in the matrix nor in sysfs")
-        topo.warnings.append(f"GPU{','.join(map(str, filled))}: NUMA node read from "
-                             f"/sys/bus/pci/devices/*/numa_node (the matrix had none)")
+        topo.warnings.append(
+            f"GPU{','.join(map(str, filled))}: NUMA node read from "
+            f"/sys/bus/pci/devices/*/numa_node (the matrix had none)"
+        )

@@ -8,6 +8,7 @@ profile and that `binding.plan_binding` and `slurmkit submit` consume:
      "interconnect": "nvlink" | "partial-nvlink" | "pcie",
      "warnings": ["..."]}
 """
+
 from __future__ import annotations
 
 import re
@@ -39,12 +40,12 @@ def nvlink_count(token: str) -> int:
 @dataclass
 class Gpu:
     index: int
-    cpus: list[int] = field(default_factory=list)     # OS CPU ids (empty when unknown)
-    numa: list[int] = field(default_factory=list)     # NUMA nodes (empty when unknown)
+    cpus: list[int] = field(default_factory=list)  # OS CPU ids (empty when unknown)
+    numa: list[int] = field(default_factory=list)  # NUMA nodes (empty when unknown)
     links: dict[str, str] = field(default_factory=dict)  # column name -> token, self excluded
-    gpu_numa_id: int | None = None                    # GH200/GB200: the GPU's own memory NUMA node
-    cpu_affinity_text: str = ""                       # as printed, for messages
-    line: int = 0                                     # source line, for messages
+    gpu_numa_id: int | None = None  # GH200/GB200: the GPU's own memory NUMA node
+    cpu_affinity_text: str = ""  # as printed, for messages
+    line: int = 0  # source line, for messages
 
     def to_dict(self) -> dict:
         return {"index": self.index, "cpus": list(self.cpus), "numa": list(self.numa), "links": dict(self.links)}
@@ -52,8 +53,8 @@ class Gpu:
 
 @dataclass
 class Nic:
-    name: str               # the matrix's column name: NIC0 or mlx5_0
-    device: str | None      # mlx5_0 (from the NIC Legend, or the column name itself); None when unknown
+    name: str  # the matrix's column name: NIC0 or mlx5_0
+    device: str | None  # mlx5_0 (from the NIC Legend, or the column name itself); None when unknown
 
     def to_dict(self) -> dict:
         return {"name": self.name, "device": self.device}
@@ -64,7 +65,7 @@ class Topology:
     gpus: list[Gpu]
     nics: list[Nic]
     warnings: list[str] = field(default_factory=list)
-    nvlink_shown: bool = True      # False for `topo -mp` (legend without NV#): NVLink exists or not, we cannot see
+    nvlink_shown: bool = True  # False for `topo -mp` (legend without NV#): NVLink exists or not, we cannot see
     source: str | None = None
 
     @property
@@ -79,8 +80,12 @@ class Topology:
         return self.gpus[gpu].links.get(other, "")
 
     def to_profile(self) -> dict:
-        return {"gpus": [g.to_dict() for g in self.gpus], "nics": [n.to_dict() for n in self.nics],
-                "interconnect": self.interconnect, "warnings": list(self.warnings)}
+        return {
+            "gpus": [g.to_dict() for g in self.gpus],
+            "nics": [n.to_dict() for n in self.nics],
+            "interconnect": self.interconnect,
+            "warnings": list(self.warnings),
+        }
 
 
 def format_cpulist(ids) -> str:

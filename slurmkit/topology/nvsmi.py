@@ -12,6 +12,7 @@ errors naming the line: never a silently wrong matrix. Tested by deleting every 
 of every real capture: each damaged copy is refused or parses to the same result. Residual risk: a ONE-GPU capture
 that lost the tab between its CPU and NUMA affinity has no other row to be checked against.
 """
+
 from __future__ import annotations
 
 import re
@@ -67,7 +68,7 @@ def _fields(line: str) -> list[str] | None:
             fields.extend([""] * ((fstart - stop) // 8))
         fields.append(text)
         # " X " occupies three columns: the tab that follows starts after its trailing space
-        prev_end = e + 1 if text == "X" and line[e:e + 1] == " " else e
+        prev_end = e + 1 if text == "X" and line[e : e + 1] == " " else e
     return fields
 
 
@@ -79,9 +80,11 @@ def _split_gpu_affinity(vals: list[str], cols: list[str], lineno: int, path) -> 
     any other count of fields could put a value under the wrong column."""
     vals = [v.strip() for v in vals]
     if cols == ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]:
-        layouts: list[list[str | None]] = [["CPU Affinity", "NUMA Affinity", None, "GPU NUMA ID"],
-                   ["CPU Affinity", None, "NUMA Affinity", None, "GPU NUMA ID"],
-                   ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]]
+        layouts: list[list[str | None]] = [
+            ["CPU Affinity", "NUMA Affinity", None, "GPU NUMA ID"],
+            ["CPU Affinity", None, "NUMA Affinity", None, "GPU NUMA ID"],
+            ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"],
+        ]
     elif cols == ["CPU Affinity", "NUMA Affinity"]:
         layouts = [["CPU Affinity", "NUMA Affinity"], ["CPU Affinity", None, "NUMA Affinity"]]
     else:
@@ -97,12 +100,15 @@ def _split_gpu_affinity(vals: list[str], cols: list[str], lineno: int, path) -> 
             trimmed.pop()
             continue
         break
-    raise UsageError(f"cannot tell which of {', '.join(cols) or 'no affinity column'} the fields "
-                     f"{vals!r} after the matrix belong to (expected {len(cols)} value(s) in nvidia-smi's layout)",
-                     path=path, line=lineno)
+    raise UsageError(
+        f"cannot tell which of {', '.join(cols) or 'no affinity column'} the fields "
+        f"{vals!r} after the matrix belong to (expected {len(cols)} value(s) in nvidia-smi's layout)",
+        path=path,
+        line=lineno,
+    )
 
 
-MAX_DEVICES = 1024      # columns of a matrix: far past any node (an 8-GPU node with 8 NICs has 16)
+MAX_DEVICES = 1024  # columns of a matrix: far past any node (an 8-GPU node with 8 NICs has 16)
 
 
 def parse_topo(text: str, path: str | None = None) -> Topology:
@@ -120,8 +126,10 @@ def parse_topo(text: str, path: str | None = None) -> Topology:
     if legend["seen"] and legend["pix"] and not legend["nv"]:
         if not any(NV_RE.match(t) for g in gpus for t in g.links.values()):
             topo.nvlink_shown = False
-            warnings.append("legend has no NV# line: this is `nvidia-smi topo -mp` (PCIe paths only); NVLink, if "
-                            "any, is not shown, so the interconnect below may understate the node")
+            warnings.append(
+                "legend has no NV# line: this is `nvidia-smi topo -mp` (PCIe paths only); NVLink, if "
+                "any, is not shown, so the interconnect below may understate the node"
+            )
     warnings.extend(topology_warnings(topo))
     return topo
 
@@ -134,8 +142,7 @@ def _find_header(lines: list[str], where: str) -> int:
             return i
         if toks and toks[0].startswith("GPU0") and _MERGED_RE.match(toks[0]):
             return i
-    raise UsageError("no `nvidia-smi topo -m` header found (a line of column names starting with GPU0)",
-                     path=where)
+    raise UsageError("no `nvidia-smi topo -m` header found (a line of column names starting with GPU0)", path=where)
 
 
 class _Columns:
@@ -143,8 +150,9 @@ class _Columns:
 
     def __init__(self, names: list[str], where: str, hline: int):
         if len(names) > MAX_DEVICES:
-            raise UsageError(f"the header has {len(names)} columns, over the limit of {MAX_DEVICES}", path=where,
-                             line=hline)
+            raise UsageError(
+                f"the header has {len(names)} columns, over the limit of {MAX_DEVICES}", path=where, line=hline
+            )
         dev_cols: list[str] = []
         aff_cols: list[str] = []
         for name in names:
@@ -156,8 +164,12 @@ class _Columns:
             if aff_cols:
                 raise UsageError(f"unexpected column {name!r} after the affinity columns", path=where, line=hline)
             if _MERGED_RE.match(name):
-                raise UsageError(f"column name {name!r} looks like two columns run together (a tab lost in a "
-                                 f"paste); the matrix cannot be trusted", path=where, line=hline)
+                raise UsageError(
+                    f"column name {name!r} looks like two columns run together (a tab lost in a "
+                    f"paste); the matrix cannot be trusted",
+                    path=where,
+                    line=hline,
+                )
             if not (_GPU_RE.match(name) or _NIC_NAME_RE.match(name)):
                 raise UsageError(f"unexpected column name {name!r}", path=where, line=hline)
             if name in dev_cols:
@@ -168,15 +180,21 @@ class _Columns:
             raise UsageError(f"affinity columns out of the usual order: {aff_cols}", path=where, line=hline)
         gpu_cols = [c for c in dev_cols if _GPU_RE.match(c)]
         nic_cols = [c for c in dev_cols if not _GPU_RE.match(c)]
-        if dev_cols[:len(gpu_cols)] != gpu_cols:
+        if dev_cols[: len(gpu_cols)] != gpu_cols:
             raise UsageError("GPU columns must come before NIC columns", path=where, line=hline)
         if gpu_cols != [f"GPU{i}" for i in range(len(gpu_cols))]:
-            raise UsageError(f"GPU columns are not GPU0..GPU{len(gpu_cols) - 1} in order: {' '.join(gpu_cols)}",
-                             path=where, line=hline)
+            raise UsageError(
+                f"GPU columns are not GPU0..GPU{len(gpu_cols) - 1} in order: {' '.join(gpu_cols)}",
+                path=where,
+                line=hline,
+            )
         nicn = [c for c in nic_cols if _NICN_RE.match(c)]
         if nicn and nicn != [f"NIC{i}" for i in range(len(nicn))]:
-            raise UsageError(f"NIC columns are not NIC0..NIC{len(nicn) - 1} in order: {' '.join(nicn)} "
-                             f"(a column lost or merged?)", path=where, line=hline)
+            raise UsageError(
+                f"NIC columns are not NIC0..NIC{len(nicn) - 1} in order: {' '.join(nicn)} (a column lost or merged?)",
+                path=where,
+                line=hline,
+            )
         self.dev, self.aff, self.gpu, self.nic, self.nicn = dev_cols, aff_cols, gpu_cols, nic_cols, nicn
         self.index = {c: i for i, c in enumerate(dev_cols)}
 
@@ -206,26 +224,33 @@ def _read_rows(lines: list[str], hdr_i: int, cols: _Columns, where: str):
             raise UsageError(f"row label {label[:80]!r} is not a column of the header", path=where, line=lineno)
         if label in gpu_rows or label in nic_rows:
             raise UsageError(f"row {label} appears twice", path=where, line=lineno)
-        cells = [c.strip() for c in f[1:1 + ncols]]
+        cells = [c.strip() for c in f[1 : 1 + ncols]]
         if len(cells) < ncols or any(c == "" for c in cells):
             merged = [c for c in f[1:] if _TOKEN_MERGED_RE.match(c.strip())]
             hint = f" ({merged[0]!r} looks like two cells run together)" if merged else ""
-            raise UsageError(f"row {label} has {sum(1 for c in cells if c)} link cells, the header has {ncols} "
-                             f"columns{hint}", path=where, line=lineno)
+            raise UsageError(
+                f"row {label} has {sum(1 for c in cells if c)} link cells, the header has {ncols} columns{hint}",
+                path=where,
+                line=lineno,
+            )
         for col, tok in zip(dev_cols, cells):
             if col == label:
                 if tok != "X":
-                    raise UsageError(f"row {label}: expected X on the diagonal, got {tok[:40]!r}", path=where,
-                                     line=lineno)
+                    raise UsageError(
+                        f"row {label}: expected X on the diagonal, got {tok[:40]!r}", path=where, line=lineno
+                    )
             elif not _valid_token(tok):
                 hint = " (two cells run together: a tab lost in a paste?)" if _TOKEN_MERGED_RE.match(tok) else ""
-                raise UsageError(f"row {label}, column {col}: unknown link {tok[:40]!r}{hint}", path=where,
-                                 line=lineno)
-        rest = f[1 + ncols:]
+                raise UsageError(f"row {label}, column {col}: unknown link {tok[:40]!r}{hint}", path=where, line=lineno)
+        rest = f[1 + ncols :]
         if label in cols.gpu:
             if loose and len([r for r in rest if r.strip()]) != len(aff_cols):
-                raise UsageError(f"row {label}: spaces are not on 8-column tab stops and the affinity fields "
-                                 f"{rest!r} cannot be matched to {aff_cols}", path=where, line=lineno)
+                raise UsageError(
+                    f"row {label}: spaces are not on 8-column tab stops and the affinity fields "
+                    f"{rest!r} cannot be matched to {aff_cols}",
+                    path=where,
+                    line=lineno,
+                )
             aff = _split_gpu_affinity(rest, aff_cols, lineno, where)
             # nvidia-smi prints every GPU row in the same layout (same number of fields after the matrix); a row
             # that differs lost or gained a tab, and its values may sit under the wrong column
@@ -233,20 +258,27 @@ def _read_rows(lines: list[str], hdr_i: int, cols: _Columns, where: str):
             if row_shape is None:
                 row_shape = (shape, label)
             elif shape != row_shape[0]:
-                raise UsageError(f"row {label} does not have the affinity layout of row {row_shape[1]} (fields "
-                                 f"{[r.strip() for r in rest]!r}): a tab lost or added (paste damage?)",
-                                 path=where, line=lineno)
+                raise UsageError(
+                    f"row {label} does not have the affinity layout of row {row_shape[1]} (fields "
+                    f"{[r.strip() for r in rest]!r}): a tab lost or added (paste damage?)",
+                    path=where,
+                    line=lineno,
+                )
             gpu_rows[label] = (lineno, cells, aff)
         else:
             if any(r.strip() for r in rest):
-                raise UsageError(f"NIC row {label}: unexpected fields after the matrix: "
-                                 f"{[r for r in rest if r.strip()]!r}", path=where, line=lineno)
+                raise UsageError(
+                    f"NIC row {label}: unexpected fields after the matrix: {[r for r in rest if r.strip()]!r}",
+                    path=where,
+                    line=lineno,
+                )
             nic_rows[label] = (lineno, cells)
         i += 1
     missing = [c for c in cols.gpu if c not in gpu_rows]
     if missing:
-        raise UsageError(f"no row for {', '.join(missing)} (truncated capture?)", path=where,
-                         line=min(len(lines), i + 1))
+        raise UsageError(
+            f"no row for {', '.join(missing)} (truncated capture?)", path=where, line=min(len(lines), i + 1)
+        )
     return gpu_rows, nic_rows, i
 
 
@@ -282,26 +314,30 @@ def _build_gpus(cols: _Columns, gpu_rows, where: str) -> list[Gpu]:
         if cpu_text and cpu_text != "N/A":
             parsed = parse_cpulist(cpu_text)
             if parsed is None:
-                raise UsageError(f"{col}: CPU Affinity {cpu_text[:80]!r} is not a cpu list like 0-3,8", path=where,
-                                 line=lineno)
+                raise UsageError(
+                    f"{col}: CPU Affinity {cpu_text[:80]!r} is not a cpu list like 0-3,8", path=where, line=lineno
+                )
             cpus = parsed
         numa_text = aff.get("NUMA Affinity", "")
         numa: list[int] = []
         if numa_text and numa_text != "N/A":
             parsed = parse_cpulist(numa_text)
             if parsed is None:
-                raise UsageError(f"{col}: NUMA Affinity {numa_text[:80]!r} is not a node list like 0 or 0-1",
-                                 path=where, line=lineno)
+                raise UsageError(
+                    f"{col}: NUMA Affinity {numa_text[:80]!r} is not a node list like 0 or 0-1", path=where, line=lineno
+                )
             numa = parsed
         gnid_text = aff.get("GPU NUMA ID", "")
         gnid = None
         if gnid_text and gnid_text != "N/A":
             gnid = small_int(gnid_text)
             if gnid is None:
-                raise UsageError(f"{col}: GPU NUMA ID {gnid_text[:40]!r} is not a number or N/A", path=where,
-                                 line=lineno)
-        gpus.append(Gpu(index=gi, cpus=cpus, numa=numa, links=links, gpu_numa_id=gnid,
-                        cpu_affinity_text=cpu_text, line=lineno))
+                raise UsageError(
+                    f"{col}: GPU NUMA ID {gnid_text[:40]!r} is not a number or N/A", path=where, line=lineno
+                )
+        gpus.append(
+            Gpu(index=gi, cpus=cpus, numa=numa, links=links, gpu_numa_id=gnid, cpu_affinity_text=cpu_text, line=lineno)
+        )
     return gpus
 
 
@@ -311,12 +347,15 @@ def _check_symmetry(cols: _Columns, gpu_rows, nic_rows, where: str) -> None:
     order_seen = [c for c in cols.dev if c in rows]
     for ai, a in enumerate(order_seen):
         la, ra = rows[a]
-        for b in order_seen[ai + 1:]:
+        for b in order_seen[ai + 1 :]:
             lb, rb = rows[b]
             ta, tb = ra[cols.index[b]], rb[cols.index[a]]
             if ta != tb:
-                raise UsageError(f"matrix is not symmetric: {a}->{b} is {ta} (line {la}) but {b}->{a} is {tb} "
-                                 f"(line {lb})", path=where, line=max(la, lb))
+                raise UsageError(
+                    f"matrix is not symmetric: {a}->{b} is {ta} (line {la}) but {b}->{a} is {tb} (line {lb})",
+                    path=where,
+                    line=max(la, lb),
+                )
 
 
 def _nics(cols: _Columns, nic_rows, nic_legend: dict[str, str], where: str) -> tuple[list[Nic], list[str]]:
@@ -330,15 +369,18 @@ def _nics(cols: _Columns, nic_rows, nic_legend: dict[str, str], where: str) -> t
             nics.append(Nic(name=c, device=c))
     unknown = [c for c in cols.nicn if c not in nic_legend]
     if unknown:
-        warnings.append(f"no NIC Legend for {', '.join(unknown)}: their device names (mlx5_N) are unknown, so "
-                        f"NCCL_IB_HCA cannot name them")
+        warnings.append(
+            f"no NIC Legend for {', '.join(unknown)}: their device names (mlx5_N) are unknown, so "
+            f"NCCL_IB_HCA cannot name them"
+        )
     extra = [k for k in nic_legend if k not in cols.nicn]
     if extra:
         raise UsageError(f"NIC Legend names {', '.join(extra)}, which the matrix has no column for", path=where)
     nic_missing = [c for c in cols.nic if c not in nic_rows]
     if nic_rows and nic_missing:
-        warnings.append(f"no matrix row for {', '.join(nic_missing)} (truncated capture?); GPU-NIC links come "
-                        f"from the GPU rows")
+        warnings.append(
+            f"no matrix row for {', '.join(nic_missing)} (truncated capture?); GPU-NIC links come from the GPU rows"
+        )
     return nics, warnings
 
 
@@ -352,33 +394,43 @@ def topology_warnings(topo: Topology) -> list[str]:
     gpus = topo.gpus
     n = len(gpus)
     if n >= 2 and topo.interconnect == "pcie" and topo.nvlink_shown:
-        sys_pairs = sum(1 for a in gpus for b in gpus if a.index < b.index
-                        and a.links.get(f"GPU{b.index}") in ("SYS", "SOC"))
+        sys_pairs = sum(
+            1 for a in gpus for b in gpus if a.index < b.index and a.links.get(f"GPU{b.index}") in ("SYS", "SOC")
+        )
         tail = f"; {sys_pairs} GPU pair(s) cross the CPU interconnect (SYS)" if sys_pairs else ""
         out.append(f"PCIe-only: no NVLink between the {n} GPUs; GPU-to-GPU traffic (NCCL) goes over PCIe{tail}")
     elif topo.interconnect == "partial-nvlink":
-        out.append("partial NVLink: only some GPU pairs are NVLink-connected; keep a task's GPUs within an NVLink "
-                   "group")
+        out.append(
+            "partial NVLink: only some GPU pairs are NVLink-connected; keep a task's GPUs within an NVLink group"
+        )
     no_cpu = [g.index for g in gpus if not g.cpus]
     if no_cpu:
-        out.append(f"{_ranges(no_cpu)}: no CPU Affinity in the matrix (container or cgroup view, or the "
-                   f"nvidia-smi interleaved-numbering quirk): CPU binding for them needs the CPU layout "
-                   f"(--lscpu-file)")
+        out.append(
+            f"{_ranges(no_cpu)}: no CPU Affinity in the matrix (container or cgroup view, or the "
+            f"nvidia-smi interleaved-numbering quirk): CPU binding for them needs the CPU layout "
+            f"(--lscpu-file)"
+        )
     tiny = [g.index for g in gpus if 0 < len(g.cpus) <= 2]
     if tiny:
         texts = sorted({g.cpu_affinity_text for g in gpus if g.index in tiny})
-        out.append(f"{_ranges(tiny)}: CPU Affinity lists only {'/'.join(texts)} (captured inside a restricted "
-                   f"cpuset such as a Slurm job, or the nvidia-smi interleaved-numbering quirk): not the GPU's "
-                   f"real CPU set")
+        out.append(
+            f"{_ranges(tiny)}: CPU Affinity lists only {'/'.join(texts)} (captured inside a restricted "
+            f"cpuset such as a Slurm job, or the nvidia-smi interleaved-numbering quirk): not the GPU's "
+            f"real CPU set"
+        )
     no_numa = [g.index for g in gpus if not g.numa]
     if no_numa:
         out.append(f"{_ranges(no_numa)}: no NUMA Affinity in the matrix (N/A, empty or an old driver)")
     multi = [g.index for g in gpus if len(g.numa) > 1]
     if multi:
-        out.append(f"{_ranges(multi)}: NUMA affinity spans nodes {format_cpulist(sorted({x for g in gpus if g.index in multi for x in g.numa}))}")
+        out.append(
+            f"{_ranges(multi)}: NUMA affinity spans nodes {format_cpulist(sorted({x for g in gpus if g.index in multi for x in g.numa}))}"
+        )
     if n >= 4 and all(g.numa == [0] for g in gpus):
         cpus = [tuple(g.cpus) for g in gpus]
         if cpus[0] and len(set(cpus)) == 1 and list(cpus[0]) == list(range(len(cpus[0]))) and len(cpus[0]) >= 32:
-            out.append(f"NUMA appears disabled (numa=off?): all {n} GPUs report NUMA node 0 and every CPU "
-                       f"(0-{len(cpus[0]) - 1}); GPU-CPU binding cannot help until NUMA is on")
+            out.append(
+                f"NUMA appears disabled (numa=off?): all {n} GPUs report NUMA node 0 and every CPU "
+                f"(0-{len(cpus[0]) - 1}); GPU-CPU binding cannot help until NUMA is on"
+            )
     return out

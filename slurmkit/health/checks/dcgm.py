@@ -3,6 +3,7 @@
 a health sweep job); the prolog reads the cached verdict while it is younger than `dcgm.ttl_seconds`.
 A failed test fails the node; a diagnostic DCGM could not run (MIG modes mixed, all tests skipped) is a warn,
 never ok and never a drain. A hung dcgmi is a finding within `dcgm.timeout`."""
+
 from __future__ import annotations
 
 from .. import dcgm as parse

@@ -1,4 +1,5 @@
 """driver: the driver and CUDA versions against the pinned sets in the config (empty set: any version)."""
+
 from __future__ import annotations
 
 from .. import nvsmi
@@ -21,8 +22,12 @@ def evaluate(text: str, s) -> Result:
             return Result(NAME, "fail", f"nvidia-smi: {q['errors'][-1]}", {"errors": q["errors"]}, code="driver")
     if driver is None:
         raise NoData("no driver version in this input")
-    ev = {"driver_version": driver, "cuda_version": cuda, "allowed_driver": s.driver_versions,
-          "allowed_cuda": s.cuda_versions}
+    ev = {
+        "driver_version": driver,
+        "cuda_version": cuda,
+        "allowed_driver": s.driver_versions,
+        "allowed_cuda": s.cuda_versions,
+    }
     bad = []
     if s.driver_versions and driver not in s.driver_versions:
         bad.append(f"driver {driver} not in {', '.join(s.driver_versions)}")

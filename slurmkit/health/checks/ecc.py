@@ -2,6 +2,7 @@
 or failed, retired pages pending (pending page blacklist), Blackwell channel repair pending / unrepairable
 memory, and ECC mode "Unknown Error". Input: `nvidia-smi -q` text (any layout, drivers 418-590) or
 `--query-gpu` / `--query-remapped-rows` CSV."""
+
 from __future__ import annotations
 
 from .. import nvsmi
@@ -71,10 +72,12 @@ def _gpu_findings_q(tree, s) -> tuple[list[str], dict]:
             f.append("row remapping pending (GPU reset needed)")
         if is_yes(fail):
             f.append("row remapping failure (RMA)")
-    for key, msg in (("Channel Repair Pending", "channel repair pending (GPU reset needed)"),
-                     ("Unrepairable Memory", "unrepairable memory (RMA)")):
+    for key, msg in (
+        ("Channel Repair Pending", "channel repair pending (GPU reset needed)"),
+        ("Unrepairable Memory", "unrepairable memory (RMA)"),
+    ):
         v = (errs.get_ci(key) if isinstance(errs, nvsmi.Node) else None) or tree.get_ci(key)
-        if isinstance(v, str):            # a value; a section of that name (junk, a paste) is not one
+        if isinstance(v, str):  # a value; a section of that name (junk, a paste) is not one
             ev[key.lower().replace(" ", "_")] = v
             if is_yes(v):
                 f.append(msg)
@@ -138,8 +141,10 @@ def evaluate(text: str, s, columns: list[str] | None = None) -> Result:
             f, ev = _gpu_findings_q(g["tree"], s)
             gid = nvsmi.short_bus(g["bus_id"]) or "?"
             # an all-N/A GPU says nothing; nor does a section header where a value belongs
-            if any((isinstance(v, list) and v) or (isinstance(v, (str, int)) and (not is_na(v) or is_unknown_error(v)))
-                   for v in ev.values()):
+            if any(
+                (isinstance(v, list) and v) or (isinstance(v, (str, int)) and (not is_na(v) or is_unknown_error(v)))
+                for v in ev.values()
+            ):
                 found_any = True
             per_gpu.append({"gpu": gid, **ev})
             findings += [f"GPU {gid}: {x}" for x in f]

@@ -1,5 +1,6 @@
 """gpu_count: GPUs visible vs expected for the node (config per node, else `gpu_count.expected`, else the gres
 count the caller knows). Input: `nvidia-smi -q` (or `-L`) text; nvidia-smi's own error lines are findings."""
+
 from __future__ import annotations
 
 from .. import nvsmi
@@ -12,9 +13,10 @@ NAME = "gpu_count"
 def expected_for(settings, node: str) -> int | None:
     per = settings.gpu_count.per_node
     if per:
-        from ...hostlist import contains   # ClusterShell only when a site uses per-node counts
+        from ...hostlist import contains  # ClusterShell only when a site uses per-node counts
+
         for expr, n in per.items():
-            if contains(expr, node):   # bounded: a pattern, never expanded past the limit
+            if contains(expr, node):  # bounded: a pattern, never expanded past the limit
                 return n
     return settings.gpu_count.expected
 
@@ -46,5 +48,7 @@ def evaluate(text: str, expected: int | None) -> Result:
 
 
 def run(ctx) -> Result:
-    return evaluate(ctx.text(NAME, "q"), ctx.expected_gpus if ctx.expected_gpus is not None
-                    else expected_for(ctx.settings, ctx.node))
+    return evaluate(
+        ctx.text(NAME, "q"),
+        ctx.expected_gpus if ctx.expected_gpus is not None else expected_for(ctx.settings, ctx.node),
+    )

@@ -1,5 +1,6 @@
 """gpu_procs: processes or memory left on the GPUs the job is about to get (prolog) or just had (epilog, after
 `gpu_procs.grace_seconds` for the job's own processes to leave). Input: `nvidia-smi -q` text."""
+
 from __future__ import annotations
 
 import time
@@ -17,8 +18,9 @@ def evaluate(text: str, job_gpus, s) -> Result:
         if q["errors"]:
             return Result(NAME, "fail", f"nvidia-smi: {q['errors'][-1]}", {"errors": q["errors"]}, code="gpu_procs")
         raise NoData("no GPUs in this input (expected `nvidia-smi -q` output)")
-    if not any(g["tree"].get_ci("Processes") is not None or g["tree"].get_ci("FB Memory Usage") is not None
-               for g in q["gpus"]):
+    if not any(
+        g["tree"].get_ci("Processes") is not None or g["tree"].get_ci("FB Memory Usage") is not None for g in q["gpus"]
+    ):
         raise NoData("no Processes / FB Memory Usage section in this input (expected `nvidia-smi -q` output)")
     findings, per, blind = [], [], []
     for n, g in enumerate(q["gpus"]):
@@ -34,7 +36,7 @@ def evaluate(text: str, job_gpus, s) -> Result:
         block = t.get_ci("Processes")
         per.append({"gpu": i, "bus_id": g["bus_id"], "processes": procs, "used_mib": used})
         if not procs and used is None and not (isinstance(block, str) and block.strip().lower() == "none"):
-            blind.append(gid)          # no process list and no memory figure: nothing to judge by
+            blind.append(gid)  # no process list and no memory figure: nothing to judge by
             continue
         if procs:
             findings.append(f"GPU {gid}: " + ", ".join(f"pid {p['pid']} ({p['name'] or '?'})" for p in procs))

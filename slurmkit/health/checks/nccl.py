@@ -1,6 +1,7 @@
 """nccl: nccl-tests `all_reduce_perf` average bus bandwidth vs the expected value for the node's profile, plus
 its failures and NCCL WARNs. Heavy: it runs only when asked for by name (`slurmkit check --only nccl`, or a
 schedule that does that); the prolog reads the cached result while it is younger than `nccl.ttl_seconds`."""
+
 from __future__ import annotations
 
 
@@ -18,8 +19,9 @@ _BENIGN = ("falling back to simple order",)
 def expected_for(s, node: str) -> float | None:
     if s.profiles:
         from ...hostlist import contains
+
         for expr, v in s.profiles.items():
-            if contains(expr, node):   # bounded: a pattern, never expanded past the limit
+            if contains(expr, node):  # bounded: a pattern, never expanded past the limit
                 return v
     return s.expected_busbw_gbps
 
@@ -27,8 +29,21 @@ def expected_for(s, node: str) -> float | None:
 def evaluate(text: str, expected: float | None, s) -> Result:
     p = parse.parse(text)
     avg = p["avg_bus_bandwidth_gbps"]
-    ev = {k: p[k] for k in ("avg_bus_bandwidth_gbps", "avg_source", "peak_busbw_gbps", "rows", "max_size",
-                            "out_of_bounds", "wrong", "failures", "nccl_version", "footer")}
+    ev = {
+        k: p[k]
+        for k in (
+            "avg_bus_bandwidth_gbps",
+            "avg_source",
+            "peak_busbw_gbps",
+            "rows",
+            "max_size",
+            "out_of_bounds",
+            "wrong",
+            "failures",
+            "nccl_version",
+            "footer",
+        )
+    }
     if p["unreadable"]:
         ev["unreadable"] = p["unreadable"][:10]
     ev["warnings"] = p["warnings"][:10]
@@ -38,25 +53,32 @@ def evaluate(text: str, expected: float | None, s) -> Result:
         return Result(NAME, "fail", f"all_reduce_perf failed: {p['failures'][0]}", ev, code="nccl")
     if p["unreadable"]:
         # nan, inf, 1e400: a number we cannot trust is not a bandwidth, and never a healthy one
-        raise NoData(f"unreadable all_reduce_perf output: {p['unreadable'][0]}"
-                     + (f" (and {len(p['unreadable']) - 1} more)" if len(p["unreadable"]) > 1 else ""))
+        raise NoData(
+            f"unreadable all_reduce_perf output: {p['unreadable'][0]}"
+            + (f" (and {len(p['unreadable']) - 1} more)" if len(p["unreadable"]) > 1 else "")
+        )
     if avg is None:
         if serious:
             return Result(NAME, "fail", f"NCCL WARN {serious[0][:120]}", ev, code="nccl")
         raise NoData("no all_reduce_perf results in this input")
     if p["out_of_bounds"] or p["wrong"]:
-        return Result(NAME, "fail", f"wrong results: {p['wrong']} wrong, {p['out_of_bounds']} out of bounds", ev,
-                      code="nccl")
+        return Result(
+            NAME, "fail", f"wrong results: {p['wrong']} wrong, {p['out_of_bounds']} out of bounds", ev, code="nccl"
+        )
     if expected is not None and avg < s.min_ratio * expected:
-        return Result(NAME, "fail", f"avg bus bandwidth {avg:g} GB/s < {s.min_ratio:g} x expected {expected:g}",
-                      ev, code="nccl")
+        return Result(
+            NAME, "fail", f"avg bus bandwidth {avg:g} GB/s < {s.min_ratio:g} x expected {expected:g}", ev, code="nccl"
+        )
     if serious:
         return Result(NAME, "warn", f"NCCL WARN {serious[0][:120]}", ev)
-    note = f"avg bus bandwidth {avg:g} GB/s" + (f" (expected {expected:g})" if expected is not None
-                                                 else " (no expected value configured)")
+    note = f"avg bus bandwidth {avg:g} GB/s" + (
+        f" (expected {expected:g})" if expected is not None else " (no expected value configured)"
+    )
     if not p["footer"]:
-        note += (f"; computed from {p['rows']} rows up to {p['max_size']} bytes: the capture has no "
-                 "`# Avg bus bandwidth` footer (truncated?)")
+        note += (
+            f"; computed from {p['rows']} rows up to {p['max_size']} bytes: the capture has no "
+            "`# Avg bus bandwidth` footer (truncated?)"
+        )
     return Result(NAME, "ok", note, ev)
 
 

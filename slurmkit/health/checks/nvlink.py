@@ -1,5 +1,6 @@
 """nvlink: inactive/down links, or error counters over `nvlink.error_threshold`, where NVLink is present.
 Input: `nvidia-smi nvlink -s` (or `dcgmi nvlink -s`) and optionally `nvidia-smi nvlink -e` text."""
+
 from __future__ import annotations
 
 from .. import nvlink as parse
@@ -29,8 +30,10 @@ def evaluate(status_text: str, errors_text: str, s) -> Result:
         over = {k: v for k, v in counters.items() if v > s.error_threshold}
         if over:
             findings.append(f"GPU {gpu}: " + ", ".join(f"{k}={v}" for k, v in over.items()))
-    ev = {"links": {g: {str(n): v for n, v in ls.items()} for g, ls in st.items()},
-          "errors": {g: {k: v for k, v in c.items() if v} for g, c in errs.items()}}
+    ev = {
+        "links": {g: {str(n): v for n, v in ls.items()} for g, ls in st.items()},
+        "errors": {g: {k: v for k, v in c.items() if v} for g, c in errs.items()},
+    }
     if findings:
         ev["findings"] = findings
         return Result(NAME, s.status, "; ".join(findings), ev, code="nvlink")

@@ -3,6 +3,7 @@ max Gen4 is normal, see the L40S and RTX 4090 fixtures), so the generation is ju
 the host's, or `pcie.min_gen`), never on the current value; the *width* does not drop at idle, so a current width
 below its max (or below `pcie.min_width`) is real down-training. Input: `nvidia-smi -q`, `--query-gpu` CSV with
 pcie.link.* columns, or the kernel's "limited by ... (capable of ...)" lines."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,8 +14,10 @@ from ..base import Result, to_int
 from ..context import NoData
 
 NAME = "pcie"
-_LIMITED = re.compile(r"pci (?P<bdf>[0-9a-fA-F:.]+): .*limited by (?P<gt>[0-9.]+) GT/s PCIe x(?P<w>\d+) link at "
-                      r"(?P<at>[0-9a-fA-F:.]+) \(capable of .*? with (?P<cgt>[0-9.]+) GT/s PCIe x(?P<cw>\d+) link\)")
+_LIMITED = re.compile(
+    r"pci (?P<bdf>[0-9a-fA-F:.]+): .*limited by (?P<gt>[0-9.]+) GT/s PCIe x(?P<w>\d+) link at "
+    r"(?P<at>[0-9a-fA-F:.]+) \(capable of .*? with (?P<cgt>[0-9.]+) GT/s PCIe x(?P<cw>\d+) link\)"
+)
 
 
 def _judge(gid, gen_cur, gen_max, gen_dev, gen_host, w_cur, w_max, s) -> list[str]:
@@ -36,23 +39,42 @@ def evaluate(text: str, s) -> Result:
     lim = [m for m in (_LIMITED.search(ln) for ln in text.splitlines()) if m]
     if lim:
         for m in lim:
-            per.append({"gpu": m.group("bdf"), "gts": float(m.group("gt")), "width": int(m.group("w")),
-                        "capable_gts": float(m.group("cgt")), "capable_width": int(m.group("cw")),
-                        "limited_at": m.group("at")})
+            per.append(
+                {
+                    "gpu": m.group("bdf"),
+                    "gts": float(m.group("gt")),
+                    "width": int(m.group("w")),
+                    "capable_gts": float(m.group("cgt")),
+                    "capable_width": int(m.group("cw")),
+                    "limited_at": m.group("at"),
+                }
+            )
             if float(m.group("gt")) < float(m.group("cgt")) or int(m.group("w")) < int(m.group("cw")):
-                findings.append(f"{m.group('bdf')}: {m.group('gt')} GT/s x{m.group('w')} (capable of "
-                                f"{m.group('cgt')} GT/s x{m.group('cw')}), limited at {m.group('at')}")
+                findings.append(
+                    f"{m.group('bdf')}: {m.group('gt')} GT/s x{m.group('w')} (capable of "
+                    f"{m.group('cgt')} GT/s x{m.group('cw')}), limited at {m.group('at')}"
+                )
     elif nvsmi.looks_like_csv(text):
         rows = nvsmi.parse_csv(text)
         if not rows or not any(c.startswith("pcie.link.") for c in rows[0]):
             raise NoData("no pcie.link.* columns in this CSV")
         for i, r in enumerate(rows):
             gid = r.get("pci.bus_id") or r.get("index") or str(i)
-            vals = {k: to_int(r.get(f"pcie.link.{k}")) for k in
-                    ("gen.current", "gen.max", "gen.gpumax", "gen.hostmax", "width.current", "width.max")}
+            vals = {
+                k: to_int(r.get(f"pcie.link.{k}"))
+                for k in ("gen.current", "gen.max", "gen.gpumax", "gen.hostmax", "width.current", "width.max")
+            }
             per.append({"gpu": gid, **vals})
-            findings += _judge(gid, vals["gen.current"], vals["gen.max"], vals["gen.gpumax"], vals["gen.hostmax"],
-                               vals["width.current"], vals["width.max"], s)
+            findings += _judge(
+                gid,
+                vals["gen.current"],
+                vals["gen.max"],
+                vals["gen.gpumax"],
+                vals["gen.hostmax"],
+                vals["width.current"],
+                vals["width.max"],
+                s,
+            )
     else:
         q = nvsmi.parse_q(text)
         for g in q["gpus"]:
@@ -63,17 +85,32 @@ def evaluate(text: str, s) -> Result:
             gid = nvsmi.short_bus(g["bus_id"]) or "?"
             gen = li.get_ci("PCIe Generation")
             wid = li.get_ci("Link Width")
+
             def g_(k, gen=gen):
                 return to_int(gen.get_ci(k)) if isinstance(gen, nvsmi.Node) else None
 
             def w_(k, wid=wid):
                 return to_int(wid.get_ci(k)) if isinstance(wid, nvsmi.Node) else None
 
-            vals = {"gen.current": g_("Current"), "gen.max": g_("Max"), "gen.gpumax": g_("Device Max"),
-                    "gen.hostmax": g_("Host Max"), "width.current": w_("Current"), "width.max": w_("Max")}
+            vals = {
+                "gen.current": g_("Current"),
+                "gen.max": g_("Max"),
+                "gen.gpumax": g_("Device Max"),
+                "gen.hostmax": g_("Host Max"),
+                "width.current": w_("Current"),
+                "width.max": w_("Max"),
+            }
             per.append({"gpu": gid, **vals})
-            findings += _judge(gid, vals["gen.current"], vals["gen.max"], vals["gen.gpumax"], vals["gen.hostmax"],
-                               vals["width.current"], vals["width.max"], s)
+            findings += _judge(
+                gid,
+                vals["gen.current"],
+                vals["gen.max"],
+                vals["gen.gpumax"],
+                vals["gen.hostmax"],
+                vals["width.current"],
+                vals["width.max"],
+                s,
+            )
         if not per:
             if q["errors"]:
                 return Result(NAME, "fail", f"nvidia-smi: {q['errors'][-1]}", {"errors": q["errors"]}, code="pcie")
@@ -88,11 +125,15 @@ def evaluate(text: str, s) -> Result:
         return Result(NAME, s.status, "; ".join(findings), ev, code="pcie")
     if blind:
         ev["unreadable"] = blind
-        return Result(NAME, "warn", f"link width unreadable (N/A) for GPU {', '.join(map(str, blind[:8]))}; "
-                      f"{len(per) - len(blind)} other link(s) at their max width", ev)
+        return Result(
+            NAME,
+            "warn",
+            f"link width unreadable (N/A) for GPU {', '.join(map(str, blind[:8]))}; "
+            f"{len(per) - len(blind)} other link(s) at their max width",
+            ev,
+        )
     n = len(per)
-    return Result(NAME, "ok", f"{n} GPU link{'s' if n != 1 else ''} at {'their' if n != 1 else 'its'} max width",
-                  ev)
+    return Result(NAME, "ok", f"{n} GPU link{'s' if n != 1 else ''} at {'their' if n != 1 else 'its'} max width", ev)
 
 
 def run(ctx) -> Result:

@@ -2,6 +2,7 @@
 Recovery Action : Reset") or its `--query-gpu=index,gpu_recovery_action` CSV. A GPU the driver says needs a reset
 or a reboot is unusable even when every counter looks clean and `dcgmi health` says Healthy (DCGM #263): never
 trust one source alone. A driver that does not report the field leaves this check with nothing to read (skip)."""
+
 from __future__ import annotations
 
 import re
@@ -11,9 +12,13 @@ from ..context import NoData
 
 NAME = "recovery"
 # what each action means and what to do (NVIDIA's GPU recovery actions)
-ACTIONS = {"none": None, "reset": "needs a GPU reset", "reboot": "needs a node reboot",
-           "drain p2p": "needs its peer-to-peer traffic drained, then a reset", "drain and reset":
-           "needs draining, then a GPU reset"}
+ACTIONS = {
+    "none": None,
+    "reset": "needs a GPU reset",
+    "reboot": "needs a node reboot",
+    "drain p2p": "needs its peer-to-peer traffic drained, then a reset",
+    "drain and reset": "needs draining, then a GPU reset",
+}
 _BUS = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
 _Q = re.compile(r"^\s*GPU Recovery Action\s*:\s*(.*?)\s*$")
 _CSV = re.compile(r"^\s*(\d{1,4})\s*,\s*([A-Za-z][A-Za-z0-9 /\[\]_-]*?)\s*(?:<=.*)?$")
@@ -44,8 +49,10 @@ def parse(text: str) -> list[tuple[str, str]]:
 def evaluate(text: str) -> Result:
     found = parse(text)
     if not found:
-        raise NoData("no gpu_recovery_action in this input (nvidia-smi -q of driver R550+, or "
-                     "--query-gpu=index,gpu_recovery_action)")
+        raise NoData(
+            "no gpu_recovery_action in this input (nvidia-smi -q of driver R550+, or "
+            "--query-gpu=index,gpu_recovery_action)"
+        )
     ev = {"gpus": {g: a for g, a in found}}
     bad, unknown, na = [], [], 0
     for g, a in found:

@@ -4,6 +4,7 @@ RmInitAdapter/probe/GSP failures, fatal PCIe AER) graded by slurmkit/data/kernlo
 events new since the last prolog/epilog on this node count (a small state file under paths.state_dir), so an old
 Xid does not drain a node forever. The mark moves only when a hook calls the result's `commit` after acting on the
 verdict; `slurmkit check` reads without moving it. A captured file is graded whole."""
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,7 @@ def _top(verdicts: list, status: str):
     """The verdict the reason is about: an Xid 154 (the driver's own recovery instruction), then an Xid line, then
     one that names its GPU."""
     cands = [v for v in verdicts if v.status == status]
-    return min(cands, key=lambda v: (not (v.kind == "xid" and v.code == 154), v.kind not in ("xid", "sxid"),
-                                     not v.pci))
+    return min(cands, key=lambda v: (not (v.kind == "xid" and v.code == 154), v.kind not in ("xid", "sxid"), not v.pci))
 
 
 def _groups(events: list, verdicts: list) -> list[dict]:
@@ -47,21 +47,38 @@ def _groups(events: list, verdicts: list) -> list[dict]:
         key = (v.tag, v.pci, v.status, e.source)
         r = rows.get(key)
         if r is None:
-            rows[key] = {"tag": v.tag, "gpu": v.pci, "status": v.status, "count": 1, "first": e.line,
-                         "says": v.says, "source": e.source}
+            rows[key] = {
+                "tag": v.tag,
+                "gpu": v.pci,
+                "status": v.status,
+                "count": 1,
+                "first": e.line,
+                "says": v.says,
+                "source": e.source,
+            }
         else:
             r["count"] += 1
     return list(rows.values())
 
 
 def evaluate(events: list, all_events: list, s, *, total_events=None, live: bool = True) -> Result:
-    verdicts = kernlog.grade_all(events, fatal_extra=s.fatal_extra, ignore=s.ignore, unknown_status=s.unknown_status,
-                                 userspace=s.userspace,
-                                 extra_signatures=s.signatures_extra)
-    ev = {"events": [dict(e.to_dict(), status=v.status, name=v.name, action=v.action, why=v.why)
-                     for e, v in zip(events, verdicts)][:50],
-          "groups": _groups(events, verdicts)[:50],
-          "new_events": len(events), "events_in_log": total_events if total_events is not None else len(all_events)}
+    verdicts = kernlog.grade_all(
+        events,
+        fatal_extra=s.fatal_extra,
+        ignore=s.ignore,
+        unknown_status=s.unknown_status,
+        userspace=s.userspace,
+        extra_signatures=s.signatures_extra,
+    )
+    ev = {
+        "events": [
+            dict(e.to_dict(), status=v.status, name=v.name, action=v.action, why=v.why)
+            for e, v in zip(events, verdicts)
+        ][:50],
+        "groups": _groups(events, verdicts)[:50],
+        "new_events": len(events),
+        "events_in_log": total_events if total_events is not None else len(all_events),
+    }
     if not verdicts:
         return Result(NAME, "ok", "no new kernel-log GPU events" if live else "no kernel-log GPU events", ev)
     status = worst(v.status for v in verdicts)
@@ -77,8 +94,7 @@ def evaluate(events: list, all_events: list, s, *, total_events=None, live: bool
 
 def parse(text: str | bytes, s) -> list:
     """The kernel-log events of `text` with the site's signatures (xid.signatures_extra, xid.ignore_signatures)."""
-    return kernlog.parse(text, extra_signatures=s.signatures_extra,
-                         ignore_signatures=s.ignore_signatures)
+    return kernlog.parse(text, extra_signatures=s.signatures_extra, ignore_signatures=s.ignore_signatures)
 
 
 def boot_id(settings, node: str) -> str | None:
@@ -102,7 +118,7 @@ def read_from(path: str, mark: dict | None) -> tuple[bytes, dict]:
             start = int(mark["offset"])
         f.seek(start)
         data = f.read()
-    end = data.rfind(b"\n") + 1          # a line still being written is read next time
+    end = data.rfind(b"\n") + 1  # a line still being written is read next time
     return data[:end], {"path": path, "ino": st.st_ino, "offset": start + end}
 
 

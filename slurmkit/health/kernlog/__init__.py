@@ -2,6 +2,7 @@
 from them (`events`: Xid / SXid lines, signatures of GPU failures logged without an Xid, unreadable Xid lines),
 the signature data (`signatures`) and the grading policy (`policy`). `parse`, `grade`, `grade_all`, `catalog`,
 `new_events` and `next_state` keep the names and signatures the xid check has always used."""
+
 from __future__ import annotations
 
 from .events import Event, parse
@@ -11,6 +12,7 @@ __all__ = ["Event", "Verdict", "catalog", "grade", "grade_all", "parse", "new_ev
 
 
 # --- only new events count: a small state per node ----------------------------------------------------------
+
 
 def new_events(events: list[Event], state: dict, boot_id: str | None) -> list[Event]:
     """Events after the last one seen (state["last_line"]) in this boot. When the last seen line is no longer in
@@ -26,7 +28,7 @@ def new_events(events: list[Event], state: dict, boot_id: str | None) -> list[Ev
             idx = i
     if idx is None:
         return events
-    return events[idx + 1:]
+    return events[idx + 1 :]
 
 
 def next_state(events: list[Event], boot_id: str | None) -> dict:

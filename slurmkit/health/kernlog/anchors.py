@@ -2,19 +2,20 @@
 the lines holding one of them with C string searches before any per-line regex. Derived from the compiled patterns
 (the signature data, the Xid patterns, a site's own signatures), never a hand list: a pattern with no literal anchor
 (it can match text without any fixed string, or it ignores case) yields None, and then every line is a candidate."""
+
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
 from typing import Any
 
-try:                                      # the regex parser the re module itself uses
-    from re import _constants as _c, _parser as _p   # type: ignore[attr-defined]  # Python >= 3.11, private
-except ImportError:                       # pragma: no cover - Python 3.10
-    import sre_constants as _c            # type: ignore[no-redef,unused-ignore]
-    import sre_parse as _p                # type: ignore[no-redef,unused-ignore]
+try:  # the regex parser the re module itself uses
+    from re import _constants as _c, _parser as _p  # type: ignore[attr-defined]  # Python >= 3.11, private
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants as _c  # type: ignore[no-redef,unused-ignore]
+    import sre_parse as _p  # type: ignore[no-redef,unused-ignore]
 
-_MIN = 3                                  # shorter literals ("a", "GP") would make every line a candidate
+_MIN = 3  # shorter literals ("a", "GP") would make every line a candidate
 
 
 def _options(items, split: bool = False) -> list[frozenset]:

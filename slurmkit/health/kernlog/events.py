@@ -5,6 +5,7 @@ The Xid number is taken ONLY from the field anchored right after `NVRM: Xid (PCI
 or a pid elsewhere on the line; any spacing (tabs too) and any PCI spelling (`00000000:3B:00.0`, `0000:3b:00.0000`,
 no `PCI:` in old drivers) is accepted.
 """
+
 from __future__ import annotations
 
 import re
@@ -13,10 +14,14 @@ from dataclasses import dataclass, field
 from . import anchors, logline, signatures
 
 _PCI = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f]+)?"
-XID_RE = re.compile(r"NVRM:\s*Xid\s*\(\s*(?:PCI:\s*)?(?P<pci>" + _PCI + r")\s*\)\s*:\s*(?P<code>\d{1,6})\b\s*,?\s*"
-                    r"(?P<msg>.*)$")
-SXID_RE = re.compile(r"(?P<dev>nvidia-nvswitch\d+):\s*SXid\s*\(\s*(?:PCI:\s*)?(?P<pci>" + _PCI + r")\s*\)\s*:\s*"
-                     r"(?P<code>\d{1,6})\b\s*,?\s*(?P<msg>.*)$")
+XID_RE = re.compile(
+    r"NVRM:\s*Xid\s*\(\s*(?:PCI:\s*)?(?P<pci>" + _PCI + r")\s*\)\s*:\s*(?P<code>\d{1,6})\b\s*,?\s*"
+    r"(?P<msg>.*)$"
+)
+SXID_RE = re.compile(
+    r"(?P<dev>nvidia-nvswitch\d+):\s*SXid\s*\(\s*(?:PCI:\s*)?(?P<pci>" + _PCI + r")\s*\)\s*:\s*"
+    r"(?P<code>\d{1,6})\b\s*,?\s*(?P<msg>.*)$"
+)
 # what an Xid line must contain to be one we must read: anything that says so and did not parse is a finding
 LOOKS_XID_RE = re.compile(r"NVRM:\s*Xid\b|\bSXid\s*\(")
 GPU_AT_RE = re.compile(r"NVRM: GPU at (?:PCI:)?(?P<pci>" + _PCI + r")")
@@ -24,17 +29,17 @@ GPU_AT_RE = re.compile(r"NVRM: GPU at (?:PCI:)?(?P<pci>" + _PCI + r")")
 
 @dataclass
 class Event:
-    kind: str                 # "xid" | "sxid" | "sig" (a signature) | "unparsed" (looked like an Xid, did not parse)
-    code: int                 # the Xid / SXid number; 0 for a signature or an unparsed line
-    pci: str                  # the GPU: normalised PCI address "0000:3b:00", "minor 0", "GPU0", or "" (not named)
+    kind: str  # "xid" | "sxid" | "sig" (a signature) | "unparsed" (looked like an Xid, did not parse)
+    code: int  # the Xid / SXid number; 0 for a signature or an unparsed line
+    pci: str  # the GPU: normalised PCI address "0000:3b:00", "minor 0", "GPU0", or "" (not named)
     message: str
-    line: str                 # the log line as it was, for the evidence
-    lineno: int               # 1-based line number (the native path: of the windows it parsed, see kernlog.native)
-    time: str | None = None   # the timestamp as printed
+    line: str  # the log line as it was, for the evidence
+    lineno: int  # 1-based line number (the native path: of the windows it parsed, see kernlog.native)
+    time: str | None = None  # the timestamp as printed
     mono: float | None = None  # seconds (since boot, or a wall clock) comparable within the log, when known
-    extra: list[str] = field(default_factory=list)   # continuation lines (the "fallen off the bus" block)
-    sig: str = ""             # the signature id ("offbus", "aer", ...) for kind "sig"
-    source: str = "kernel"    # who wrote the line: "kernel", or a userspace writer ("syslog", a program's tag)
+    extra: list[str] = field(default_factory=list)  # continuation lines (the "fallen off the bus" block)
+    sig: str = ""  # the signature id ("offbus", "aer", ...) for kind "sig"
+    source: str = "kernel"  # who wrote the line: "kernel", or a userspace writer ("syslog", a program's tag)
 
     def to_dict(self) -> dict:
         d = {"kind": self.kind, "code": self.code, "pci": self.pci, "time": self.time, "line": self.line}
@@ -82,7 +87,8 @@ def _native_records(text, sigs, aer: bool, native):
     with no literal anchor, or an AER record only the whole log can grade."""
     if native is False or isinstance(text, str):
         return None
-    from . import native as _native      # here: the hooks' dmesg text (str) never imports it
+    from . import native as _native  # here: the hooks' dmesg text (str) never imports it
+
     if native is None and len(text) < _native.MIN_BYTES:
         return None
     toks = pieces(sigs, aer)
@@ -97,8 +103,9 @@ def _native_records(text, sigs, aer: bool, native):
     return recs
 
 
-def parse(text, *, extra_signatures=(), ignore_signatures=(), prefilter: bool = True,
-          native: bool | None = None) -> list[Event]:
+def parse(
+    text, *, extra_signatures=(), ignore_signatures=(), prefilter: bool = True, native: bool | None = None
+) -> list[Event]:
     """Every Xid / SXid / signature event in the text (str; bytes or an mmap of a log file, decoded only where a
     line is read), in log order. prefilter False parses every line (the reference the prefiltered parse must equal).
     native: the native prefilter (kernlog.native) for bytes of at least native.MIN_BYTES (None), always when it
@@ -108,7 +115,7 @@ def parse(text, *, extra_signatures=(), ignore_signatures=(), prefilter: bool = 
     recs = _native_records(text, sigs, aer, native) if prefilter else None
     if recs is None:
         if not isinstance(text, (str, bytes)):
-            text = text[:]                # an mmap: the pure-Python path needs bytes' count()
+            text = text[:]  # an mmap: the pure-Python path needs bytes' count()
         recs = logline.records(text, keywords(sigs, aer) if prefilter else None)
     events: list[Event] = []
     pcis: list[str] = []
@@ -136,8 +143,9 @@ def parse(text, *, extra_signatures=(), ignore_signatures=(), prefilter: bool = 
     for mt in matches:
         r = mt.record
         gpu = mt.gpu or (only[0] if len(only) == 1 else "")
-        events.append(Event("sig", 0, gpu, mt.sig.says, r.line, r.lineno, r.time, r.t, list(r.extra), mt.sig.id,
-                            r.source))
+        events.append(
+            Event("sig", 0, gpu, mt.sig.says, r.line, r.lineno, r.time, r.t, list(r.extra), mt.sig.id, r.source)
+        )
     events.sort(key=lambda e: e.lineno)
     return events
 
@@ -149,13 +157,32 @@ def _xid(body: str, raw: str, r, k: int) -> Event | None:
     src = r.source if k == 0 else logline.split_prefix(raw)[2]
     m = XID_RE.search(body)
     if m:
-        return Event("xid", int(m.group("code")), signatures.norm_pci(m.group("pci")), m.group("msg").strip(),
-                     raw.rstrip(), lineno, r.time, r.t, source=src)
+        return Event(
+            "xid",
+            int(m.group("code")),
+            signatures.norm_pci(m.group("pci")),
+            m.group("msg").strip(),
+            raw.rstrip(),
+            lineno,
+            r.time,
+            r.t,
+            source=src,
+        )
     m = SXID_RE.search(body)
     if m:
-        return Event("sxid", int(m.group("code")), signatures.norm_pci(m.group("pci")), m.group("msg").strip(),
-                     raw.rstrip(), lineno, r.time, r.t, source=src)
+        return Event(
+            "sxid",
+            int(m.group("code")),
+            signatures.norm_pci(m.group("pci")),
+            m.group("msg").strip(),
+            raw.rstrip(),
+            lineno,
+            r.time,
+            r.t,
+            source=src,
+        )
     if LOOKS_XID_RE.search(body):
-        return Event("unparsed", 0, "", "an Xid line this parser could not read", raw.rstrip(), lineno, r.time,
-                     r.t, source=src)
+        return Event(
+            "unparsed", 0, "", "an Xid line this parser could not read", raw.rstrip(), lineno, r.time, r.t, source=src
+        )
     return None

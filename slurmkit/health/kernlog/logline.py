@@ -8,41 +8,49 @@ short-iso `2024-04-05T21:29:39.123+00:00 host kernel:` (a comma decimal too), `d
 `syslog:err   : ...`, kern.log's `host kernel: [ 123.4] ...`, and none at all. A line a userspace program wrote
 (`/dev/kmsg`, logger) is marked by its facility or its tag: anything but `kern` / `kernel`.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from typing import Any
 
-MAX_LINE = 8192            # longer lines (never the kernel's: it prints ~1 KiB at most) are cut here
+MAX_LINE = 8192  # longer lines (never the kernel's: it prints ~1 KiB at most) are cut here
 
-_MONTHS = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov",
-                                       "dec"), 1)}
+_MONTHS = {
+    m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1)
+}
 PREFIX_RE = re.compile(
-    r"^(?:(?P<fac>[a-z0-9]+)\s*:\s*(?P<lvl>[a-z]+)\s*:\s)?"             # dmesg --decode / -x: "kern  :err   : "
-    r"[ \t]*(?:\[(?P<br>[^\]\n]{1,40})\]"                                # [ 12.3] [ +0.1] [Fri Apr  5 ... 2024]
-    r"|(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"   # RFC3339, short-iso
-    r"|(?P<sys>[^\s\[\]:]{1,12}[ \t]{1,2}\d{1,2}[ \t]\d\d:\d\d:\d\d(?:[.,]\d+)?))?")  # Jun  7 19:32:16(.123456)
+    r"^(?:(?P<fac>[a-z0-9]+)\s*:\s*(?P<lvl>[a-z]+)\s*:\s)?"  # dmesg --decode / -x: "kern  :err   : "
+    r"[ \t]*(?:\[(?P<br>[^\]\n]{1,40})\]"  # [ 12.3] [ +0.1] [Fri Apr  5 ... 2024]
+    r"|(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"  # RFC3339, short-iso
+    r"|(?P<sys>[^\s\[\]:]{1,12}[ \t]{1,2}\d{1,2}[ \t]\d\d:\d\d:\d\d(?:[.,]\d+)?))?"
+)  # Jun  7 19:32:16(.123456)
 # after a syslog/journal/RFC3339 date: "host kernel:" or "host gpud[123]:", then kern.log's own "[ 12.3]"
-HOST_RE = re.compile(r"[ \t]+(?P<host>[^\s:\[\]]+)[ \t]+(?P<tag>[\w.\-/@]+)(?:\[\d+\])?:(?=\s|$)"
-                     r"(?:[ \t]+\[(?P<br2>\s*\d+\.\d+)\])?")
+HOST_RE = re.compile(
+    r"[ \t]+(?P<host>[^\s:\[\]]+)[ \t]+(?P<tag>[\w.\-/@]+)(?:\[\d+\])?:(?=\s|$)"
+    r"(?:[ \t]+\[(?P<br2>\s*\d+\.\d+)\])?"
+)
 _FUNC_RE = re.compile(r"^[\w.]+:\s")
 _SECS_RE = re.compile(r"^\s*(\d+)\.(\d+)$")
 _REL_RE = re.compile(r"^\s*\+\s*\d+\.\d+$")
-_CLOCK_RE = re.compile(r"(?:(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[T ]|(?P<mon>[A-Za-z]{3})?\S*\s+(?P<d2>\d{1,2})\s)"
-                       r"(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:[.,](?P<f>\d+))?")
+_CLOCK_RE = re.compile(
+    r"(?:(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[T ]|(?P<mon>[A-Za-z]{3})?\S*\s+(?P<d2>\d{1,2})\s)"
+    r"(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:[.,](?P<f>\d+))?"
+)
 
 
 @dataclass
 class Record:
     """One kernel message: its first physical line (number, text) and the continuation lines joined to it."""
-    lineno: int               # 1-based, in the text parsed (kernlog.native: exact within a window, ordered across)
-    line: str                 # the first line as it is in the log (right-stripped), for the evidence
-    body: str                 # the message after the prefix, continuation lines joined with one space
-    time: str | None          # the timestamp as printed
-    t: float | None           # seconds, comparable within one log (since boot, or a wall clock), when known
-    source: str               # "kernel", or who else wrote it ("syslog", "gpud" ...)
-    extra: tuple = ()         # continuation lines as they are in the log
+
+    lineno: int  # 1-based, in the text parsed (kernlog.native: exact within a window, ordered across)
+    line: str  # the first line as it is in the log (right-stripped), for the evidence
+    body: str  # the message after the prefix, continuation lines joined with one space
+    time: str | None  # the timestamp as printed
+    t: float | None  # seconds, comparable within one log (since boot, or a wall clock), when known
+    source: str  # "kernel", or who else wrote it ("syslog", "gpud" ...)
+    extra: tuple = ()  # continuation lines as they are in the log
 
 
 def candidate_lines(text: str | bytes, keywords: tuple | None):
@@ -51,7 +59,7 @@ def candidate_lines(text: str | bytes, keywords: tuple | None):
     hundreds of megabytes costs a few passes, not a regex per line. keywords None (a pattern with no literal
     anchor): every line. Bytes (a log file read raw) are decoded line by line, only the lines that matter."""
     raw = isinstance(text, (bytes, bytearray, memoryview))
-    nl: Any = b"\n" if raw else "\n"   # str or bytes, as text is
+    nl: Any = b"\n" if raw else "\n"  # str or bytes, as text is
     if keywords is None:
         yield from _every_line(text, raw)
         return
@@ -69,8 +77,8 @@ def candidate_lines(text: str | bytes, keywords: tuple | None):
     ws = (b" ", b"\t") if raw else (" ", "\t")
     for s in sorted(starts):
         if s < done:
-            continue                         # already yielded as a continuation line
-        lineno += text.count(nl, at, s)      # walks forward only: one pass over the text in all
+            continue  # already yielded as a continuation line
+        lineno += text.count(nl, at, s)  # walks forward only: one pass over the text in all
         at = s
         while True:
             e = text.find(nl, s)
@@ -78,13 +86,13 @@ def candidate_lines(text: str | bytes, keywords: tuple | None):
             yield lineno, _line(text, s, e, raw)
             done = s = e + 1
             # an indented line after it may continue its message (dmesg): parsed too, with or without a keyword
-            if text[s:s + 1] not in ws:
+            if text[s : s + 1] not in ws:
                 break
             lineno, at = lineno + 1, s
 
 
 def _line(text, s: int, e: int, raw: bool) -> str:
-    line = text[s:min(e, s + MAX_LINE)]
+    line = text[s : min(e, s + MAX_LINE)]
     if raw:
         line = line.decode("utf-8", "replace")
     return line.rstrip("\r")
@@ -109,7 +117,7 @@ def looks_like_a_log(text: str, keywords: tuple | None, lines: int = 200) -> boo
         return True
     for line in text.splitlines()[:lines]:
         m = PREFIX_RE.match(line)
-        assert m is not None                 # every part of PREFIX_RE is optional: it matches any line
+        assert m is not None  # every part of PREFIX_RE is optional: it matches any line
         if m.group("br") or m.group("iso") or (m.group("sys") and HOST_RE.match(line, m.end())):
             return True
     return False
@@ -118,7 +126,7 @@ def looks_like_a_log(text: str, keywords: tuple | None, lines: int = 200) -> boo
 def split_prefix(line: str) -> tuple[str, str | None, str, bool]:
     """(body, time as printed, source, is_continuation) of one physical line."""
     m = PREFIX_RE.match(line)
-    assert m is not None                     # every part of PREFIX_RE is optional: it matches any line
+    assert m is not None  # every part of PREFIX_RE is optional: it matches any line
     fac, br, iso, sysd = m.group("fac"), m.group("br"), m.group("iso"), m.group("sys")
     end, tag = m.end(), None
     if iso or sysd:
@@ -147,7 +155,7 @@ def seconds(time: str | None) -> float | None:
     if m:
         return float(f"{m.group(1)}.{m.group(2)}")
     if _REL_RE.match(time):
-        return None                       # dmesg -H: a delta to the previous line, which may have been skipped
+        return None  # dmesg -H: a delta to the previous line, which may have been skipped
     m = _CLOCK_RE.search(time)
     if not m:
         return None
@@ -164,8 +172,8 @@ def continues(line: str) -> bool:
     if line[:1] in (" ", "\t"):
         return True
     i = line.find("NVRM:")
-    while i >= 0:                         # first, without the prefix regex: an "NVRM:" going on in lower case
-        nxt = line[i + 5:i + 64].lstrip()[:1]
+    while i >= 0:  # first, without the prefix regex: an "NVRM:" going on in lower case
+        nxt = line[i + 5 : i + 64].lstrip()[:1]
         if nxt == "(" or nxt.islower() or not nxt:
             break
         i = line.find("NVRM:", i + 5)
@@ -188,7 +196,7 @@ def _joins(prev: Record, body: str, time: str | None, source: str, lineno: int, 
         return False
     rest = body[5:].lstrip()
     if _FUNC_RE.match(rest):
-        return False                      # "NVRM: osInitNvMapping: ..." is a message of its own
+        return False  # "NVRM: osInitNvMapping: ..." is a message of its own
     return rest[:1] == "(" or rest[:1].islower()
 
 
@@ -200,8 +208,7 @@ def records(text: str | bytes, keywords: tuple | None) -> list[Record]:
         if out and lineno == last + 1 and (cont or _joins(out[-1], body, time, source, lineno, last)):
             p = out[-1]
             joined = body[5:].lstrip() if body.startswith("NVRM:") else body
-            out[-1] = Record(p.lineno, p.line, f"{p.body} {joined}", p.time, p.t, p.source,
-                             p.extra + (line.rstrip(),))
+            out[-1] = Record(p.lineno, p.line, f"{p.body} {joined}", p.time, p.t, p.source, p.extra + (line.rstrip(),))
             last = lineno
             continue
         out.append(Record(lineno, line.rstrip(), body, time, seconds(time), source))

@@ -11,13 +11,14 @@ over the whole file: that pass alone would cost more than the search).
 
 Lines outside every window are never decoded. When the module does not import (no wheel for this platform) the
 caller parses the whole log the pure-Python way (events.parse); both give the same events (tests/unit)."""
+
 from __future__ import annotations
 
 from . import logline
 
-MIN_BYTES = 1 << 20            # smaller logs: the pure-Python prefilter is as fast, and this import is skipped
-CHUNK = 8 << 20                # bytes searched at a time (a bound on the matches held)
-_MOD: list = []                # [module or None], imported on first use
+MIN_BYTES = 1 << 20  # smaller logs: the pure-Python prefilter is as fast, and this import is skipped
+CHUNK = 8 << 20  # bytes searched at a time (a bound on the matches held)
+_MOD: list = []  # [module or None], imported on first use
 _AUTOMATA: dict = {}
 
 
@@ -35,8 +36,9 @@ def module():
 def _automaton(mod, tokens: tuple):
     ac = _AUTOMATA.get(tokens)
     if ac is None:
-        ac = _AUTOMATA[tokens] = mod.BytesAhoCorasick([t.encode() for t in tokens],
-                                                     matchkind=mod.MATCHKIND_LEFTMOST_FIRST)
+        ac = _AUTOMATA[tokens] = mod.BytesAhoCorasick(
+            [t.encode() for t in tokens], matchkind=mod.MATCHKIND_LEFTMOST_FIRST
+        )
     return ac
 
 
@@ -102,16 +104,16 @@ def windows(buf, tokens: tuple, context: tuple, burst_lines: int, mod=None) -> l
     ac = _automaton(mod, tokens)
     ln = _Lines(buf)
     spans: list[list[int]] = []
-    end = -1                                      # where the last window ends
+    end = -1  # where the last window ends
     for idx, s in _hits(ac, buf):
         if s < end and idx not in wide:
-            continue                              # its line is in the last window already
+            continue  # its line is in the last window already
         ls = ln.start(s)
-        if idx in wide:                           # the burst around it, even above the last window
+        if idx in wide:  # the burst around it, even above the last window
             a, b = ln.back(ls, -1, burst_lines), ln.forward(ls, burst_lines)
         else:
             a, b = ln.back(ls, end), ln.forward(ls)
-        while spans and a <= spans[-1][1]:        # overlapping or touching: one window
+        while spans and a <= spans[-1][1]:  # overlapping or touching: one window
             a, b = min(a, spans[-1][0]), max(b, spans[-1][1])
             spans.pop()
         spans.append([a, b])
@@ -143,8 +145,12 @@ def _wide(tokens: tuple, context: tuple) -> set:
     "Surpriseverity="); a token inside another is never kept (anchors.pieces). So those are wide too."""
     wide = {i for i, t in enumerate(tokens) if any(t in c for c in context)}
     while True:
-        more = {j for j, u in enumerate(tokens) for i in wide
-                if any(u.endswith(tokens[i][:k]) for k in range(1, min(len(u), len(tokens[i]))))} - wide
+        more = {
+            j
+            for j, u in enumerate(tokens)
+            for i in wide
+            if any(u.endswith(tokens[i][:k]) for k in range(1, min(len(u), len(tokens[i]))))
+        } - wide
         if not more:
             return wide
         wide |= more

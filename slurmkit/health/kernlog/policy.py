@@ -1,5 +1,6 @@
 """Grading kernel-log events: the Xid catalog (slurmkit/data/xid_catalog.json) for Xid lines, the signature data
 (slurmkit/data/kernlog_signatures.json) for the rest, and the site's overrides. Linear in the number of events."""
+
 from __future__ import annotations
 
 import json
@@ -28,17 +29,17 @@ def catalog() -> dict:
 
 @dataclass
 class Verdict:
-    status: str               # ok | warn | fail
+    status: str  # ok | warn | fail
     code: int
     kind: str
     pci: str
     name: str
     action: str
-    why: str                  # why this status ("catalog: fatal", "caused by previous Xid 79" ...)
+    why: str  # why this status ("catalog: fatal", "caused by previous Xid 79" ...)
     event: Event
-    tag: str = ""             # drain reason tag: "xid79", "sxid20034", "xid_rminit" ...
-    says: str = ""            # what happened, after the GPU name ("fell off the bus")
-    todo: str = ""            # what an admin does next
+    tag: str = ""  # drain reason tag: "xid79", "sxid20034", "xid_rminit" ...
+    says: str = ""  # what happened, after the GPU name ("fell off the bus")
+    todo: str = ""  # what an admin does next
 
 
 class Context:
@@ -47,7 +48,7 @@ class Context:
     def __init__(self, events: list[Event], extra_signatures=()):
         self.sigs = {s.id: s for s in signatures.active(extra_signatures)}
         self.fatal_sxid = {(e.code, e.pci) for e in events if e.kind == "sxid" and _FATAL_RE.match(e.message)}
-        self.previous: dict[int, Event] = {}       # id(154 event) -> the event on its GPU that came before it
+        self.previous: dict[int, Event] = {}  # id(154 event) -> the event on its GPU that came before it
         last: dict[str, Event] = {}
         for e in events:
             if e.kind == "xid" and e.code == 154:
@@ -62,8 +63,17 @@ def todo_for(action: str) -> str:
     return signatures.data()["todo_by_action"].get(action, "see NVIDIA's Xid catalog")
 
 
-def grade(ev: Event, events: list[Event], *, fatal_extra=(), ignore=(), unknown_status="warn", userspace="warn",
-          extra_signatures=(), context: Context | None = None) -> Verdict:
+def grade(
+    ev: Event,
+    events: list[Event],
+    *,
+    fatal_extra=(),
+    ignore=(),
+    unknown_status="warn",
+    userspace="warn",
+    extra_signatures=(),
+    context: Context | None = None,
+) -> Verdict:
     v = _grade(ev, context or Context(events, extra_signatures), fatal_extra, ignore, unknown_status)
     if ev.source != "kernel" and v.status != "ok":
         v.why = f"written by userspace ({ev.source}), not the kernel: {v.why}"
@@ -80,28 +90,59 @@ def _grade(ev: Event, ctx: Context, fatal_extra, ignore, unknown_status) -> Verd
     if ev.kind == "sig":
         return _grade_sig(ev, ctx)
     if ev.kind == "unparsed":
-        return Verdict("warn", 0, "unparsed", ev.pci, "unreadable Xid line", "UNKNOWN",
-                       "an Xid line this parser could not read", ev, "xid", "logged an Xid line slurmkit could "
-                       "not read", "read the line in the kernel log")
+        return Verdict(
+            "warn",
+            0,
+            "unparsed",
+            ev.pci,
+            "unreadable Xid line",
+            "UNKNOWN",
+            "an Xid line this parser could not read",
+            ev,
+            "xid",
+            "logged an Xid line slurmkit could not read",
+            "read the line in the kernel log",
+        )
     if ev.kind == "sxid":
         fatal = (ev.code, ev.pci) in ctx.fatal_sxid
         st = "fail" if fatal and not _NONFATAL_RE.match(ev.message) else "warn"
-        return Verdict(st, ev.code, "sxid", ev.pci, "NVSwitch SXid", "RESET_GPU" if st == "fail" else "IGNORE",
-                       "SXid marked Fatal" if st == "fail" else "non-fatal SXid", ev, f"sxid{ev.code}",
-                       f"SXid {ev.code}: {ev.message[:60]}",
-                       "reset the NVSwitch fabric (reboot the node)" if st == "fail" else "nothing")
+        return Verdict(
+            st,
+            ev.code,
+            "sxid",
+            ev.pci,
+            "NVSwitch SXid",
+            "RESET_GPU" if st == "fail" else "IGNORE",
+            "SXid marked Fatal" if st == "fail" else "non-fatal SXid",
+            ev,
+            f"sxid{ev.code}",
+            f"SXid {ev.code}: {ev.message[:60]}",
+            "reset the NVSwitch fabric (reboot the node)" if st == "fail" else "nothing",
+        )
     return _grade_xid(ev, ctx, fatal_extra, ignore, unknown_status)
 
 
 def _grade_sig(ev: Event, ctx: Context) -> Verdict:
     sig = ctx.sigs.get(ev.sig)
-    if sig is None:                       # aer / aer_port: built from the data's "aer" section
+    if sig is None:  # aer / aer_port: built from the data's "aer" section
         cfg = signatures.data()["aer"]
         st = "fail" if ev.sig == "aer" else cfg.get("port_only_status", "warn")
-        return Verdict(st, 0, "sig", ev.pci, "PCIe AER fatal error", cfg["action"], f"signature {ev.sig}", ev,
-                       cfg["code"], ev.message, cfg["todo"])
-    return Verdict(sig.status, 0, "sig", ev.pci, sig.says, sig.action, f"signature {sig.id}", ev, sig.code,
-                   sig.says, sig.todo)
+        return Verdict(
+            st,
+            0,
+            "sig",
+            ev.pci,
+            "PCIe AER fatal error",
+            cfg["action"],
+            f"signature {ev.sig}",
+            ev,
+            cfg["code"],
+            ev.message,
+            cfg["todo"],
+        )
+    return Verdict(
+        sig.status, 0, "sig", ev.pci, sig.says, sig.action, f"signature {sig.id}", ev, sig.code, sig.says, sig.todo
+    )
 
 
 def _grade_xid(ev: Event, ctx: Context, fatal_extra, ignore, unknown_status) -> Verdict:
@@ -114,8 +155,20 @@ def _grade_xid(ev: Event, ctx: Context, fatal_extra, ignore, unknown_status) -> 
 
     def v(status, why, act=None, says=None, todo=None):
         act = act or action
-        return Verdict(status, code, "xid", ev.pci, name, act, why, ev, tag,
-                       says or ("fell off the bus" if code == 79 else name), todo or todo_for(act))
+        return Verdict(
+            status,
+            code,
+            "xid",
+            ev.pci,
+            name,
+            act,
+            why,
+            ev,
+            tag,
+            says or ("fell off the bus" if code == 79 else name),
+            todo or todo_for(act),
+        )
+
     if code in ignore:
         return v("ok", "ignored by xid.ignore")
     if code in fatal_extra:
@@ -151,6 +204,12 @@ def _grade_154(ev: Event, ctx: Context, v, cat) -> Verdict:
     if cause:
         says += f" (cause: {cause})"
     todo = {"GPU Reset Required": "reset the GPU (nvidia-smi -r)", "Node Reboot Required": "reboot the node"}.get(
-        act or "", "drain the node and reset the GPU" if act and act != "None" else "nothing")
-    return v(st, f"recovery action: {act or 'not stated'}" + (f", after {cause}" if cause else ""),
-             act or "WORKFLOW_XID_154", says, todo)
+        act or "", "drain the node and reset the GPU" if act and act != "None" else "nothing"
+    )
+    return v(
+        st,
+        f"recovery action: {act or 'not stated'}" + (f", after {cause}" if cause else ""),
+        act or "WORKFLOW_XID_154",
+        says,
+        todo,
+    )

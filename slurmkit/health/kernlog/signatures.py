@@ -1,5 +1,6 @@
 """GPU failures logged without an Xid line: the signatures in slurmkit/data/kernlog_signatures.json (plus a site's
 own, xid.signatures_extra), matched against kernel message records, and PCIe AER bursts tied to the GPU they hit."""
+
 from __future__ import annotations
 
 import bisect
@@ -17,8 +18,9 @@ PCI_RE = re.compile(r"^(?P<dom>[0-9A-Fa-f]{4,8}):(?P<bus>[0-9A-Fa-f]{2}):(?P<dev
 def data() -> dict:
     global _DATA
     if _DATA is None:
-        path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "data",
-                            "kernlog_signatures.json")
+        path = os.path.join(
+            os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "data", "kernlog_signatures.json"
+        )
         with open(path, encoding="utf-8") as f:
             _DATA = json.load(f)
     return _DATA
@@ -63,8 +65,15 @@ def compile_one(d: dict, where: str = "") -> Signature:
     code = d.get("code") or f"xid_{d['id']}"
     if not code.startswith("xid"):
         raise ValueError(f"{where}signature {d['id']!r}: code must start with 'xid' (the xid check owns the drain)")
-    return Signature(d["id"], code, st, d.get("action", "RESTART_BM"), d.get("says", f"matched {d['id']}"),
-                     d.get("todo", "see the kernel log"), rx)
+    return Signature(
+        d["id"],
+        code,
+        st,
+        d.get("action", "RESTART_BM"),
+        d.get("says", f"matched {d['id']}"),
+        d.get("todo", "see the kernel log"),
+        rx,
+    )
 
 
 _BUILTIN: tuple | None = None
@@ -91,8 +100,8 @@ def active(extra=(), ignore=()) -> tuple:
 @dataclass
 class Match:
     sig: Signature
-    gpu: str | None           # normalised PCI address, "minor N", "GPUn" (the driver's numbering) or None
-    record: Any               # the logline.Record matched
+    gpu: str | None  # normalised PCI address, "minor N", "GPUn" (the driver's numbering) or None
+    record: Any  # the logline.Record matched
 
 
 def gpu_of(m: re.Match) -> str | None:
@@ -111,7 +120,7 @@ def match(records, sigs) -> list[Match]:
     for r in records:
         body = r.body
         if "Xid" in body and ("NVRM: Xid" in body or "SXid" in body):
-            continue                      # Xid lines are read by their own parser
+            continue  # Xid lines are read by their own parser
         for s in sigs:
             m = s.regex.search(body)
             if m:
@@ -123,6 +132,7 @@ def match(records, sigs) -> list[Match]:
 
 # --- PCIe AER --------------------------------------------------------------------------------------------
 
+
 def aer_matches(records) -> list[Match]:
     """A fatal AER record on an NVIDIA device, or on a port with an NVIDIA device in the same burst (records within
     burst_seconds and burst_lines of it): one match per record, naming the GPU."""
@@ -130,8 +140,15 @@ def aer_matches(records) -> list[Match]:
     fatal = re.compile(cfg["fatal"])
     dev = re.compile(cfg["device"])
     sig_gpu = Signature("aer", cfg["code"], "fail", cfg["action"], cfg["says"], cfg["todo"], fatal)
-    sig_port = Signature("aer_port", cfg["code"], cfg.get("port_only_status", "warn"), cfg["action"],
-                         cfg["says"] + " on a PCIe port (no GPU named in the burst)", cfg["todo"], fatal)
+    sig_port = Signature(
+        "aer_port",
+        cfg["code"],
+        cfg.get("port_only_status", "warn"),
+        cfg["action"],
+        cfg["says"] + " on a PCIe port (no GPU named in the burst)",
+        cfg["todo"],
+        fatal,
+    )
     out: list[Match] = []
     recs = list(records)
     for i, r in enumerate(recs):
@@ -147,8 +164,10 @@ def aer_matches(records) -> list[Match]:
     return out
 
 
-_NAMED_RE = re.compile(r"error received:? (?:id=\S+ )?"
-                       r"(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.\d+)?)")
+_NAMED_RE = re.compile(
+    r"error received:? (?:id=\S+ )?"
+    r"(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.\d+)?)"
+)
 
 
 def _named(body: str) -> str | None:
@@ -174,14 +193,15 @@ def needs_whole_log(records) -> bool:
 
 
 def _is_nvidia(pci: str, recs, dev) -> bool:
-    return any((d := dev.match(r.body)) and d.group("drv") == "nvidia" and norm_pci(d.group("pci")) == pci
-               for r in recs)
+    return any(
+        (d := dev.match(r.body)) and d.group("drv") == "nvidia" and norm_pci(d.group("pci")) == pci for r in recs
+    )
 
 
 def _gpu_in_burst(i: int, recs, dev, cfg) -> str | None:
     r0 = recs[i]
     lo = bisect.bisect_left(recs, r0.lineno - cfg["burst_lines"], key=lambda r: r.lineno)
-    for j in range(lo, len(recs)):        # the burst: records within burst_lines and burst_seconds of it
+    for j in range(lo, len(recs)):  # the burst: records within burst_lines and burst_seconds of it
         r = recs[j]
         if abs(r.lineno - r0.lineno) > cfg["burst_lines"]:
             if j > i:
@@ -192,8 +212,11 @@ def _gpu_in_burst(i: int, recs, dev, cfg) -> str | None:
         d = dev.match(r.body)
         if d and d.group("drv") == "nvidia":
             return norm_pci(d.group("pci"))
-        m = re.search(r"NVRM: (?:Xid \((?:PCI:)?|GPU at PCI:|GPU )(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:"
-                      r"[0-9A-Fa-f]{2})", r.body)
+        m = re.search(
+            r"NVRM: (?:Xid \((?:PCI:)?|GPU at PCI:|GPU )(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:"
+            r"[0-9A-Fa-f]{2})",
+            r.body,
+        )
         if m:
             return norm_pci(m.group("pci"))
     return None
