@@ -27,16 +27,21 @@ from dataclasses import dataclass
 from .errors import SlurmkitError
 
 MAX_REASON = 200
-# states where slurmkit keeps its hands off the node
-_HANDS_OFF_FLAGS = {
-    "MAINTENANCE",
-    "REBOOT_REQUESTED",
-    "REBOOT_ISSUED",
-    "POWERED_DOWN",
-    "POWERING_DOWN",
-    "POWERING_UP",
-    "RESERVED_MAINT",
-}
+# node flags under which slurmkit leaves the node alone (a person or Slurm is working on it): no drain, no
+# health run; the spellings of every Slurm version the backends read
+HANDS_OFF = frozenset(
+    {
+        "MAINTENANCE",
+        "REBOOT_REQUESTED",
+        "REBOOT_ISSUED",
+        "POWERED_DOWN",
+        "POWERING_DOWN",
+        "POWERING_UP",
+        "POWER_DOWN",
+        "RESERVED_MAINT",
+        "RES_MAINT",
+    }
+)
 # the checks a reason tag can name, longest first where one is the start of another ("sxid" is the xid check's)
 _CHECKS = ("gpu_count", "gpu_procs", "driver", "nvlink", "nccl", "pcie", "ecc", "recovery", "dcgm", "sxid", "xid")
 # outcomes after which no job can run on the node with the fault unreported: the verdict was acted on
@@ -155,7 +160,7 @@ def drain_node(
             return why
         if rec.state == "DOWN" or "NOT_RESPONDING" in rec.flags:
             return "skipped-down"
-        if _HANDS_OFF_FLAGS & set(rec.flags):
+        if HANDS_OFF & set(rec.flags):
             return "skipped-maintenance"
         if rec.drained or "FAIL" in rec.flags:
             if replace_hook_error and (rec.reason or "").strip() in _HOOK_ERRORS:

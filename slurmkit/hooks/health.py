@@ -14,22 +14,11 @@ from __future__ import annotations
 import os
 import sys
 
+from ..drain import HANDS_OFF  # the one list of hands-off node flags, shared with the drain
 from .common import fail_safe, load_settings, run_hook
 
 # what may run beside a job: they read counters and logs, never touch the GPUs' memory or compute
 NON_DISRUPTIVE = ("xid", "gpu_count", "ecc", "recovery", "driver", "pcie", "nvlink")
-# node flags under which slurmkit leaves the node alone (a person or Slurm is working on it)
-HANDS_OFF = {
-    "MAINTENANCE",
-    "REBOOT_REQUESTED",
-    "REBOOT_ISSUED",
-    "POWERED_DOWN",
-    "POWERING_DOWN",
-    "POWERING_UP",
-    "POWER_DOWN",
-    "RESERVED_MAINT",
-    "RES_MAINT",
-}
 BUSY_STATES = {"ALLOCATED", "MIXED", "COMPLETING"}
 
 

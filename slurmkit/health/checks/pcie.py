@@ -20,7 +20,12 @@ _LIMITED = re.compile(
 )
 
 
-def _judge(gid, gen_cur, gen_max, gen_dev, gen_host, w_cur, w_max, s) -> list[str]:
+# the link figures _judge reads (CSV query names; the -q path fills the same keys)
+_FIELDS = ("gen.current", "gen.max", "gen.gpumax", "gen.hostmax", "width.current", "width.max")
+
+
+def _judge(gid, vals: dict, s) -> list[str]:
+    gen_cur, gen_max, gen_dev, gen_host, w_cur, w_max = (vals[k] for k in _FIELDS)
     f = []
     if w_cur is not None and w_max is not None:
         floor = s.min_width if s.min_width is not None else w_max
@@ -60,21 +65,9 @@ def evaluate(text: str, s) -> Result:
             raise NoData("no pcie.link.* columns in this CSV")
         for i, r in enumerate(rows):
             gid = r.get("pci.bus_id") or r.get("index") or str(i)
-            vals = {
-                k: to_int(r.get(f"pcie.link.{k}"))
-                for k in ("gen.current", "gen.max", "gen.gpumax", "gen.hostmax", "width.current", "width.max")
-            }
+            vals = {k: to_int(r.get(f"pcie.link.{k}")) for k in _FIELDS}
             per.append({"gpu": gid, **vals})
-            findings += _judge(
-                gid,
-                vals["gen.current"],
-                vals["gen.max"],
-                vals["gen.gpumax"],
-                vals["gen.hostmax"],
-                vals["width.current"],
-                vals["width.max"],
-                s,
-            )
+            findings += _judge(gid, vals, s)
     else:
         q = nvsmi.parse_q(text)
         for g in q["gpus"]:
@@ -101,16 +94,7 @@ def evaluate(text: str, s) -> Result:
                 "width.max": w_("Max"),
             }
             per.append({"gpu": gid, **vals})
-            findings += _judge(
-                gid,
-                vals["gen.current"],
-                vals["gen.max"],
-                vals["gen.gpumax"],
-                vals["gen.hostmax"],
-                vals["width.current"],
-                vals["width.max"],
-                s,
-            )
+            findings += _judge(gid, vals, s)
         if not per:
             if q["errors"]:
                 return Result(NAME, "fail", f"nvidia-smi: {q['errors'][-1]}", {"errors": q["errors"]}, code="pcie")

@@ -155,32 +155,11 @@ def _xid(body: str, raw: str, r, k: int) -> Event | None:
         return None
     lineno = r.lineno + k
     src = r.source if k == 0 else logline.split_prefix(raw)[2]
-    m = XID_RE.search(body)
-    if m:
-        return Event(
-            "xid",
-            int(m.group("code")),
-            signatures.norm_pci(m.group("pci")),
-            m.group("msg").strip(),
-            raw.rstrip(),
-            lineno,
-            r.time,
-            r.t,
-            source=src,
-        )
-    m = SXID_RE.search(body)
-    if m:
-        return Event(
-            "sxid",
-            int(m.group("code")),
-            signatures.norm_pci(m.group("pci")),
-            m.group("msg").strip(),
-            raw.rstrip(),
-            lineno,
-            r.time,
-            r.t,
-            source=src,
-        )
+    for kind, rx in (("xid", XID_RE), ("sxid", SXID_RE)):
+        m = rx.search(body)
+        if m:
+            pci, msg = signatures.norm_pci(m.group("pci")), m.group("msg").strip()
+            return Event(kind, int(m.group("code")), pci, msg, raw.rstrip(), lineno, r.time, r.t, source=src)
     if LOOKS_XID_RE.search(body):
         return Event(
             "unparsed", 0, "", "an Xid line this parser could not read", raw.rstrip(), lineno, r.time, r.t, source=src
