@@ -174,18 +174,7 @@ def idle_report(records, *, by: str, price: float) -> dict:
         g["underused_cost"] = round(g["underused_gpu_hours"] * price, 6)
         rows.append(g)
     rows.sort(key=lambda g: -(g["idle_gpu_hours"] + g["hung_gpu_hours"] + g["underused_gpu_hours"]))
-    tot = {
-        k: round(sum(g[k] for g in rows), 6)
-        for k in (
-            "jobs",
-            "gpu_hours",
-            "idle_gpu_hours",
-            "hung_gpu_hours",
-            "underused_gpu_hours",
-            "idle_cost",
-            "underused_cost",
-        )
-    }
+    tot = {k: round(sum(g[k] for g in rows), 6) for k in COLUMNS}
     return {"by": by, "price_per_gpu_hour": price, "groups": rows, "total": tot, "findings": findings}
 
 
