@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from slurmkit import config  # noqa: E402
+from slurmkit import settings as settings_mod  # noqa: E402
 
 CONFIG_PAGE = REPO / "docs" / "config.md"
 OPS_PAGE = REPO / "docs" / "operations.md"
@@ -81,7 +82,7 @@ def comments(cls) -> dict[str, str]:
 
 def sections():
     """(section name, its dataclass) for every section of the site config, in the schema's order."""
-    hints = typing.get_type_hints(config.Settings)
+    hints = settings_mod.type_hints(config.Settings)
     for f in dataclasses.fields(config.Settings):
         if not f.metadata.get("internal"):
             yield f.name, hints[f.name]
@@ -100,7 +101,7 @@ def default_text(f) -> str:
 def config_rows():
     """(key, type, default, description) for every key, in the schema's order."""
     for sec, cls in sections():
-        hints = typing.get_type_hints(cls)
+        hints = settings_mod.type_hints(cls)
         notes = comments(cls)
         for f in dataclasses.fields(cls):
             yield f"{sec}.{f.name}", type_text(hints[f.name]), default_text(f), notes.get(f.name, "")
@@ -121,7 +122,7 @@ def config_page() -> str:
         if doc and not doc.startswith(cls.__name__ + "("):
             out += [" ".join(doc.split()), ""]
         out += ["| key | type | default | what |", "|---|---|---|---|"]
-        hints = typing.get_type_hints(cls)
+        hints = settings_mod.type_hints(cls)
         notes = comments(cls)
         for f in dataclasses.fields(cls):
             note = notes.get(f.name, "").replace("|", "\\|")

@@ -157,7 +157,8 @@ def _hints(cls) -> dict[str, Any]:
     hints = _HINTS.get(cls)
     if hints is None:
         mod = sys.modules.get(cls.__module__)
-        hints = _HINTS[cls] = typing.get_type_hints(cls, vars(mod) if mod else None)
+        # the typing names the annotations use: settings.py does not import typing (the hooks' start)
+        hints = _HINTS[cls] = typing.get_type_hints(cls, vars(mod) if mod else None, {"Any": Any, "Literal": Literal})
     return hints
 
 

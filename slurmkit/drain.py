@@ -298,6 +298,8 @@ def resume_node(settings, node: str, *, backend=None, dry_run: bool = False, for
 
 @dataclass
 class ResumeDecision:
+    """What `audit resume` does with one node, and why."""
+
     node: str
     action: str  # resume | recheck | refuse | skip
     why: str

@@ -9,14 +9,19 @@ Light on purpose: the prolog imports this.
 
 from __future__ import annotations
 
+import gc
 import os
+import sys
 import signal
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import IO
 
 from .errors import CommandError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hooks' start); mypy reads the name
+if TYPE_CHECKING:
+    from typing import IO
 
 # Slurm runs prolog/epilog with no PATH at all; look where the tools live on Debian/RHEL.
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -156,3 +161,75 @@ def spawn_detached(
         if not isinstance(out, int):
             out.close()
     return p.pid
+
+
+def fork_detached(fn, *, env: dict[str, str] | None = None, title: list[str] | None = None) -> int | None:
+    """Run fn() -> exit code in a child of this process, in its own session and not waited for (it outlives the
+    caller, as spawn_detached's argv does), without starting an interpreter: for Python work whose modules the
+    caller has already imported (the prolog's efficiency sampler: an interpreter and its imports cost more CPU
+    than the whole prolog, on every job). The child gets /dev/null for stdin/stdout/stderr, no other descriptor of
+    the caller's (no lock or pipe stays held by it), `env` as its whole environment, and `title` as its command
+    line (set_title). Returns the child's pid; None when forking is not safe here (another thread is running: it
+    may hold a lock the child would need) - the caller then spawns an interpreter instead."""
+    import threading
+
+    if threading.active_count() > 1:
+        return None
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()  # nothing buffered is written twice
+        except (OSError, ValueError, AttributeError):
+            pass
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        gc.enable()  # the hooks run with it off (hooks.common.fail_safe); this child may live for days
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.closerange(3, max(3, os.sysconf("SC_OPEN_MAX")))
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        if title:
+            set_title(title)
+        code = fn()
+    except BaseException:  # noqa: BLE001 - the child's exit code says it failed; never unwind into the caller's code
+        code = 1
+    finally:
+        os._exit(code if isinstance(code, int) else 1)
+
+
+def set_title(argv: list[str]) -> bool:
+    """Show argv as this process's command line (ps, pgrep -f, /proc/PID/cmdline), as setproctitle does: written
+    over the original argument area through /proc/self/mem, padded with NULs and cut to fit, and its first word
+    as the process name (/proc/self/comm). Best effort: False when it could not."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            stat = f.read(4096)
+        fields = stat[stat.rindex(b")") + 2 :].split()  # fields[0] is field 3 (state): arg_start/end are 48/49
+        start, end = int(fields[45]), int(fields[46])
+        size = end - start
+        new = b"\0".join(a.encode("utf-8", "replace") for a in argv)[: max(0, size - 1)]
+        with open("/proc/self/mem", "r+b", buffering=0) as m:
+            m.seek(start)
+            m.write(new.ljust(size, b"\0"))
+        with open("/proc/self/comm", "w", encoding="utf-8") as f:
+            f.write(os.path.basename(argv[0])[:15])
+        return True
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def start_time(pid: int) -> int | None:
+    """When the process started (clock ticks since boot, /proc/PID/stat field 22): with the pid, a process's
+    identity (a pid is reused, the pair is not). None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read(4096)
+        return int(stat[stat.rindex(b")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None

@@ -15,7 +15,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hooks' start); mypy reads the name
+if TYPE_CHECKING:
+    from typing import Any, Literal
 
 DEFAULT_PATH = "/etc/slurmkit/config.yaml"
 
@@ -628,13 +631,19 @@ def from_dict(
     return s
 
 
-def reference() -> list[tuple[str, str, str, str]]:
-    """(key, type, default, valid range or '') for every setting, for the generated config reference."""
+def type_hints(cls) -> dict:
+    """The resolved field types of a settings class (typing.get_type_hints, given the typing names the
+    annotations use: this module does not import typing, which the hooks would pay for on every job)."""
     import typing
 
+    return typing.get_type_hints(cls, None, {"Any": typing.Any, "Literal": typing.Literal})
+
+
+def reference() -> list[tuple[str, str, str, str]]:
+    """(key, type, default, valid range or '') for every setting, for the generated config reference."""
     out = []
     for name, cls in SECTIONS.items():
-        hints = typing.get_type_hints(cls)
+        hints = type_hints(cls)
         for f in dataclasses.fields(cls):
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore
             rng = f.metadata.get("range")

@@ -71,6 +71,8 @@ ENV_CHECKPOINT_DIR = "SLURMKIT_CHECKPOINT_DIR"
 
 @dataclass(frozen=True)
 class Checkpoint:
+    """A published checkpoint: its directory, its step and its manifest."""
+
     path: str  # the checkpoint directory, e.g. /ckpt/step-0000001200
     step: int
     manifest: dict

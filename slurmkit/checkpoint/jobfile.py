@@ -26,6 +26,8 @@ def read_job_file(source: str, name: str) -> dict:
 
     @dataclass
     class JobSync:
+        """The job's own sync file (.slurmkit-sync.yaml): what a job may ask of the epilog's sync."""
+
         enabled: bool = True
         keep: int | None = None
         subdir: str | None = None

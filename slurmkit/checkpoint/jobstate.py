@@ -18,7 +18,8 @@ import json
 import os
 import stat
 import time
-from typing import TYPE_CHECKING
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hooks' start); mypy reads the name
 
 if TYPE_CHECKING:
     from ..settings import Settings

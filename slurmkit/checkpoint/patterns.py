@@ -6,6 +6,7 @@ import os
 import re
 import stat
 
+from .. import lazyre
 from .report import SyncError
 
 VARIABLES = (
@@ -23,7 +24,7 @@ VARIABLES = (
 )
 
 
-_VAR_RE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+_VAR_RE = lazyre.compile(r"\$(?:\{(\w+)\}|(\w+))")
 
 
 _FROM_JOB_RECORD = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import gc
 import os
 import pwd
 import select
@@ -89,6 +90,7 @@ def run_as(
     if pid == 0:  # child
         code = 0
         try:
+            gc.enable()  # the hooks run with it off (hooks.common.fail_safe); a sync may copy for minutes
             os.close(r)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             if before:

@@ -12,6 +12,14 @@ import sys
 import time
 
 STALE_SECONDS = 7 * 86400
+SAMPLER_MODULE = "slurmkit.efficiency.sampler"
+
+
+def _sampler_run(opts: dict) -> int:
+    """The forked sampler's body: the sampler's own run(), without argparse (its flags are the prolog's own)."""
+    from .sampler import Options, run
+
+    return run(Options(**opts))
 
 
 def _dir(settings) -> str:
@@ -48,42 +56,40 @@ def start(settings, environ) -> int | None:
         _clean_stale(d)
         out, pidf = _files(settings, jid, node)
         from .. import proc
-        from ..hooks.common import module_argv  # without `site` when the prolog started so
 
-        tool = settings.tools.nvidia_smi
-        argv = module_argv("slurmkit.efficiency.sampler") + [
-            "--job",
-            str(jid),
-            "--gpus",
-            ",".join(map(str, gpus)),
-            "--out",
-            out,
-            "--interval",
-            str(eff.interval),
-            "--max-bytes",
-            str(eff.samples_max_bytes),
-            "--tool",
-            tool,
-            "--backend",
-            eff.backend,
-            "--watchdog",
-            str(eff.watchdog_interval),
-            "--start-grace",
-            str(eff.start_grace),
-        ]
+        opts: dict = {
+            "job": jid,
+            "gpus": ",".join(map(str, gpus)),
+            "out": out,
+            "interval": eff.interval,
+            "max_bytes": eff.samples_max_bytes,
+            "tool": settings.tools.nvidia_smi,
+            "backend": eff.backend,
+            "watchdog": eff.watchdog_interval,
+            "start_grace": eff.start_grace,
+        }
         if getattr(eff, "profiling", False):
             dcgmi = settings.tools.dcgmi
-            argv += [
-                "--dcgmi",
-                json.dumps([dcgmi] if isinstance(dcgmi, str) else list(dcgmi)),
-                "--dcgm-start-timeout",
-                str(eff.dcgm_start_timeout),
-            ]
+            opts["dcgmi"] = json.dumps([dcgmi] if isinstance(dcgmi, str) else list(dcgmi))
+            opts["dcgm_start_timeout"] = eff.dcgm_start_timeout
+        flags = [
+            w
+            for k, v in opts.items()
+            for w in ("--" + k.replace("_", "-"), json.dumps(v) if isinstance(v, list) else str(v))
+        ]
         env = {k: v for k, v in environ.items() if k.startswith(("SLURM", "SLURMKIT", "PATH", "CUDA"))}
-        pid = proc.spawn_detached(argv, env=env)
+        # forked from this process, not a new interpreter (most of a job's hook CPU was the sampler's start-up);
+        # its command line reads as the interpreter's would, so ps and the epilog's check know it
+        pid = proc.fork_detached(
+            lambda: _sampler_run(opts), env=env, title=[sys.executable, "-m", SAMPLER_MODULE, *flags]
+        )
+        if pid is None:  # not safe to fork here: an interpreter, as before
+            from ..hooks.common import module_argv  # without `site` when the prolog started so
+
+            pid = proc.spawn_detached(module_argv(SAMPLER_MODULE) + flags, env=env)
         fd = os.open(pidf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write(str(pid))
+            f.write(f"{pid} {proc.start_time(pid) or ''}".strip())
         return pid
     except Exception as e:  # noqa: BLE001 - efficiency is never a reason to fail a job
         print(f"slurmkit prolog: efficiency sampler not started: {type(e).__name__}: {e}", file=sys.stderr)
@@ -105,20 +111,41 @@ def _clean_stale(d: str) -> None:
         pass
 
 
-def _is_sampler(pid: int, job_id: int) -> bool:
+def _is_sampler(pid: int, job_id: int, started: int | None = None) -> bool:
+    """Is pid still the job's sampler? The same start time as the prolog recorded (a pid is reused, the pair is
+    not), or, from a pid file without one, its command line."""
+    if started is not None:
+        from ..proc import start_time
+
+        return start_time(pid) == started
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             argv = f.read(8192).split(b"\0")
     except OSError:
         return False
-    return b"slurmkit.efficiency.sampler" in argv and str(job_id).encode() in argv
+    return SAMPLER_MODULE.encode() in argv and str(job_id).encode() in argv
 
 
-def _stop_pid(pid: int, job_id: int) -> bool:
+_CPU: dict[int, float | None] = {}
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """CPU seconds the sampler used, read just before it is stopped (what per-job sampling costs the node)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read(4096)
+        fields = stat[stat.rindex(b")") + 2 :].split()  # fields[11], [12]: utime, stime (fields 14, 15)
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _stop_pid(pid: int, job_id: int, started: int | None = None) -> bool:
     """SIGKILL the sampler's process group (it and its nvidia-smi child) at once: every sample line is already
     flushed, so there is nothing to wait for. Returns whether it was still running."""
-    if not _is_sampler(pid, job_id):
+    if not _is_sampler(pid, job_id, started):
         return False  # gone already (its watchdog saw the job end), or a reused pid: not ours
+    _CPU[pid] = _cpu_seconds(pid)
     try:
         if os.getpgid(pid) == pid:
             os.killpg(pid, signal.SIGKILL)
@@ -139,10 +166,12 @@ def stop(settings, environ) -> dict | None:
         out, pidf = _files(settings, jid, node)
         try:
             with open(pidf, encoding="utf-8") as f:
-                pid = int(f.read().strip() or 0)
+                words = f.read(64).split()  # "PID START" (START: proc.start_time; absent from older files)
+            pid = int(words[0]) if words else 0
+            started = int(words[1]) if len(words) > 1 else None
         except (OSError, ValueError):
-            pid = 0
-        stopped = _stop_pid(pid, jid) if pid else False
+            pid, started = 0, None
+        stopped = _stop_pid(pid, jid, started) if pid else False
         from ..bounded import read_text
         from . import mfu as mfu_mod
         from . import record
@@ -163,6 +192,9 @@ def stop(settings, environ) -> dict | None:
             head["end_reason"] = "stopped by the epilog"
         rec = record.build(cap, head, Thresholds.from_settings(eff), environ=environ, node=node)
         rec["mfu"] = mfu_mod.for_record(settings, rec, environ)
+        cpu = _CPU.get(pid)
+        if cpu is not None:
+            rec["sampler_cpu_seconds"] = round(cpu, 3)
         record.append(record.log_path(settings), rec, eff.log_max_bytes)
         for p in (out, pidf, out + ".tmp"):
             try:

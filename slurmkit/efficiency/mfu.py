@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 
-_STEP = re.compile(r"SLURMKIT_STEP\b(.*)$")
-_KV = re.compile(r"(\w+)=([0-9.eE+-]+)")
+from .. import lazyre
+
+_STEP = lazyre.compile(r"SLURMKIT_STEP\b(.*)$")
+_KV = lazyre.compile(r"(\w+)=([0-9.eE+-]+)")
 STEPS_MAX_BYTES = 4 << 20
 
 

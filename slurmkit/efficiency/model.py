@@ -10,6 +10,8 @@ STATES = ("hung", "idle", "unknown", "underused", "busy")
 
 @dataclass
 class Finding:
+    """One thing the efficiency reader noticed about a job's samples (a gap, a fault, a note)."""
+
     text: str
     severity: str = "info"  # info | warn | fault
     gpu: int | str | None = None

@@ -11,13 +11,16 @@ Standard library only (the epilog writes it).
 
 from __future__ import annotations
 
-from typing import Any
 import json
 import os
 import time
 
 from .model import Capture
 from .verdict import Thresholds, summarize
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hooks' start); mypy reads the name
+if TYPE_CHECKING:
+    from typing import Any
 
 SERIES_POINTS = 240  # utilisation points kept per GPU in the record (for the sparkline and the plot)
 

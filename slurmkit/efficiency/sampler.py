@@ -21,8 +21,6 @@ dcgmi gave its first sample, or {"event": "dcgm-unavailable", "error": ...} when
 
 from __future__ import annotations
 
-from typing import Any
-import argparse
 import json
 import os
 import signal
@@ -32,6 +30,10 @@ import threading
 import time
 
 from .sampler_dcgm import run_dcgm
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hooks' start); mypy reads the name
+if TYPE_CHECKING:
+    from typing import Any
 
 FIELDS = "index,uuid,name,utilization.gpu,memory.used,memory.total,power.draw,power.limit"
 MAX_LINE = 4096
@@ -211,8 +213,18 @@ def _s(v):
     return v.decode() if isinstance(v, bytes) else v
 
 
-def sample_smi(tool: str, gpus: list[int], interval: float, w: Writer, stop: threading.Event, child: dict) -> str:
-    argv = [tool, f"--query-gpu={FIELDS}", "--format=csv,noheader,nounits", "-lms", str(max(1, int(interval * 1000)))]
+def sample_smi(
+    tool: str | list[str], gpus: list[int], interval: float, w: Writer, stop: threading.Event, child: dict
+) -> str:
+    # tools.nvidia_smi may be an argv prefix (a list; JSON on the command line) as for every other tool
+    prefix = list(tool) if isinstance(tool, list) else (_tool_argv(tool) if tool.startswith("[") else [tool])
+    argv = [
+        *prefix,
+        f"--query-gpu={FIELDS}",
+        "--format=csv,noheader,nounits",
+        "-lms",
+        str(max(1, int(interval * 1000))),
+    ]
     env = dict(os.environ)
     env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
     restarts = 0
@@ -260,7 +272,39 @@ def sample_smi(tool: str, gpus: list[int], interval: float, w: Writer, stop: thr
     return "stopped"
 
 
-def main(argv=None) -> int:
+class Options:
+    """What the sampler samples and how: the command line's flags (the prolog passes them to a forked sampler
+    as these keyword arguments, without argparse)."""
+
+    def __init__(
+        self,
+        job: int,
+        gpus: str,
+        out: str,
+        interval: float = 10.0,
+        max_bytes: int = 4 << 20,
+        tool: str = "nvidia-smi",
+        backend: str = "auto",
+        watchdog: float = 5.0,
+        start_grace: float = 120.0,
+        proc_root: str = "/proc",
+        dcgmi: str = "",
+        dcgm_start_timeout: float = 30.0,
+    ) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        self.job, self.gpus, self.out = int(job), str(gpus), str(out)
+        self.interval, self.max_bytes, self.tool, self.backend = float(interval), int(max_bytes), tool, backend
+        self.watchdog, self.start_grace, self.proc_root = float(watchdog), float(start_grace), proc_root
+        self.dcgmi, self.dcgm_start_timeout = dcgmi, float(dcgm_start_timeout)
+
+
+BACKENDS = ("auto", "nvml", "nvidia-smi")
+
+
+def parse_args(argv=None) -> Options:
+    import argparse
+
     ap = argparse.ArgumentParser(prog="slurmkit-sampler")
     ap.add_argument("--job", type=int, required=True)
     ap.add_argument("--gpus", required=True)
@@ -268,13 +312,20 @@ def main(argv=None) -> int:
     ap.add_argument("--interval", type=float, default=10.0)
     ap.add_argument("--max-bytes", type=int, default=4 << 20)
     ap.add_argument("--tool", default="nvidia-smi")
-    ap.add_argument("--backend", choices=["auto", "nvml", "nvidia-smi"], default="auto")
+    ap.add_argument("--backend", choices=BACKENDS, default="auto")
     ap.add_argument("--watchdog", type=float, default=5.0)
     ap.add_argument("--start-grace", type=float, default=120.0)
     ap.add_argument("--proc-root", default="/proc")
     ap.add_argument("--dcgmi", default="", help="dcgmi's argv as JSON (a list) or one path; empty: no profiling")
     ap.add_argument("--dcgm-start-timeout", type=float, default=30.0)
-    a = ap.parse_args(argv)
+    return Options(**vars(ap.parse_args(argv)))
+
+
+def main(argv=None) -> int:
+    return run(parse_args(argv))
+
+
+def run(a: Options) -> int:
     gpus = [int(x) for x in a.gpus.split(",") if x.strip().isdigit()]
     backend = a.backend
     if backend == "auto":

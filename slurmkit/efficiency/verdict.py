@@ -15,13 +15,18 @@ A job's verdict is its worst GPU's, in that order (hung, idle, unknown, underuse
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from .model import STATES, Capture, GpuSeries
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hooks' start); mypy reads the name
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @dataclass(frozen=True)
 class Thresholds:
+    """The efficiency verdicts' thresholds (config `efficiency.*`)."""
+
     idle_util_pct: float = 5.0
     idle_fraction: float = 0.9
     underused_util_pct: float = 30.0

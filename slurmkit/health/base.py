@@ -10,6 +10,8 @@ _RANK = {"ok": 0, "skip": 0, "warn": 1, "fail": 2}
 
 @dataclass
 class Result:
+    """One check's verdict on one node: status, a reason a human can act on, and its evidence."""
+
     check: str
     status: str  # ok | warn | fail | skip
     reason: str = ""  # one line a human can act on ("GPU 0000:3b:00 fell off the bus")
@@ -34,6 +36,8 @@ def worst(statuses) -> str:
 
 @dataclass
 class Report:
+    """Every verdict of one profile's run on one node."""
+
     node: str
     profile: str
     results: list[Result] = field(default_factory=list)

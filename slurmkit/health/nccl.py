@@ -13,7 +13,10 @@ bandwidth. Integers are ASCII and bounded too (no superscript digits, no 4,300-d
 from __future__ import annotations
 
 import re
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hooks' start); mypy reads the name
+if TYPE_CHECKING:
+    from typing import Any
 
 _LABEL = re.compile(r"^\s*[0-9]{1,6}:\s?")
 _ROW = re.compile(

@@ -95,6 +95,8 @@ def after_reboot(records, boot_id: str | None) -> dict | None:
 
 @dataclass
 class Decision:
+    """What remediation does with a drained node now: nothing, a reboot, or flapping."""
+
     step: str  # none | reboot | flapping
     why: str
     tag: str | None = None

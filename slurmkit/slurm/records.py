@@ -58,6 +58,8 @@ _GRES_ITEM_RE = re.compile(r"^(?P<name>[^:(]+)(?::(?P<type>[^:(]+))?(?::(?P<coun
 
 @dataclass
 class NodeRecord:
+    """One node as the controller reports it (whichever backend read it)."""
+
     name: str
     state: str  # base state, upper case: IDLE, MIXED, ALLOCATED, DOWN, ...
     flags: list[str] = field(default_factory=list)  # DRAIN, NOT_RESPONDING, MAINTENANCE, REBOOT_REQUESTED ...
@@ -89,6 +91,8 @@ class NodeRecord:
 
 @dataclass
 class JobRecord:
+    """One job as the controller reports it (whichever backend read it)."""
+
     job_id: int
     name: str = ""
     state: str = ""  # PENDING, RUNNING, COMPLETED, FAILED, CANCELLED ...

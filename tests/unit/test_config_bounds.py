@@ -61,7 +61,7 @@ def _numeric(tp) -> bool:
 def test_every_numeric_key_has_a_documented_range():
     missing = []
     for name, cls in settings.SECTIONS.items():
-        hints = typing.get_type_hints(cls)
+        hints = settings.type_hints(cls)
         for f in dataclasses.fields(cls):
             if _numeric(hints[f.name]) and "range" not in f.metadata:
                 missing.append(f"{name}.{f.name}")

@@ -6,12 +6,15 @@ pcie.link.* columns, or the kernel's "limited by ... (capable of ...)" lines."""
 
 from __future__ import annotations
 
-from typing import Any
 import re
 
 from .. import nvsmi
 from ..base import Result, to_int
 from ..context import NoData
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hooks' start); mypy reads the name
+if TYPE_CHECKING:
+    from typing import Any
 
 NAME = "pcie"
 _LIMITED = re.compile(

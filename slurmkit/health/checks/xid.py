@@ -62,13 +62,17 @@ def _groups(events: list, verdicts: list) -> list[dict]:
 
 
 def evaluate(events: list, all_events: list, s, *, total_events=None, live: bool = True) -> Result:
-    verdicts = kernlog.grade_all(
-        events,
-        fatal_extra=s.fatal_extra,
-        ignore=s.ignore,
-        unknown_status=s.unknown_status,
-        userspace=s.userspace,
-        extra_signatures=s.signatures_extra,
+    verdicts = (
+        kernlog.grade_all(
+            events,
+            fatal_extra=s.fatal_extra,
+            ignore=s.ignore,
+            unknown_status=s.unknown_status,
+            userspace=s.userspace,
+            extra_signatures=s.signatures_extra,
+        )
+        if events
+        else []  # nothing to grade: the policy module is not even loaded
     )
     ev = {
         "events": [

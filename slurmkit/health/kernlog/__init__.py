@@ -6,7 +6,21 @@ the signature data (`signatures`) and the grading policy (`policy`). `parse`, `g
 from __future__ import annotations
 
 from .events import Event, parse
-from .policy import Verdict, catalog, grade, grade_all
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hooks' start); mypy reads the name
+if TYPE_CHECKING:
+    from .policy import Verdict, catalog, grade, grade_all
+
+
+def __getattr__(name: str):
+    """The grading policy (and its catalog) loads when an event is first graded: a node whose kernel log has
+    no GPU event, the usual prolog, never needs it."""
+    if name in ("Verdict", "catalog", "grade", "grade_all"):
+        from . import policy
+
+        return getattr(policy, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["Event", "Verdict", "catalog", "grade", "grade_all", "parse", "new_events", "next_state"]
 

@@ -8,27 +8,29 @@ no `PCI:` in old drivers) is accepted.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
+from ... import lazyre
 from . import anchors, logline, signatures
 
 _PCI = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f]+)?"
-XID_RE = re.compile(
+XID_RE = lazyre.compile(
     r"NVRM:\s*Xid\s*\(\s*(?:PCI:\s*)?(?P<pci>" + _PCI + r")\s*\)\s*:\s*(?P<code>\d{1,6})\b\s*,?\s*"
     r"(?P<msg>.*)$"
 )
-SXID_RE = re.compile(
+SXID_RE = lazyre.compile(
     r"(?P<dev>nvidia-nvswitch\d+):\s*SXid\s*\(\s*(?:PCI:\s*)?(?P<pci>" + _PCI + r")\s*\)\s*:\s*"
     r"(?P<code>\d{1,6})\b\s*,?\s*(?P<msg>.*)$"
 )
 # what an Xid line must contain to be one we must read: anything that says so and did not parse is a finding
-LOOKS_XID_RE = re.compile(r"NVRM:\s*Xid\b|\bSXid\s*\(")
-GPU_AT_RE = re.compile(r"NVRM: GPU at (?:PCI:)?(?P<pci>" + _PCI + r")")
+LOOKS_XID_RE = lazyre.compile(r"NVRM:\s*Xid\b|\bSXid\s*\(")
+GPU_AT_RE = lazyre.compile(r"NVRM: GPU at (?:PCI:)?(?P<pci>" + _PCI + r")")
 
 
 @dataclass
 class Event:
+    """One kernel-log event: an Xid or SXid line, a signature match, or an Xid line that did not parse."""
+
     kind: str  # "xid" | "sxid" | "sig" (a signature) | "unparsed" (looked like an Xid, did not parse)
     code: int  # the Xid / SXid number; 0 for a signature or an unparsed line
     pci: str  # the GPU: normalised PCI address "0000:3b:00", "minor 0", "GPU0", or "" (not named)
@@ -57,13 +59,21 @@ def keywords(sigs, aer: bool = True) -> tuple[str, ...] | None:
     pats = [XID_RE, SXID_RE, LOOKS_XID_RE, GPU_AT_RE] + [s.regex for s in sigs]
     if aer:
         pats += [signatures.data()["aer"]["fatal"], "nvidia"]
-    key = tuple(p.pattern if isinstance(p, re.Pattern) else p for p in pats)
+    key = tuple(map(lazyre.source, pats))
     if key not in _KEYWORDS:
         _KEYWORDS[key] = anchors.keywords(pats)
     return _KEYWORDS[key]
 
 
 _KEYWORDS: dict = {}
+
+
+def builtin_patterns() -> list:
+    """Every built-in pattern whose anchors a scan asks for (their table: anchors.TABLE_PATH)."""
+    cfg = signatures.data()["aer"]
+    return (
+        [XID_RE, SXID_RE, LOOKS_XID_RE, GPU_AT_RE] + [s.regex for s in signatures.builtin()] + [cfg["fatal"], "nvidia"]
+    )
 
 
 def builtin_keywords() -> tuple[str, ...] | None:
@@ -76,7 +86,7 @@ def pieces(sigs, aer: bool = True) -> tuple[str, ...] | None:
     pats = [XID_RE, SXID_RE, LOOKS_XID_RE, GPU_AT_RE] + [s.regex for s in sigs]
     if aer:
         pats.append(signatures.data()["aer"]["fatal"])
-    key = ("pieces",) + tuple(p.pattern if isinstance(p, re.Pattern) else p for p in pats)
+    key = ("pieces",) + tuple(map(lazyre.source, pats))
     if key not in _KEYWORDS:
         _KEYWORDS[key] = anchors.pieces(pats)
     return _KEYWORDS[key]
@@ -132,7 +142,7 @@ def parse(
                 if ev.kind == "xid":
                     pcis.append(ev.pci)
         if not found:
-            m = GPU_AT_RE.search(r.body)
+            m = GPU_AT_RE.search(r.body) if "GPU at" in r.body else None
             if m:
                 pcis.append(signatures.norm_pci(m.group("pci")))
             other.append(r)

@@ -8,11 +8,19 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+
+from ... import lazyre
+from . import anchors
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hooks' start); mypy reads the name
+if TYPE_CHECKING:
+    from typing import Any
 
 _DATA: dict | None = None
-ANY_PCI_RE = re.compile(r"\b[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f]+)?\b")
-PCI_RE = re.compile(r"^(?P<dom>[0-9A-Fa-f]{4,8}):(?P<bus>[0-9A-Fa-f]{2}):(?P<dev>[0-9A-Fa-f]{2})(?:\.[0-9A-Fa-f]+)?$")
+ANY_PCI_RE = lazyre.compile(r"\b[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f]+)?\b")
+PCI_RE = lazyre.compile(
+    r"^(?P<dom>[0-9A-Fa-f]{4,8}):(?P<bus>[0-9A-Fa-f]{2}):(?P<dev>[0-9A-Fa-f]{2})(?:\.[0-9A-Fa-f]+)?$"
+)
 
 
 def data() -> dict:
@@ -37,6 +45,8 @@ def norm_pci(pci: str) -> str:
 
 @dataclass(frozen=True)
 class Signature:
+    """A GPU failure logged without an Xid: the pattern that finds it and what it means."""
+
     id: str
     code: str
     status: str
@@ -50,13 +60,14 @@ REQUIRED = ("id", "match")
 STATUSES = ("ok", "warn", "fail")
 
 
-def compile_one(d: dict, where: str = "") -> Signature:
-    """A signature from its data (the JSON file's or a site's config entry); ValueError says what is wrong."""
+def compile_one(d: dict, where: str = "", *, lazy: bool = False) -> Signature:
+    """A signature from its data (the JSON file's or a site's config entry); ValueError says what is wrong.
+    lazy: compiled on first use (the built-in ones, which the unit tests compile; a site's are checked here)."""
     missing = [k for k in REQUIRED if not d.get(k)]
     if missing:
         raise ValueError(f"{where}signature needs {', '.join(missing)}")
     try:
-        rx = re.compile(d["match"])
+        rx = lazyre.compile(d["match"]) if lazy else re.compile(d["match"])
     except re.error as e:
         raise ValueError(f"{where}signature {d['id']!r}: bad regex: {e}") from None
     st = d.get("status", "fail")
@@ -82,7 +93,7 @@ _BUILTIN: tuple | None = None
 def builtin() -> tuple:
     global _BUILTIN
     if _BUILTIN is None:
-        _BUILTIN = tuple(compile_one(d) for d in data()["signatures"])
+        _BUILTIN = tuple(compile_one(d, lazy=True) for d in data()["signatures"])
     return _BUILTIN
 
 
@@ -99,6 +110,8 @@ def active(extra=(), ignore=()) -> tuple:
 
 @dataclass
 class Match:
+    """A signature found in one kernel message record, with the GPU it names."""
+
     sig: Signature
     gpu: str | None  # normalised PCI address, "minor N", "GPUn" (the driver's numbering) or None
     record: Any  # the logline.Record matched
@@ -122,6 +135,8 @@ def match(records, sigs) -> list[Match]:
         if "Xid" in body and ("NVRM: Xid" in body or "SXid" in body):
             continue  # Xid lines are read by their own parser
         for s in sigs:
+            if not anchors.may_match(s.regex, body):
+                continue  # none of its literals is in the line: no regex to run (or compile)
             m = s.regex.search(body)
             if m:
                 anyp = None if gpu_of(m) else ANY_PCI_RE.search(body)
@@ -137,6 +152,9 @@ def aer_matches(records) -> list[Match]:
     """A fatal AER record on an NVIDIA device, or on a port with an NVIDIA device in the same burst (records within
     burst_seconds and burst_lines of it): one match per record, naming the GPU."""
     cfg = data()["aer"]
+    recs = list(records)
+    if not any(anchors.may_match(cfg["fatal"], r.body) for r in recs):
+        return []  # no line could be a fatal AER one: nothing to compile
     fatal = re.compile(cfg["fatal"])
     dev = re.compile(cfg["device"])
     sig_gpu = Signature("aer", cfg["code"], "fail", cfg["action"], cfg["says"], cfg["todo"], fatal)
@@ -150,7 +168,6 @@ def aer_matches(records) -> list[Match]:
         fatal,
     )
     out: list[Match] = []
-    recs = list(records)
     for i, r in enumerate(recs):
         if not fatal.search(r.body):
             continue
@@ -164,7 +181,7 @@ def aer_matches(records) -> list[Match]:
     return out
 
 
-_NAMED_RE = re.compile(
+_NAMED_RE = lazyre.compile(
     r"error received:? (?:id=\S+ )?"
     r"(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.\d+)?)"
 )
@@ -180,8 +197,10 @@ def needs_whole_log(records) -> bool:
     """Whether grading the AER records among `records` (a part of a log: kernlog.native's windows) needs the rest:
     a fatal record on a port that names a device no record here shows as an NVIDIA one (that may be anywhere)."""
     cfg = data()["aer"]
-    fatal, dev = re.compile(cfg["fatal"]), re.compile(cfg["device"])
     recs = list(records)
+    if not any(anchors.may_match(cfg["fatal"], r.body) for r in recs):
+        return False
+    fatal, dev = re.compile(cfg["fatal"]), re.compile(cfg["device"])
     for r in recs:
         if not fatal.search(r.body):
             continue

@@ -1,0 +1,154 @@
+"""What a job's hooks cost the node, as a user (an admin) sees it: the prolog and epilog Slurm runs (the repo's own
+prolog/prolog and epilog/epilog scripts, with their `python -I -S` boot) import none of the heavy modules they
+used to pay for on every job, and the efficiency sampler is forked from the prolog, not a new interpreter.
+
+The modules a hook imported are read from `-X importtime` through SLURMKIT_PYTHON (the scripts' documented
+interpreter override), so the test sees the very process Slurm would run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+FAKE = REPO / "dev" / "fakegpu" / "bin"
+SCEN = REPO / "dev" / "fakegpu" / "scenarios" / "healthy-h100x8"
+
+# modules a healthy job's hooks must not import: each costs more CPU than a check, on every node, every job
+HEAVY = ("typing", "inspect", "ast", "argparse", "yaml", "click", "jinja2", "paramiko", "ClusterShell", "hashlib",
+         "ahocorasick_rs", "slurmkit.config", "slurmkit.checkpoint.sync")
+
+
+def _env(tmp_path: Path, job: int) -> dict:
+    cfg = tmp_path / "slurmkit.yaml"
+    if not cfg.exists():
+        cfg.write_text(f"""tools:
+  nvidia_smi: {FAKE}/nvidia-smi
+  dmesg: {FAKE}/dmesg
+  all_reduce_perf: {FAKE}/all_reduce_perf
+paths:
+  state_dir: {tmp_path}/state
+  health_log: {tmp_path}/health/
+gpu_count:
+  expected: 8
+driver:
+  driver_versions: ["550.54.15"]
+health:
+  drain: false
+sync:
+  enabled: true
+  source: {tmp_path}/local/$SLURM_JOB_USER/$SLURM_JOB_ID/ckpt
+  dest: {tmp_path}/shared/$SLURM_JOB_USER
+efficiency:
+  interval: 0.5
+  watchdog_interval: 0.5
+  start_grace: 30
+""")
+        shim = tmp_path / "python-importtime"
+        shim.write_text(f"#!/bin/sh\nexec {sys.executable} -X importtime \"$@\"\n")
+        shim.chmod(0o755)
+    return {"SLURMKIT_CONFIG": str(cfg), "SLURMKIT_FAKEGPU_SCENARIO": str(SCEN), "SLURMD_NODENAME": "n1",
+            "SLURM_JOB_ID": str(job), "SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_USER": "root",
+            "SLURM_JOB_GPUS": "0,1", "SLURMKIT_HOOK_CACHE_DIR": str(tmp_path / "cache"),
+            "SLURMKIT_PYTHON": str(tmp_path / "python-importtime")}
+
+
+def _hook(which: str, env: dict) -> tuple[subprocess.CompletedProcess, set[str]]:
+    r = subprocess.run([str(REPO / which / which)], env=env, capture_output=True, text=True, timeout=120)
+    mods = {ln.rsplit("|", 1)[1].strip() for ln in r.stderr.splitlines() if ln.startswith("import time:")}
+    return r, mods
+
+
+def test_hooks_import_nothing_heavy_and_fork_the_sampler(tmp_path):
+    env = _env(tmp_path, 4242)
+    _hook("prolog", dict(env, SLURM_JOB_ID="4241"))  # the first run parses the YAML and fills the settings cache
+    _hook("epilog", dict(env, SLURM_JOB_ID="4241"))
+    r, mods = _hook("prolog", env)
+    assert r.returncode == 0, r.stderr
+    assert mods and not mods & set(HEAVY), sorted(mods & set(HEAVY))
+    pidfile = tmp_path / "state" / "efficiency" / "4242.n1.pid"
+    pid, started = (int(w) for w in pidfile.read_text().split())  # "PID START": the sampler's identity
+    # the sampler is the prolog's child process (forked, no interpreter of its own), in its own session, and it
+    # reads as the sampler in ps; the prolog has exited, the sampler outlives it
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert b"slurmkit.efficiency.sampler" in argv and b"4242" in argv, argv
+    assert os.getsid(pid) == pid
+    # stdin/stdout/stderr are /dev/null: nothing of Slurm's prolog pipes is held open by the job-long sampler
+    assert all(os.readlink(f"/proc/{pid}/fd/{fd}") == os.devnull for fd in ("0", "1", "2"))
+    samples = tmp_path / "state" / "efficiency" / "4242.n1.samples"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and b"\n[" not in samples.read_bytes():
+        time.sleep(0.2)  # the sampler's first sample (the fake nvidia-smi's series)
+    assert b"\n[" in samples.read_bytes()
+    r, mods = _hook("epilog", env)
+    assert r.returncode == 0, r.stderr
+    assert not mods & set(HEAVY), sorted(mods & set(HEAVY))
+    assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    # the job's efficiency record (beside the per-node health log) says what its sampler cost the node
+    recs = [json.loads(ln) for ln in (tmp_path / "efficiency" / "n1.jsonl").read_text().splitlines()]
+    (rec,) = [x for x in recs if x.get("job_id") == 4242]
+    assert 0 <= rec["sampler_cpu_seconds"] < 5, rec
+    assert started > 0
+
+
+def test_no_sampler_is_forked_while_another_thread_runs():
+    """fork() with a second thread alive may copy a lock that thread holds into a child that waits forever:
+    proc.fork_detached refuses (None), and the caller starts an interpreter instead."""
+    import threading
+
+    from slurmkit import proc
+
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        assert proc.fork_detached(lambda: 0) is None
+    finally:
+        stop.set()
+        t.join()
+
+
+def test_fork_detached_child(tmp_path):
+    from slurmkit import proc
+
+    out = tmp_path / "child.json"
+    keep = open(tmp_path / "held", "w")  # a descriptor of the caller's: the child must not hold it
+    code = ("import json, os, sys\n"
+            f"json.dump({{'env': dict(os.environ), 'fds': sorted(os.listdir('/proc/self/fd')), 'sid': os.getsid(0), "
+            f"'pid': os.getpid(), 'argv': open('/proc/self/cmdline', 'rb').read().decode().split(chr(0))}}, "
+            f"open({str(out)!r}, 'w'))\n")
+
+    def body() -> int:
+        exec(code, {})
+        return 0
+
+    try:
+        pid = proc.fork_detached(body, env={"ONLY": "this"}, title=["slurmkit-test-title", "--job", "7"])
+    finally:
+        keep.close()
+    assert pid
+    started = proc.start_time(pid)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not (out.exists() and out.stat().st_size):
+        time.sleep(0.05)
+    doc = json.loads(out.read_text())
+    assert doc["env"] == {"ONLY": "this"} and doc["sid"] == doc["pid"] == pid
+    assert doc["argv"][:3] == ["slurmkit-test-title", "--job", "7"] and not any(doc["argv"][3:])
+    assert len(doc["fds"]) <= 4  # 0, 1, 2 and the listing's own
+    assert started is None or started > 0
+
+
+def test_the_deferred_inspect_is_the_real_one_on_first_use():
+    """slurmkit.lazymod: the hooks' stand-in for `inspect` loads the real module on first use, so a dataclass
+    without a docstring still gets dataclasses' generated one, and code that uses inspect gets inspect."""
+    code = ("import sys\nfrom slurmkit import lazymod\nlazymod.defer('inspect')\nimport dataclasses\n"
+            "print('ast' in sys.modules)\n"
+            "@dataclasses.dataclass\nclass P:\n    x: int = 1\n"
+            "import inspect\nprint(P.__doc__, inspect.signature(lambda a, b=2: 0), 'ast' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60,
+                       cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert r.stdout.split("\n")[:2] == ["False", "P(x: int = 1) (a, b=2) True"], r.stdout + r.stderr
