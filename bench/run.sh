@@ -11,7 +11,9 @@ py=.venv/bin/python
 $py -c 'import submitit' 2>/dev/null || $py -m pip install -q --disable-pip-version-check -e '.[test,bench]' ||
     { echo "cannot install slurmkit[bench]" >&2; exit 1; }
 $py -c 'import submitit' || { echo "submitit (the bench extra) does not import" >&2; exit 1; }
-all=(topo prolog audit checkpoint sync submit install kernlog parsers efficiency health fleetlog)
+# bench_hook_cpu counts instructions with valgrind (callgrind): installed where apt can, else it says so and fails
+command -v valgrind >/dev/null || { command -v apt-get >/dev/null && apt-get install -y -q valgrind >/dev/null 2>&1; } || true
+all=(topo prolog hook_cpu audit checkpoint sync submit install kernlog parsers efficiency health fleetlog)
 sel=("$@")
 [ ${#sel[@]} -gt 0 ] || sel=("${all[@]}")
 rc=0
