@@ -25,10 +25,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-PY = REPO / ".venv" / "bin" / "python"
-FAKE = REPO / "dev" / "fakegpu" / "bin"
-SCEN = REPO / "dev" / "fakegpu" / "scenarios" / "healthy-h100x8"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_prolog import FAKE, PY, REPO, SCEN, site_config  # noqa: E402 - the same healthy node
+
 BOOT = (  # prolog/prolog's boot: the tree first, then the venv's site-packages, no `site`
     "import sys\nm, root = sys.argv.pop(1), sys.argv.pop(1)\n"
     "sys.path.append(root)\nsys.path.append(sys.executable.rpartition('/')[0] + '/../lib/python%d.%d/site-packages'"
@@ -62,29 +62,14 @@ os._exit(0)
 
 
 def config(d: Path) -> Path:
-    cfg = d / "slurmkit.yaml"
-    cfg.write_text(f"""tools:
-  nvidia_smi: {FAKE}/nvidia-smi
-  dmesg: {FAKE}/dmesg
-  all_reduce_perf: {FAKE}/all_reduce_perf
-  dcgmi: {FAKE}/dcgmi
-paths:
-  state_dir: {d}/state
-  health_log: {d}/health/
-gpu_count:
-  expected: 8
-driver:
-  driver_versions: ["550.54.15"]
-health:
-  drain: false
-sync:
+    # bench_prolog's healthy node, with the dev cluster's sync and a short sampler grace
+    return site_config(d, "health/", f"""sync:
   enabled: true
   source: {d}/local/$SLURM_JOB_USER/$SLURM_JOB_ID/ckpt
   dest: {d}/shared/$SLURM_JOB_USER
 efficiency:
   start_grace: 2
 """)
-    return cfg
 
 
 def measure(tree: Path, d: Path, rounds: int) -> dict:

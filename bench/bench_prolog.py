@@ -36,23 +36,30 @@ def timed(argv, env) -> float:
     return dt
 
 
-def part_a(runs: int) -> dict:
-    tmp = Path(tempfile.mkdtemp(prefix="sk-bench-prolog-"))
-    cfg = tmp / "slurmkit.yaml"
+def site_config(d: Path, health_log: str = "health.jsonl", extra: str = "") -> Path:
+    """A healthy node's site config for the benchmarks: the fake GPU tools, state under d, no drains."""
+    cfg = d / "slurmkit.yaml"
     cfg.write_text(f"""tools:
   nvidia_smi: {FAKE}/nvidia-smi
   dmesg: {FAKE}/dmesg
   all_reduce_perf: {FAKE}/all_reduce_perf
+  dcgmi: {FAKE}/dcgmi
 paths:
-  state_dir: {tmp}/state
-  health_log: {tmp}/health.jsonl
+  state_dir: {d}/state
+  health_log: {d}/{health_log}
 gpu_count:
   expected: 8
 driver:
   driver_versions: ["550.54.15"]
 health:
   drain: false
-""")
+{extra}""")
+    return cfg
+
+
+def part_a(runs: int) -> dict:
+    tmp = Path(tempfile.mkdtemp(prefix="sk-bench-prolog-"))
+    cfg = site_config(tmp)
     # what slurmd gives a prolog: no PATH, Slurm's variables (plus what the dev cluster's wrapper exports)
     env = {"SLURMKIT_CONFIG": str(cfg), "SLURMKIT_FAKEGPU_SCENARIO": str(SCEN), "SLURMD_NODENAME": "n1",
            "SLURM_JOB_ID": "1", "SLURM_JOB_UID": "0", "SLURM_JOB_USER": "root", "SLURM_JOB_GPUS": "0,1",
