@@ -228,13 +228,23 @@ def test_sync_fast_path_copies_then_skips_as_click_does(ckpts):
 
 AUDIT = str(REPO / "tests" / "fixtures" / "local" / "dev-cluster-slurm22.05-scontrol-o-d-show-node-mixed-drain.txt")
 AUDIT_OPTS = [["--json"], ["--csv"], ["-p", "gpu"], ["--partition=debug,gpu"], ["--since", "7d"], ["--since", "x"],
-              ["--now", "2026-11-30T10:00:00"], ["--now", "nope"], ["--from-file", "/nonexistent"]]
+              ["--csv", "--json"], ["--from-file", "/nonexistent"]]
 
 
 @hsettings(max_examples=40, deadline=None)
 @given(st.lists(st.sampled_from(AUDIT_OPTS), max_size=3))
 def test_what_the_fast_path_audits_is_what_click_prints(opts):
-    argv = ["audit", "--from-file", AUDIT, *[t for o in opts for t in o]]
+    argv = ["audit", "--from-file", AUDIT, "--now", "2026-12-01T18:00:00", *[t for o in opts for t in o]]
     if entry.parse_fast(argv) is None:
         return
     assert run_entry(argv) == run_cli(argv)
+
+
+@pytest.mark.parametrize("argv", [
+    ["audit", "--from-file", AUDIT, "--now", "nope"], ["audit", "--from-file", "/nonexistent", "--json"],
+    ["--config", "/nonexistent.yaml", "audit", "--from-file", AUDIT], ["audit", "--from-file", str(REPO)],
+])
+def test_audit_errors_read_the_same(argv):
+    assert entry.parse_fast(argv) is not None
+    got = run_entry(argv)
+    assert got == run_cli(argv) and got[0] == 2
