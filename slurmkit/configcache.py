@@ -8,6 +8,9 @@ schema files) rebuild the settings from that JSON with `settings.from_dict`, the
 Only a config that parsed is ever stored, so a bad one always fails with its file and line. An entry is used only
 from a directory and file that belong to us and that no one else can write (settings name the binaries slurmkit
 runs). Any doubt, and SLURMKIT_NO_CACHE=1: parse the YAML. Standard library only.
+
+`safe_load` does the same for a YAML data file (the audit's cause table): yaml.safe_load's result, kept as JSON
+while the text is the same (and only when JSON carries it exactly).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ def _ours(p: str, *, is_dir: bool) -> bool:
     return stat.S_ISDIR(st.st_mode) if is_dir else stat.S_ISREG(st.st_mode)
 
 
-def _key(path: str, data: bytes) -> str:
+def _key(path: str, data: bytes, kind: str = "settings") -> str:
     try:  # the builtin module: hashlib pulls in OpenSSL, a few ms of start-up
         from _sha256 import sha256  # type: ignore[import-not-found]
     except ImportError:
@@ -47,7 +50,7 @@ def _key(path: str, data: bytes) -> str:
     schema = [
         [st.st_size, st.st_mtime_ns] for st in (os.stat(os.path.join(here, f)) for f in ("settings.py", "config.py"))
     ]
-    h = sha256(json.dumps([__version__, sys.prefix, os.path.realpath(path), schema]).encode())
+    h = sha256(json.dumps([kind, __version__, sys.prefix, os.path.realpath(path), schema]).encode())
     h.update(b"\0" + data)
     return h.hexdigest()
 
@@ -76,12 +79,45 @@ def load(explicit: str | None = None) -> Settings:
     return s
 
 
-def _store(d: str, entry: str, s: Settings) -> None:
-    doc = {"settings": to_dict(s), "lines": s.lines}
+def safe_load(path: str, text: str):
+    """yaml.safe_load(text) (the text of the file at `path`), from the cache when it was loaded before; its
+    errors are PyYAML's own."""
+    if os.environ.get("SLURMKIT_NO_CACHE"):
+        import yaml
+
+        return yaml.safe_load(text)
+    d = _cache_dir()
+    entry = os.path.join(d, _key(path, text.encode("utf-8", "surrogatepass"), "yaml") + ".json")
+    if _ours(d, is_dir=True) and _ours(entry, is_dir=False):
+        try:
+            with open(entry, encoding="utf-8") as f:
+                return json.load(f)["data"]
+        except (OSError, ValueError, TypeError, KeyError):
+            pass
+    import yaml
+
+    data = yaml.safe_load(text)
     try:
-        text = json.dumps(doc)
+        doc = json.dumps({"data": data})
+        if json.loads(doc)["data"] == data:  # only what JSON carries exactly (no dates, no tuples)
+            _write(d, entry, doc)
+    except (TypeError, ValueError):
+        pass
+    return data
+
+
+def _store(d: str, entry: str, s: Settings) -> None:
+    try:
+        text = json.dumps({"settings": to_dict(s), "lines": s.lines})
         if from_dict(json.loads(text)["settings"], source=s.source, lines=s.lines) != s:
             return  # a value JSON does not carry exactly: never cached
+    except (TypeError, ValueError):
+        return
+    _write(d, entry, text)
+
+
+def _write(d: str, entry: str, text: str) -> None:
+    try:
         os.makedirs(d, mode=0o700, exist_ok=True)
         if not _ours(d, is_dir=True):
             return

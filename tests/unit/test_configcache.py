@@ -80,3 +80,28 @@ def test_no_cache_and_missing_files_take_the_loader(cfg, tmp_path, monkeypatch):
         configcache.load(str(tmp_path / "nope.yaml"))
     monkeypatch.setenv("SLURMKIT_NO_CACHE", "1")
     assert configcache.load(str(cfg)).sync.keep == 4 and entries(tmp_path) == []
+
+
+def test_yaml_data_is_served_from_the_cache_only_while_the_text_is_the_same(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("SLURMKIT_NO_CACHE", raising=False)
+    p = str(tmp_path / "t.yaml")
+    assert configcache.safe_load(p, "a: [1, x]\n") == {"a": [1, "x"]}
+    assert configcache.safe_load(p, "a: [1, x]\n") == {"a": [1, "x"]} and len(entries(tmp_path)) == 1
+    assert configcache.safe_load(p, "a: [2]\n") == {"a": [2]}
+    import datetime
+    assert configcache.safe_load(p, "d: 2026-12-01\n") == {"d": datetime.date(2026, 12, 1)}   # not JSON: not kept
+    assert len(entries(tmp_path)) == 2
+    import yaml
+    with pytest.raises(yaml.YAMLError):
+        configcache.safe_load(p, "a: [\n")
+
+
+def test_a_bad_cause_table_still_fails_with_its_line(tmp_path, monkeypatch):
+    from slurmkit import audit
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    p = tmp_path / "causes.yaml"
+    p.write_text("slurmkit:\n  - id: x\n    next: y\n  - [\n")
+    for _ in range(2):
+        with pytest.raises(UsageError, match=r"causes.yaml:\d+: YAML error in cause table"):
+            audit.load_causes(p)
