@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 
 from .audit_core import _run_audit
-from .ctx import Ctx
+from .ctx import Ctx, echo
 from ..errors import CommandError
 
 
@@ -45,7 +45,7 @@ def audit(cctx, as_json, as_csv, partition, since, from_file, now_text):
         since=since,
         from_file=from_file,
         now_text=now_text,
-        echo=lambda m, err=False: click.echo(m, err=err),
+        echo=echo,
     )
 
 

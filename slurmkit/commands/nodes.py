@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import click
 
-from .ctx import Ctx, pass_ctx
+from .ctx import Ctx, echo, pass_ctx
 
 
 @click.command()
@@ -13,4 +13,4 @@ def nodes(ctx: Ctx, nodelist, as_json):
     """Nodes with their state, GPUs (used/total) and reason (who set it, when). NODELIST is a hostlist."""
     from .nodes_core import nodes_main
 
-    nodes_main(ctx, nodelist, as_json=as_json, echo=lambda m, err=False: click.echo(m, err=err))
+    nodes_main(ctx, nodelist, as_json=as_json, echo=echo)

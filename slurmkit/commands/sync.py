@@ -4,7 +4,7 @@ import sys
 
 import click
 
-from .ctx import Ctx, pass_ctx
+from .ctx import Ctx, echo, pass_ctx
 
 
 @click.command()
@@ -66,7 +66,7 @@ def sync(ctx: Ctx, source, dest, keep, as_user, marker, series, dry_run, as_json
             series=series,
             dry_run=dry_run,
             as_json=as_json,
-            echo=lambda m, err=False: click.echo(m, err=err),
+            echo=echo,
             progress=progress,
             on_total=on_total,
         )

@@ -5,12 +5,7 @@ the checkpoint package a sync uses (not the epilog's), and as the calling user n
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
-
-
-def _print(msg, err: bool = False) -> None:
-    print(msg, file=sys.stderr if err else sys.stdout, flush=err)
 
 
 def sync_main(
@@ -24,7 +19,7 @@ def sync_main(
     series: str | None = None,
     dry_run: bool = False,
     as_json: bool = False,
-    echo: Callable[..., None] = _print,
+    echo: Callable[..., None],
     progress=None,
     on_total=None,
 ) -> int:
