@@ -55,11 +55,11 @@ def make_checkpoint(root: str, mib: int) -> int:
     return total
 
 
-def timed(argv: list[str]) -> float:
+def timed(argv: list[str], env: dict | None = None) -> float:
     subprocess.run(["sync"], check=True)
     time.sleep(0.5)  # let the writeback of the previous step's deletions settle
     t = time.monotonic()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env)
     return time.monotonic() - t
 
 
@@ -104,9 +104,9 @@ def main() -> int:
                     cp_t.append(timed(["sh", "-c", 'cp -r "$0" "$1" && sync', src, dst]))
                 else:
                     argv = [sk] if sk else [sys.executable, "-c", "from slurmkit.cli import main; main()"]
-                    t = timed(argv + ["sync", src, dst, "--keep", "3"])
+                    t = timed(argv + ["sync", src, dst, "--keep", "3"], env)  # the defaults: no site config
                     sk_t.append(t)
-                    re_t.append(timed(argv + ["sync", src, dst, "--keep", "3"]))
+                    re_t.append(timed(argv + ["sync", src, dst, "--keep", "3"], env))
                     m = mf.read(os.path.join(dst, "step-0000001000"))
                     assert m and not mf.verify(os.path.join(dst, "step-0000001000"), m)
             # the library call the epilog makes (no interpreter/CLI startup), first sync and unchanged re-sync
