@@ -95,7 +95,7 @@ def _spec_and_render(text):
 
 
 def _prescan(text):
-    from slurmkit.commands.audit import _refuse_huge_hostlists
+    from slurmkit.commands.audit_core import _refuse_huge_hostlists
     _refuse_huge_hostlists(text, "sinfo-R.txt")
 
 

@@ -68,6 +68,11 @@ def loads(text: str, path: str = "<config>") -> Settings:
 
 def parse_yaml(text: str, schema: type, path: str, *, top: str = "") -> Any:
     """Parse YAML text into an instance of the dataclass `schema`, with errors that name path:line and key."""
+    if not text.strip(" \n"):  # no document at all (/dev/null, an empty file): the defaults, without PyYAML
+        obj = schema()
+        if any(f.name == "source" for f in dataclasses.fields(schema)):
+            obj.source, obj.lines = path, {}
+        return obj
     import yaml  # not at module level: most commands never read YAML
 
     try:

@@ -25,9 +25,9 @@ class Ctx:
     @property
     def settings(self) -> Settings:
         if self._settings is None:
-            from . import config
+            from . import configcache  # config.load, without PyYAML while the file is unchanged
 
-            self._settings = config.load(self.config_arg)
+            self._settings = configcache.load(self.config_arg)
         return self._settings
 
     def say(self, msg: str) -> None:

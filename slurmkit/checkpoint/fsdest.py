@@ -12,7 +12,7 @@ import threading
 import time
 
 from . import manifest as mf
-from .engine import _copy_verify, run_parallel
+from .engine import Verifier, _Job, copy_to, run_parallel
 from .layout import LOCK_NAME, OLD_PREFIX, TMP_PREFIX, is_hidden
 from .report import Deferred, SyncError
 from .safeio import _exchange, durable_fd, lstat_at, open_nofollow, opendir_at
@@ -182,6 +182,8 @@ class FsDest:
                 os.close(opendir_at(tfd, d, create=True))
         copied = [0]
         lock = threading.Lock()
+        verifier = Verifier(workers)
+        jobs: list[tuple[dict, _Job]] = []  # (manifest entry, its hash job) for each file copied
 
         def one(f: dict) -> None:
             rel = f["path"]
@@ -206,29 +208,52 @@ class FsDest:
                         dir_fd=pfd,
                     )
                     try:
-                        # copy (made durable by one syncfs below) while a second thread hashes the bytes now at
-                        # the destination right behind it: the verification overlaps the copy
-                        got = _copy_verify(sfd, dfd, f["size"], algo, deadline, progress)
+                        # the verifier hashes the bytes now at the destination, behind the copies (engine.py)
+                        job = copy_to(verifier, sfd, dfd, f["size"], algo, deadline, progress)
                     finally:
                         os.close(dfd)
                 finally:
                     os.close(sfd)
-                if got != (f["size"], f["hash"]):
-                    os.unlink(base, dir_fd=pfd)
-                    raise SyncError(
-                        f"{name}/{rel}: verification failed at the destination "
-                        f"({algo} {got[1][:12]} != manifest {f['hash'][:12]})"
-                    )
             finally:
                 os.close(pfd)
             with lock:
+                jobs.append((f, job))
                 copied[0] += f["size"]
 
-        run_parallel(one, sorted(man["files"], key=lambda f: -f["size"]), workers)  # big shards first
-        _prune_unlisted(tfd, "", wanted, dirs)  # anything an older attempt left that the manifest does not list
+        try:
+            run_parallel(one, sorted(man["files"], key=lambda f: -f["size"]), workers)  # big shards first
+            _prune_unlisted(tfd, "", wanted, dirs)  # anything an older attempt left that the manifest does not list
+        except BaseException:
+            verifier.finish(abort=True)
+            raise
+        verifier.copies_done()
         # one syncfs for the whole copy instead of an fsync per file: the same durability (every file's data and
-        # metadata on disk before the manifest is written) for one journal commit instead of hundreds
-        durable_fd(tfd)
+        # metadata on disk before the manifest is written) for one journal commit instead of hundreds; started
+        # now, while the last hashes run (the flush is mostly waiting on the disk)
+        flushed: list[BaseException | None] = []
+        flusher = threading.Thread(target=_flush, args=(tfd, flushed), daemon=True)
+        flusher.start()
+        verifier.finish()
+        flusher.join()
+        for f, job in jobs:
+            got = job.result
+            if isinstance(got, BaseException):
+                raise got
+            assert got is not None  # finish() returned: every job has its result
+            if got != (f["size"], f["hash"]):
+                rel = f["path"]
+                parent, _, base = rel.rpartition("/")
+                pfd = opendir_at(tfd, parent) if parent else os.dup(tfd)
+                try:
+                    os.unlink(base, dir_fd=pfd)
+                finally:
+                    os.close(pfd)
+                raise SyncError(
+                    f"{name}/{rel}: verification failed at the destination "
+                    f"({algo} {got[1][:12]} != manifest {f['hash'][:12]})"
+                )
+        if flushed and flushed[0] is not None:
+            raise flushed[0]
         for d in sorted(dirs, reverse=True):
             dfd = opendir_at(tfd, d) if d else os.dup(tfd)
             try:
@@ -265,6 +290,15 @@ class FsDest:
             self._discard(rootfd, old)
         finally:
             os.close(rootfd)
+
+
+def _flush(tfd: int, out: list) -> None:
+    """syncfs on tfd's filesystem (on a thread of its own); out gets None, or the error."""
+    try:
+        durable_fd(tfd)
+        out.append(None)
+    except BaseException as e:  # noqa: BLE001 - raised by the caller
+        out.append(e)
 
 
 def _resumed(pfd: int, base: str, f: dict, algo: str) -> bool:

@@ -38,7 +38,7 @@ import os
 import sys
 
 from .dest import Dest, make_dest
-from .engine import COPY_CHUNK, VERIFY_CHUNK, _copy_fd, _copy_verify, _hash_behind, run_parallel
+from .engine import COPY_CHUNK, VERIFY_CHUNK, Verifier, _copy_fd, _copy_verify, copy_to, run_parallel
 from .epilog import _job_sync, _job_sync_rel, _log, _spawn_background, manual_command, sync_for_job
 from .fsdest import FsDest
 from .jobfile import read_job_file
@@ -95,7 +95,8 @@ __all__ = [
     # private names some callers and tests reach for
     "_copy_fd",
     "_copy_verify",
-    "_hash_behind",
+    "Verifier",
+    "copy_to",
     "_job_sync",
     "_job_sync_rel",
     "_log",

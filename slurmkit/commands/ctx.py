@@ -9,4 +9,10 @@ from ..context import Ctx
 
 pass_ctx = click.make_pass_decorator(Ctx)
 
-__all__ = ["Ctx", "pass_ctx"]
+
+def echo(msg, err: bool = False) -> None:
+    """The `echo` the click-free command cores (commands/*_core.py) print with, when click runs them."""
+    click.echo(msg, err=err)
+
+
+__all__ = ["Ctx", "echo", "pass_ctx"]

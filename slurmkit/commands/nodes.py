@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import click
 
-from .ctx import Ctx, pass_ctx
+from .ctx import Ctx, echo, pass_ctx
 
 
 @click.command()
@@ -11,18 +11,6 @@ from .ctx import Ctx, pass_ctx
 @pass_ctx
 def nodes(ctx: Ctx, nodelist, as_json):
     """Nodes with their state, GPUs (used/total) and reason (who set it, when). NODELIST is a hostlist."""
-    recs = ctx.backend().nodes(nodelist)
-    if as_json:
-        from ..output import emit_json
+    from .nodes_core import nodes_main
 
-        emit_json({"nodes": [r.to_dict() for r in recs]})
-        return
-    from ..output import table
-
-    rows = []
-    for r in recs:
-        reason = r.reason
-        if reason and (r.reason_user or r.reason_time):
-            reason += f" [{r.reason_user or '?'}@{r.reason_time or '?'}]"
-        rows.append([r.name, r.state_text.lower(), f"{r.gpus_used}/{r.gpus_total}", reason])
-    click.echo(table(rows, ["NODE", "STATE", "GPUS", "REASON"]))
+    nodes_main(ctx, nodelist, as_json=as_json, echo=echo)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from .ctx import Ctx, pass_ctx
+from .ctx import Ctx, echo, pass_ctx
 
 set_option = click.option(
     "--set",
@@ -49,5 +49,5 @@ def submit(ctx: Ctx, spec_path, sets, dry_run, as_json, no_check):
         dry_run=dry_run,
         as_json=as_json,
         no_check=no_check,
-        echo=lambda m, err=False: click.echo(m, err=err),
+        echo=echo,
     )

@@ -28,12 +28,19 @@ def _excerpt(text: str) -> str:
 # one process; a new or replaced sinfo is a new key. SLURMKIT_NO_CACHE=1 turns it off.
 
 
-def _version_key(bin_dir: str | None) -> str | None:
-    import shutil
+def _which(name: str) -> str | None:
+    """shutil.which(name) for a plain name (shutil's import, with bz2 and lzma, is ~10 ms of every command)."""
+    for d in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        p = os.path.join(d or os.curdir, name)
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    return None
 
+
+def _version_key(bin_dir: str | None) -> str | None:
     if os.environ.get("SLURMKIT_NO_CACHE"):
         return None
-    path = os.path.join(bin_dir, "sinfo") if bin_dir else shutil.which("sinfo")
+    path = os.path.join(bin_dir, "sinfo") if bin_dir else _which("sinfo")
     if not path:
         return None
     try:

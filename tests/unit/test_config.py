@@ -16,6 +16,15 @@ def test_empty_config_gives_defaults():
     assert s.drain.prefix == "slurmkit:"
 
 
+@pytest.mark.parametrize("text", ["", "\n", "  \n\n"])
+def test_no_document_is_the_defaults_as_yaml_reads_them_without_pyyaml(text):
+    import subprocess
+    import sys
+    assert load(text) == load("# only a comment\n")          # what PyYAML makes of "no document", source and all
+    code = f"import sys; from slurmkit import config; config.loads({text!r}, '/dev/null'); print('yaml' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout == "False\n"
+
+
 def test_values_and_lines_are_kept():
     s = load("""
         slurm:

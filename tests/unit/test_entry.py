@@ -2,6 +2,7 @@
 byte for byte (stdout, stderr, exit code); every other command line goes to click."""
 import contextlib
 import io
+import os
 from pathlib import Path
 
 import pytest
@@ -33,14 +34,23 @@ def run_entry(argv):
 
 
 @pytest.mark.parametrize("argv,want", [
-    (["submit", "job.yaml"], ("submit", None, "job.yaml", [], set())),
+    (["submit", "job.yaml"], ("submit", None, ["job.yaml"], {}, set())),
     (["--config", "c.yaml", "submit", "--set", "a=1", "--set=b=--x", "--json", "--", "-job.yaml"],
-     ("submit", "c.yaml", "-job.yaml", ["a=1", "b=--x"], {"--json"})),
+     ("submit", "c.yaml", ["-job.yaml"], {"--set": ["a=1", "b=--x"]}, {"--json"})),
     (["--config=c.yaml", "render", "job.yaml", "--set", "--dry-run"],
-     ("render", "c.yaml", "job.yaml", ["--dry-run"], set())),
+     ("render", "c.yaml", ["job.yaml"], {"--set": ["--dry-run"]}, set())),
+    (["sync", "a", "--keep=2", "b", "--user", "u", "--json"],
+     ("sync", None, ["a", "b"], {"--keep": ["2"], "--user": ["u"]}, {"--json"})),
+    (["nodes", "--json", "n[1-2]"], ("nodes", None, ["n[1-2]"], {}, {"--json"})),
+    (["nodes"], ("nodes", None, [], {}, set())),
+    (["audit", "-p", "gpu", "--since=7d", "--csv"], ("audit", None, [], {"--partition": ["gpu"], "--since": ["7d"]},
+                                                     {"--csv"})),
     (["submit", "-h"], None), (["-v", "submit", "j.yaml"], None), (["render", "--json", "j.yaml"], None),
     (["submit"], None), (["submit", "a.yaml", "b.yaml"], None), (["submit", "--set"], None),
-    (["nodes"], None), ([], None), (["--config"], None), (["submit", "--no-chek", "j.yaml"], None),
+    ([], None), (["--config"], None), (["submit", "--no-chek", "j.yaml"], None),
+    (["sync", "a"], None), (["sync", "a", "b", "--keep", "0"], None), (["sync", "a", "b", "--keep", "x"], None),
+    (["sync", "a", "b", "--keep", "1", "--keep", "2"], None), (["nodes", "a", "b"], None),
+    (["audit", "resume", "n1"], None), (["audit", "-pgpu"], None), (["--config", "a", "--config", "b", "nodes"], None),
 ])
 def test_parse_fast_takes_only_the_lines_it_knows(argv, want):
     assert entry.parse_fast(argv) == want
@@ -156,3 +166,85 @@ def test_a_spec_that_is_not_a_regular_file_goes_the_full_way(tmp_path):
     argv = ["render", str(fifo)]
     rc, out, err = run_entry(argv)
     assert rc == 2 and (rc, out, err) == run_cli(argv)
+
+
+# --- sync and audit: the fast path prints what click prints (the timing figures aside), exits as it exits -------
+
+def _same_but_time(a, b):
+    import re
+    t = re.compile(r'(\d+\.\d+s\)|"seconds": [0-9.]+)')
+    return (a[0], t.sub("T", a[1]), t.sub("T", a[2])) == (b[0], t.sub("T", b[1]), t.sub("T", b[2]))
+
+
+@pytest.fixture
+def ckpts(tmp_path):
+    from slurmkit.checkpoint import manifest as mf
+    src = tmp_path / "src"
+    for step in (1, 2):
+        d = src / f"step-{step:010d}"
+        (d / "sub").mkdir(parents=True)
+        (d / "model.pt").write_bytes(b"m" * (1000 * step))
+        (d / "sub" / "opt.pt").write_bytes(b"o" * 300)
+        mf.write(str(d), mf.build(str(d), step))
+    (src / "step-0000000003").mkdir()                       # incomplete: no manifest
+    (src / "step-0000000003" / "x").write_text("partial")
+    return tmp_path, src
+
+
+SYNC_OPTS = [["--keep", "1"], ["--keep=2"], ["--keep", "0"], ["--dry-run"], ["--json"], ["--series", "77"],
+             ["--marker", "DONE"], ["--user", "no-such-user-x"], ["--"], ["--keep", "x"]]
+
+
+@hsettings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(SYNC_OPTS), max_size=3), st.sampled_from(["dst", "src/inner", "s3://b/p", "nodir/x"]),
+       st.sampled_from([[], ["--config", "/dev/null"], ["--config", "/nonexistent.yaml"]]))
+def test_what_the_fast_path_syncs_is_what_click_prints(ckpts, opts, dest, pre):
+    import shutil
+    tmp, src = ckpts
+    d = tmp / dest if "://" not in dest else dest
+    flat = [t for o in opts for t in o]
+    argv = pre + ["sync", *flat, str(src), str(d)]
+    if entry.parse_fast(argv) is None:
+        return
+    got = run_entry(argv)
+    for p in (tmp / "dst", tmp / "src" / "inner", tmp / "nodir"):
+        shutil.rmtree(p, ignore_errors=True)
+    want = run_cli(argv)
+    for p in (tmp / "dst", tmp / "src" / "inner", tmp / "nodir"):
+        shutil.rmtree(p, ignore_errors=True)
+    assert _same_but_time(got, want), (argv, got, want)
+
+
+def test_sync_fast_path_copies_then_skips_as_click_does(ckpts):
+    tmp, src = ckpts
+    argv = ["--config", "/dev/null", "sync", str(src), str(tmp / "dst"), "--keep", "1"]
+    assert entry.parse_fast(argv) is not None
+    rc, out, err = run_entry(argv)
+    assert rc == 0 and out.startswith("copied 1 (") and "incomplete at source (not copied): step-0000000003" in out
+    assert sorted(os.listdir(tmp / "dst")) == [".slurmkit-sync.lock", "step-0000000002"]
+    assert run_entry(argv)[1] == run_cli(argv)[1] == ("copied 0 (0.0 MiB in 0.00s), unchanged 1, pruned 0, "
+                                                       "incomplete at source (not copied): step-0000000003\n")
+
+
+AUDIT = str(REPO / "tests" / "fixtures" / "local" / "dev-cluster-slurm22.05-scontrol-o-d-show-node-mixed-drain.txt")
+AUDIT_OPTS = [["--json"], ["--csv"], ["-p", "gpu"], ["--partition=debug,gpu"], ["--since", "7d"], ["--since", "x"],
+              ["--csv", "--json"], ["--from-file", "/nonexistent"]]
+
+
+@hsettings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(AUDIT_OPTS), max_size=3))
+def test_what_the_fast_path_audits_is_what_click_prints(opts):
+    argv = ["audit", "--from-file", AUDIT, "--now", "2026-12-01T18:00:00", *[t for o in opts for t in o]]
+    if entry.parse_fast(argv) is None:
+        return
+    assert run_entry(argv) == run_cli(argv)
+
+
+@pytest.mark.parametrize("argv", [
+    ["audit", "--from-file", AUDIT, "--now", "nope"], ["audit", "--from-file", "/nonexistent", "--json"],
+    ["--config", "/nonexistent.yaml", "audit", "--from-file", AUDIT], ["audit", "--from-file", str(REPO)],
+])
+def test_audit_errors_read_the_same(argv):
+    assert entry.parse_fast(argv) is not None
+    got = run_entry(argv)
+    assert got == run_cli(argv) and got[0] == 2

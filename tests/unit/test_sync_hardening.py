@@ -187,3 +187,30 @@ def test_a_huge_manifest_is_refused_by_its_documented_limit(tmp_path):
     assert rep["status"] == "failed"
     assert f"500000 files listed, over the limit of {mf.MAX_FILES}" in rep["errors"][0]
     assert not dst.exists()                    # nothing to sync: DEST untouched
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_copies_that_run_ahead_of_their_hashes_wait_and_never_deadlock(tmp_path, monkeypatch, workers):
+    # the verifier lets the copies run at most VERIFY_LAG bytes / VERIFY_FILES files ahead of the hashes: made
+    # tiny here, so every copy waits on the hashes many times (large files in steps, many small files)
+    from slurmkit.checkpoint import engine
+    monkeypatch.setattr(engine, "VERIFY_LAG", 1 << 20)
+    monkeypatch.setattr(engine, "VERIFY_FILES", 2)
+    monkeypatch.setattr(engine, "VERIFY_CHUNK", 256 << 10)
+    files = {f"small/{i:02d}.pt": os.urandom(1000 + i) for i in range(40)}
+    files.update({f"big{i}.bin": os.urandom(3 << 20) for i in range(3)})
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    d = mk(str(src), 1, files)
+    rep = _run_bounded(lambda: cs.sync_dir(str(src), str(dst), keep=3, workers=workers))
+    assert rep["copied"] == ["step-0000000001"] and rep["errors"] == []
+    assert mf.verify(str(dst / "step-0000000001"), mf.read(d)) == []
+    # the same, with one large file whose bytes no longer match its manifest: refused, nothing published
+    with open(os.path.join(d, "big1.bin"), "r+b") as f:
+        f.seek(2 << 20)
+        f.write(b"X")
+    os.utime(d)
+    src2 = tmp_path / "src2"
+    os.rename(src, src2)
+    rep = _run_bounded(lambda: cs.sync_dir(str(src2), str(tmp_path / "dst2"), keep=3, workers=workers))
+    assert rep["status"] == "failed" and "big1.bin: verification failed at the destination" in rep["errors"][0]
+    assert not (tmp_path / "dst2" / "step-0000000001").exists()
