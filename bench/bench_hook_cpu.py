@@ -37,8 +37,11 @@ BOOT = (  # prolog/prolog's boot: the tree first, then the venv's site-packages,
 
 
 def counts(argv: list[str], env: dict) -> list[int]:
+    # run from a scratch directory: the forked sampler rewrites its command line (proc.set_title), which under
+    # valgrind is valgrind's own memory, and its count may then land in a file named after a piece of it
     r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv], env=env,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600)
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600,
+                       cwd=env.get("SK_BENCH_CWD") or tempfile.gettempdir())
     n = [int(ln.split()[-1]) for ln in r.stderr.splitlines() if "Collected :" in ln]
     if not n:
         raise SystemExit(f"no instruction count for {argv[-2:]}: {r.stderr[-400:]}")
@@ -76,7 +79,7 @@ def measure(tree: Path, d: Path, rounds: int) -> dict:
     cfg = config(d)
     env = {"SLURMKIT_CONFIG": str(cfg), "SLURMKIT_FAKEGPU_SCENARIO": str(SCEN), "SLURMD_NODENAME": "n1",
            "SLURM_JOB_UID": "0", "SLURM_JOB_USER": "root", "SLURM_JOB_GPUS": "0", "CUDA_VISIBLE_DEVICES": "0",
-           "SLURMKIT_HOOK_CACHE_DIR": str(d / "cache")}
+           "SLURMKIT_HOOK_CACHE_DIR": str(d / "cache"), "SK_BENCH_CWD": str(d)}
     out: dict = {"prolog": [], "epilog": [], "sampler": []}
     for i in range(rounds + 1):  # the first round compiles the .pyc files and fills the settings cache
         e = dict(env, SLURM_JOB_ID=str(100 + i))
