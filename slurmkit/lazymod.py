@@ -2,11 +2,12 @@
 
 `dataclasses` imports `inspect` for one thing only: the `__doc__` it writes for a class without a docstring. The
 `inspect` import (with ast, dis and tokenize) costs the prolog more CPU than all of its checks, on every job, and
-every dataclass on the hooks' path has a docstring. `defer("inspect")` puts a stand-in module in sys.modules: an
+every dataclass on the hooks' path has a docstring. (Python 3.13's dataclasses reads every class's annotations
+through `inspect.get_annotations`, so there the real module loads with the first dataclass; 3.11 and 3.14 do not.) `defer("inspect")` puts a stand-in module in sys.modules: an
 `import inspect` binds the stand-in without loading anything, and the first attribute read from it imports the
 real module (which then replaces the stand-in in sys.modules) and answers from it. importlib.util.LazyLoader
 cannot do this on Python 3.11: the import statement itself reads the lazy module's `__spec__`, which loads it.
-tests/unit/test_lazymod.py checks both halves: the hooks never load inspect, and a dataclass without a
+tests/unit/test_hook_start.py checks both halves: the hooks never load inspect, and a dataclass without a
 docstring still gets its generated one.
 """
 
