@@ -72,12 +72,14 @@ def drive(cluster, job: int, until=("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT
 def test_timeout_requeues_and_resumes_to_the_uninterrupted_state(clean, tmp_path):
     # ~90 s of steps. The signal is due 20 s into each run, but slurmctld checks time limits only every 30-60 s
     # (26.05 under CI load: a 50 s job once finished before its signal came), so the work outlasts the latest
-    # check; the signal leaves 100 s (not 40) to checkpoint, requeue and exit on a loaded machine
+    # check. A requeued run may get no signal of its own (22.05 under CI load: the signal came 5 s into the first
+    # run, and the rest of the work, ~85 s, then took 147 s of a 120 s limit), so the limit leaves a run the whole
+    # work twice over: 3 minutes, the signal 160 s before its end
     target, delay = 360, 0.25
     ck, out = tmp_path / "ck", tmp_path / "job.out"
-    job = clean.sbatch(job_script(ck, target, delay, 10), "--time=2", "--signal=B:USR2@100", "--requeue",
+    job = clean.sbatch(job_script(ck, target, delay, 10), "--time=3", "--signal=B:USR2@160", "--requeue",
                        "--open-mode=append", f"--output={out}")
-    rec, shortened = drive(clean, job, timeout=420)
+    rec, shortened = drive(clean, job, timeout=600)
     log = out.read_text()
     assert rec.state == "COMPLETED", (rec, log)
     assert rec.restarts >= 1 and shortened >= 1, log
