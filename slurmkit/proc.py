@@ -208,10 +208,8 @@ def set_title(argv: list[str]) -> bool:
     over the original argument area through /proc/self/mem, padded with NULs and cut to fit, and its first word
     as the process name (/proc/self/comm). Best effort: False when it could not."""
     try:
-        with open("/proc/self/stat", "rb") as f:
-            stat = f.read(4096)
-        fields = stat[stat.rindex(b")") + 2 :].split()  # fields[0] is field 3 (state): arg_start/end are 48/49
-        start, end = int(fields[45]), int(fields[46])
+        fields = stat_fields("self")
+        start, end = int(fields[48 - 3]), int(fields[49 - 3])  # arg_start, arg_end
         size = end - start
         new = b"\0".join(a.encode("utf-8", "replace") for a in argv)[: max(0, size - 1)]
         with open("/proc/self/mem", "r+b", buffering=0) as m:
@@ -224,12 +222,27 @@ def set_title(argv: list[str]) -> bool:
         return False
 
 
+def stat_fields(pid: int | str) -> list[bytes]:
+    """/proc/PID/stat from field 3 (state) on: field N is [N - 3]. The command name (field 2) may hold spaces and
+    parentheses, so the split starts after its last ')'. OSError when the process is gone."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        stat = f.read(4096)
+    return stat[stat.rindex(b")") + 2 :].split()
+
+
 def start_time(pid: int) -> int | None:
-    """When the process started (clock ticks since boot, /proc/PID/stat field 22): with the pid, a process's
-    identity (a pid is reused, the pair is not). None when it is gone."""
+    """When the process started (clock ticks since boot, field 22): with the pid, a process's identity (a pid is
+    reused, the pair is not). None when it is gone."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read(4096)
-        return int(stat[stat.rindex(b")") + 2 :].split()[19])
+        return int(stat_fields(pid)[22 - 3])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """CPU seconds the process has used (utime + stime, fields 14 and 15). None when it is gone."""
+    try:
+        fields = stat_fields(pid)
+        return (int(fields[14 - 3]) + int(fields[15 - 3])) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None

@@ -126,34 +126,23 @@ def _is_sampler(pid: int, job_id: int, started: int | None = None) -> bool:
     return SAMPLER_MODULE.encode() in argv and str(job_id).encode() in argv
 
 
-_CPU: dict[int, float | None] = {}
-
-
-def _cpu_seconds(pid: int) -> float | None:
-    """CPU seconds the sampler used, read just before it is stopped (what per-job sampling costs the node)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read(4096)
-        fields = stat[stat.rindex(b")") + 2 :].split()  # fields[11], [12]: utime, stime (fields 14, 15)
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _stop_pid(pid: int, job_id: int, started: int | None = None) -> bool:
+def _stop_pid(pid: int, job_id: int, started: int | None = None) -> tuple[bool, float | None]:
     """SIGKILL the sampler's process group (it and its nvidia-smi child) at once: every sample line is already
-    flushed, so there is nothing to wait for. Returns whether it was still running."""
+    flushed, so there is nothing to wait for. Returns whether it was still running, and the CPU seconds it had
+    used (what per-job sampling costs the node)."""
+    from ..proc import cpu_seconds
+
     if not _is_sampler(pid, job_id, started):
-        return False  # gone already (its watchdog saw the job end), or a reused pid: not ours
-    _CPU[pid] = _cpu_seconds(pid)
+        return False, None  # gone already (its watchdog saw the job end), or a reused pid: not ours
+    cpu = cpu_seconds(pid)
     try:
         if os.getpgid(pid) == pid:
             os.killpg(pid, signal.SIGKILL)
         else:
             os.kill(pid, signal.SIGKILL)
-        return True
+        return True, cpu
     except OSError:
-        return False
+        return False, cpu
 
 
 def stop(settings, environ) -> dict | None:
@@ -171,7 +160,7 @@ def stop(settings, environ) -> dict | None:
             started = int(words[1]) if len(words) > 1 else None
         except (OSError, ValueError):
             pid, started = 0, None
-        stopped = _stop_pid(pid, jid, started) if pid else False
+        stopped, cpu = _stop_pid(pid, jid, started) if pid else (False, None)
         from ..bounded import read_text
         from . import mfu as mfu_mod
         from . import record
@@ -192,7 +181,6 @@ def stop(settings, environ) -> dict | None:
             head["end_reason"] = "stopped by the epilog"
         rec = record.build(cap, head, Thresholds.from_settings(eff), environ=environ, node=node)
         rec["mfu"] = mfu_mod.for_record(settings, rec, environ)
-        cpu = _CPU.get(pid)
         if cpu is not None:
             rec["sampler_cpu_seconds"] = round(cpu, 3)
         record.append(record.log_path(settings), rec, eff.log_max_bytes)
