@@ -19,7 +19,12 @@ import stat
 
 from ..settings import DEFAULT_PATH, Settings, from_dict, to_dict
 
-CACHE_DIR = os.environ.get("SLURMKIT_HOOK_CACHE_DIR", "/run/slurmkit")
+
+def cache_dir(environ) -> str:
+    return environ.get("SLURMKIT_HOOK_CACHE_DIR") or "/run/slurmkit"
+
+
+CACHE_DIR = cache_dir(os.environ)  # the hook agent's child sets it again from its hook's environment
 
 
 def _key(path: str, st: os.stat_result) -> dict:

@@ -1,0 +1,315 @@
+"""The node's hook agent: runs the prolog and epilog for the hooks' thin client (slurmkit/hookclient.py) in a
+child forked from an interpreter that has their code loaded already.
+
+    python -I -S -m slurmkit.hooks.agent [--socket /run/slurmkit/agent.sock]   (as root: slurmkit-agent.service)
+
+Why: a hook is two Python processes per job per node, and most of each one's CPU is the interpreter's start and
+its imports, not the checks (bench/bench_hook_cpu.py). With the agent, the hook's process is an interpreter that
+imports nothing and sends one message; the checks run in a fork of this process, which has imported them once.
+
+What a child does is what the hook would do in its own process: the same module's `main()` under the same
+`fail_safe`, with the hook's environment (SLURM_*, SLURMKIT_CONFIG, ...) as its whole environment and the hook's
+stdin/stdout/stderr (passed over the socket), so its output reaches slurmd as before; its exit code is the
+hook's. It stops itself after client.CHILD_LIMIT seconds. The agent never decides anything: it has no state a
+verdict could depend on (the settings, the kernel-log cursor, the pending drains are files the child reads, as
+the hook does), and the client runs the hook itself whenever the agent is absent, refuses, breaks or is late.
+
+The socket is root's only: its directory 0700, the socket 0600, and each connection's peer must be this
+process's user (SO_PEERCRED). The agent itself runs no check, holds no lock and starts no thread: a fork of it is
+as safe as a fresh process. It re-executes itself when slurmkit's files change under it (an upgrade), so a child
+never runs old code against new files.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import resource
+import signal
+import socket
+import stat
+import struct
+import sys
+import time
+
+from .. import hookclient as client
+
+HOOKS = ("slurmkit.hooks.prolog", "slurmkit.hooks.epilog")  # the only modules a client may ask for
+# The efficiency sampler a prolog forks takes this process's argument area for its command line (proc.set_title):
+# the agent runs with this much room at the end of its own command line, so the sampler's title fits.
+TITLE_ROOM = 2048
+
+
+def warm() -> None:
+    """Import what the hooks import and compile their lazy regexes, once, here: a child then starts with it."""
+    import importlib
+
+    from .. import lazyre
+    from ..health import checks
+
+    for name in (
+        "slurmkit.hooks.prolog",
+        "slurmkit.hooks.epilog",
+        "slurmkit.hooks.settings_cache",
+        "slurmkit.settings",
+        "slurmkit.config",  # with PyYAML: a child that finds the settings cache stale parses without importing
+        "slurmkit.drain",
+        "slurmkit.healthlog",
+        "slurmkit.health.runner",
+        "slurmkit.health.kernlog",
+        "slurmkit.health.kernlog.policy",
+        "slurmkit.efficiency.hooks",
+        "slurmkit.efficiency.sampler",
+        "slurmkit.efficiency.record",
+        "slurmkit.efficiency.mfu",
+        "slurmkit.efficiency.verdict",
+        "slurmkit.checkpoint.patterns",
+        "slurmkit.checkpoint.jobstate",
+        "slurmkit.checkpoint.epilog",
+        "slurmkit.checkpoint.sync",
+        "slurmkit.slurm",
+        "subprocess",
+        "json",
+    ):
+        importlib.import_module(name)
+    for name in checks.ORDER:
+        importlib.import_module(f"slurmkit.health.checks.{name}")
+    for p in lazyre.ALL:
+        p.compiled()
+
+
+def prime_settings() -> None:
+    """Load the site config the hooks will read (SLURMKIT_CONFIG of the agent's environment, else the default), so
+    its settings cache (hooks/settings_cache.py) is current before the first hook and after each change: a burst of
+    jobs after a config change then finds the cache, instead of every hook parsing the YAML at once. A config that
+    does not load is left to the hooks, which report it as they always do."""
+    from .settings_cache import load
+
+    try:
+        load()
+    except Exception:  # noqa: BLE001 - the hooks say what is wrong with it
+        pass
+
+
+def code_stamp() -> tuple:
+    """What says slurmkit changed on disk: the size and mtime of each of its loaded modules and data files."""
+    files = [getattr(m, "__file__", None) for n, m in sorted(sys.modules.items()) if n.startswith("slurmkit")]
+    data = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
+    try:
+        files += sorted(os.path.join(data, n) for n in os.listdir(data))
+    except OSError:
+        pass
+    out: list[tuple[str, int | None, int | None]] = []
+    for f in files:
+        if f:
+            try:
+                st = os.stat(f)
+                out.append((f, st.st_size, st.st_mtime_ns))
+            except OSError:
+                out.append((f, None, None))
+    return tuple(out)
+
+
+def listen(path: str) -> socket.socket:
+    """A SOCK_SEQPACKET socket at path, reachable by this user only (dir 0700, socket 0600); an old socket there
+    is replaced, a live agent's refused."""
+    d = os.path.dirname(path) or "."
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    st = os.lstat(d)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) & 0o077:
+        raise SystemExit(f"slurmkit agent: {d} must be a directory of uid {os.geteuid()} with mode 0700")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        probe.settimeout(1)
+        probe.connect(path)
+        raise SystemExit(f"slurmkit agent: another agent answers on {path}")
+    except OSError:
+        pass
+    finally:
+        probe.close()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    old = os.umask(0o177)
+    try:
+        s.bind(tmp)
+    finally:
+        os.umask(old)
+    os.replace(tmp, path)
+    s.listen(128)
+    return s
+
+
+def parse_request(data: bytes) -> tuple[str, int, bytes, dict[str, str]] | None:
+    """(module, umask, cwd, environ) from a client's message (client.request), or None: not a hook request."""
+    parts = data.split(b"\0")
+    if len(parts) < 4 or parts[0] != client.MAGIC:
+        return None
+    module = parts[1].decode("ascii", "replace")
+    if module not in HOOKS:
+        return None
+    try:
+        umask = int(parts[2], 8)
+    except ValueError:
+        return None
+    if not 0 <= umask <= 0o777:
+        return None
+    env: dict[str, str] = {}
+    for kv in parts[4:]:
+        k, sep, v = kv.partition(b"=")
+        if sep and k:
+            env[os.fsdecode(k)] = os.fsdecode(v)
+    return module, umask, parts[3], env
+
+
+def read_request(conn: socket.socket) -> tuple[tuple[str, int, bytes, dict[str, str]], list[int]] | None:
+    """The client's one message and the three descriptors that came with it, or None (and the descriptors
+    closed): not a hook request, cut short, or not exactly stdin/stdout/stderr attached."""
+    data, anc, flags, _ = conn.recvmsg(client.MAX_REQUEST + 1, socket.CMSG_SPACE(3 * 4))
+    fds: list[int] = []
+    for level, kind, blob in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            n = len(blob) // 4
+            fds.extend(struct.unpack(f"{n}i", blob[: n * 4]))
+    req = parse_request(data) if not flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) and len(fds) == 3 else None
+    if req is None:
+        for fd in fds:
+            os.close(fd)
+        return None
+    return req, fds
+
+
+def peer_uid(conn: socket.socket) -> int:
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
+
+
+def serve_one(conn: socket.socket, logfd: int) -> None:
+    """In the forked child: read the request, become the hook's process, run its main(), answer. Never returns."""
+    t0 = time.monotonic()
+    try:
+        conn.settimeout(10)
+        req = read_request(conn) if peer_uid(conn) == os.geteuid() else None
+        if req is None:
+            conn.send(b"fallback")
+            os._exit(0)
+        (module, umask, cwd, env), fds = req
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        for sig in (signal.SIGTERM, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.alarm(client.CHILD_LIMIT)  # SIGALRM's default action ends this child; the client then runs the hook
+        os.umask(umask)
+        try:
+            os.chdir(cwd)
+        except OSError:
+            os.chdir("/")
+        os.environ.clear()
+        os.environ.update(env)
+        sys.argv = [module]
+        from . import settings_cache
+
+        settings_cache.CACHE_DIR = settings_cache.cache_dir(os.environ)  # read at import: the agent's, not the hook's
+        from .common import fail_safe
+
+        profile = module.rsplit(".", 1)[1]
+        code = fail_safe(profile, sys.modules[module].main)
+        code = code if isinstance(code, int) and 0 <= code <= 255 else 1
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        conn.send(b"rc %d" % code)
+        me, tools = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        line = (
+            f"slurmkit agent: {profile} job {env.get('SLURM_JOB_ID', '-')} node {env.get('SLURMD_NODENAME', '-')}:"
+            f" exit {code}, {time.monotonic() - t0:.3f} s, cpu {me.ru_utime + me.ru_stime:.3f} s"
+            f" (+{tools.ru_utime + tools.ru_stime:.3f} s in tools)\n"
+        )
+        os.write(logfd, line.encode())
+    except BaseException:  # noqa: BLE001 - no answer: the client runs the hook itself
+        pass
+    os._exit(0)
+
+
+def reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def serve(path: str, pid_file: str | None = None) -> int:
+    warm()
+    prime_settings()
+    stamp = code_stamp()
+    s = listen(path)
+    ino = os.lstat(path).st_ino
+    if pid_file:
+        with open(pid_file + ".tmp", "w") as f:
+            f.write(f"{os.getpid()}\n")
+        os.replace(pid_file + ".tmp", pid_file)
+    gc.collect()
+    gc.freeze()  # what the imports made stays put: the children's pages are shared, not copied by the collector
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    s.settimeout(1.0)
+    logfd = os.dup(2)  # the agent's own log: a child's stderr is its client's
+    print(f"slurmkit agent: serving {', '.join(HOOKS)} on {path} (pid {os.getpid()})", file=sys.stderr, flush=True)
+    checked = time.monotonic()
+    while not stop:
+        try:
+            conn, _ = s.accept()
+        except TimeoutError:
+            conn = None
+        except OSError:
+            conn = None
+        if conn is not None:
+            pid = os.fork()
+            if pid == 0:
+                s.close()
+                serve_one(conn, logfd)
+            conn.close()
+        reap()
+        if time.monotonic() - checked > 5:
+            checked = time.monotonic()
+            prime_settings()
+            if code_stamp() != stamp:
+                print("slurmkit agent: slurmkit changed on disk: restarting", file=sys.stderr, flush=True)
+                s.close()
+                os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+            try:
+                if os.lstat(path).st_ino != ino:
+                    break  # another agent took the path over: leave it to that one
+            except OSError:
+                break  # the socket was removed: stop (systemd restarts a wanted agent)
+    s.close()
+    try:
+        if os.lstat(path).st_ino == ino:
+            os.unlink(path)
+    except OSError:
+        pass
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="slurmkit-agent", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--socket", default=os.environ.get("SLURMKIT_AGENT_SOCKET") or client.DEFAULT_SOCKET)
+    ap.add_argument("--pid-file", help="write the agent's pid here once it serves")
+    ap.add_argument("--title-room", default="", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if len(a.title_room) < TITLE_ROOM:
+        # room for the sampler's command line (see TITLE_ROOM): run again with it, once
+        args = [x for x in sys.orig_argv[1:] if not x.startswith("--title-room")]
+        os.execv(sys.executable, [sys.executable, *args, "--title-room=" + " " * TITLE_ROOM])
+    return serve(a.socket, a.pid_file)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""The hook agent on the real dev cluster: slurmd runs the Prolog/Epilog wrappers for real jobs, the wrappers hand
+them to this cluster's agent (`dev/cluster.py agent start`), and what an admin sees is what the hooks in their own
+processes give: jobs complete on a healthy node, a faulty node is drained with slurmkit's reason and its job goes
+elsewhere, every verdict is in the health log. A crashed agent (SIGKILL, socket left behind) changes nothing but
+who runs the hook. The agent's log says which hooks it ran."""
+import subprocess
+import sys
+import time
+
+import pytest
+
+from test_faults import REASON79
+from test_health import health_log, log_mark
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+def _agent(c, *args):
+    return subprocess.run([sys.executable, str(REPO / "dev" / "cluster.py"), "--dir", str(c.dir), "agent", *args],
+                          capture_output=True, text=True, timeout=120, check=True)
+
+
+_OFFSET = {"log": 0}  # where this test's part of log/agent.log starts (job ids repeat across clusters in a dir)
+
+
+def _served(c, which: str, job: int) -> list[str]:
+    log = c.dir / "log" / "agent.log"
+    if not log.exists():
+        return []
+    with open(log, "rb") as f:
+        f.seek(_OFFSET["log"])
+        text = f.read().decode(errors="replace")
+    return [ln for ln in text.splitlines() if f"{which} job {job} " in ln]
+
+
+@pytest.fixture
+def agent(clean):
+    log = clean.dir / "log" / "agent.log"
+    _OFFSET["log"] = log.stat().st_size if log.exists() else 0
+    _agent(clean, "start")
+    yield clean
+    _agent(clean, "stop")
+
+
+def _wait_served(c, which, job, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lines = _served(c, which, job)
+        if lines:
+            return lines
+        time.sleep(0.2)
+    raise AssertionError(f"the agent never ran the {which} of job {job}")
+
+
+def test_jobs_run_through_the_agent(agent):
+    c = agent
+    mark = log_mark(c)
+    jobs = [c.sbatch("#!/bin/sh\ntrue\n", "--gres=gpu:1", "-o", "/dev/null") for _ in range(3)]
+    for j in jobs:
+        c.wait_job(j, timeout=90)
+    for j in jobs:
+        (p,) = _wait_served(c, "prolog", j)
+        (e,) = _wait_served(c, "epilog", j)
+        assert ": exit 0," in p and ": exit 0," in e, (p, e)
+        recs = [r for r in health_log(c, mark) if r.get("job_id") == j]
+        assert {r["context"] for r in recs} >= {"prolog", "epilog"}, recs
+        assert all(r["status"] != "fail" for r in recs), recs
+
+
+def test_a_faulty_node_is_drained_through_the_agent(agent):
+    c = agent
+    c.set_scenario("n2", "xid79")
+    mark = log_mark(c)
+    j = c.sbatch("#!/bin/sh\ntrue\n", "--gres=gpu:1", "-o", "/dev/null", "-w", "n2")
+    rec = c.wait_node("n2", lambda r: r.drained, timeout=60)
+    assert rec.reason.startswith(REASON79), rec.reason
+    (p,) = _wait_served(c, "prolog", j)
+    assert ": exit 1," in p, p
+    fails = [r for r in health_log(c, mark) if r.get("job_id") == j and r["status"] == "fail"]
+    assert fails and fails[0]["check"] == "xid", fails
+
+
+def test_a_crashed_agent_leaves_the_hooks_running(agent):
+    c = agent
+    _agent(c, "stop", "--kill")
+    assert (c.dir / "run" / "agent" / "agent.sock").exists()  # what a crash leaves
+    mark = log_mark(c)
+    j = c.sbatch("#!/bin/sh\ntrue\n", "--gres=gpu:1", "-o", "/dev/null")
+    c.wait_job(j, timeout=90)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        recs = [r for r in health_log(c, mark) if r.get("job_id") == j]
+        if {r["context"] for r in recs} >= {"prolog", "epilog"}:
+            break
+        time.sleep(0.2)
+    assert {r["context"] for r in recs} >= {"prolog", "epilog"}, recs
+    assert not _served(c, "prolog", j) and not _served(c, "epilog", j)

@@ -1,0 +1,300 @@
+"""The hook agent (slurmkit/hooks/agent.py) as an admin sees it: the repo's prolog/prolog and epilog/epilog scripts,
+run as Slurm runs them, give the same exit code, the same message on stderr and the same health-log verdicts
+whether the agent runs them or they run in their own process; and whatever goes wrong with the agent (none
+installed, crashed with its socket left behind, refusing, answering nothing) the hook still runs, in process.
+
+The agent is a real process on a socket under tmp_path; the "broken agents" are real sockets served by this test.
+The fake GPU tools replay the captures of dev/fakegpu (healthy-h100x8, xid79)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from slurmkit import hookclient
+from slurmkit.hooks import agent
+
+REPO = Path(__file__).resolve().parents[2]
+FAKE = REPO / "dev" / "fakegpu" / "bin"
+SCEN = REPO / "dev" / "fakegpu" / "scenarios"
+
+
+def _config(tmp_path: Path, efficiency: bool = False) -> Path:
+    cfg = tmp_path / "slurmkit.yaml"
+    cfg.write_text(f"""tools:
+  nvidia_smi: {FAKE}/nvidia-smi
+  dmesg: {FAKE}/dmesg
+  all_reduce_perf: {FAKE}/all_reduce_perf
+  dcgmi: {FAKE}/dcgmi
+paths:
+  state_dir: {tmp_path}/state
+  health_log: {tmp_path}/health/
+gpu_count:
+  expected: 8
+driver:
+  driver_versions: ["550.54.15"]
+health:
+  drain: false
+efficiency:
+  enabled: {"true" if efficiency else "false"}
+  interval: 0.5
+  watchdog_interval: 0.5
+  start_grace: 30
+""")
+    return cfg
+
+
+def _site(d: Path, efficiency: bool = False) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    _config(d, efficiency)
+    return d
+
+
+def _env(tmp_path: Path, job: int, scenario: str = "healthy-h100x8", sock: Path | str = "none") -> dict:
+    return {"SLURMKIT_CONFIG": str(tmp_path / "slurmkit.yaml"), "SLURMKIT_FAKEGPU_SCENARIO": str(SCEN / scenario),
+            "SLURMD_NODENAME": "n1", "SLURM_JOB_ID": str(job), "SLURM_JOB_UID": str(os.getuid()),
+            "SLURM_JOB_USER": "root", "SLURM_JOB_GPUS": "0,1", "SLURMKIT_PYTHON": sys.executable,
+            "SLURMKIT_HOOK_CACHE_DIR": str(tmp_path / "cache"), "SLURMKIT_AGENT_SOCKET": str(sock)}
+
+
+def _hook(which: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([str(REPO / which / which)], env=env, capture_output=True, text=True, timeout=120)
+
+
+def _verdicts(tmp_path: Path, job: int) -> list[tuple]:
+    out = []
+    for line in (tmp_path / "health" / "n1.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r["job_id"] == job:
+            out.append((r["context"], r["check"], r["status"], r["reason"]))
+    return out
+
+
+class Agent:
+    def __init__(self, tmp_path: Path, env: dict | None = None):
+        self.sock = tmp_path / "agent" / "agent.sock"
+        self.pidf = tmp_path / "agent.pid"
+        self.log = tmp_path / "agent.log"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-m", "slurmkit.hooks.agent", "--socket", str(self.sock), "--pid-file",
+             str(self.pidf)], stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, cwd=str(REPO),
+            env=dict(os.environ, **(env or {})))
+        deadline = time.monotonic() + 60
+        while not self.pidf.exists():
+            assert self.proc.poll() is None, self.log.read_text()
+            assert time.monotonic() < deadline, "the agent did not start"
+            time.sleep(0.05)
+        self.pid = int(self.pidf.read_text())
+
+    def lines(self) -> list[str]:
+        return self.log.read_text().splitlines()
+
+    def stop(self, sig=signal.SIGTERM) -> int:
+        os.kill(self.pid, sig)
+        return self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def running_agent(tmp_path):
+    _config(tmp_path)
+    a = Agent(tmp_path)
+    yield a
+    if a.proc.poll() is None:
+        a.stop()
+
+
+@pytest.mark.parametrize("scenario, code", [("healthy-h100x8", 0), ("xid79", 1)])
+def test_prolog_through_the_agent_is_the_prolog(tmp_path, running_agent, scenario, code):
+    """Same exit code, same stderr line (the agent's child writes to the hook's own stderr), same verdicts in the
+    health log: in process (job 11) and through the agent (job 12)."""
+    # each its own node state (a kernel-log event is new to a node once: a second prolog there would pass)
+    a, b = _site(tmp_path / "a"), _site(tmp_path / "b")
+    here = _hook("prolog", _env(a, 11, scenario))
+    there = _hook("prolog", _env(b, 12, scenario, running_agent.sock))
+    assert here.returncode == there.returncode == code, (here.stderr, there.stderr)
+    assert here.stderr.replace("job 11", "job 12") == there.stderr
+    if code:
+        assert "slurmkit:xid79 GPU 0000:5d:00 fell off the bus" in there.stderr
+    assert [v[:3] for v in _verdicts(a, 11)] == [v[:3] for v in _verdicts(b, 12)]
+    assert _verdicts(b, 12), "the agent's prolog wrote no verdicts"
+    served = [ln for ln in running_agent.lines() if "prolog job 12 node n1" in ln]
+    assert len(served) == 1 and f"exit {code}," in served[0], running_agent.lines()
+    assert not [ln for ln in running_agent.lines() if "job 11 " in ln], "the in-process run reached the agent"
+
+
+def test_epilog_through_the_agent(tmp_path, running_agent):
+    a, b = _site(tmp_path / "a"), _site(tmp_path / "b")
+    here = _hook("epilog", dict(_env(a, 21, "xid79"), SLURM_JOB_EXIT_CODE="0"))
+    there = _hook("epilog", dict(_env(b, 22, "xid79", running_agent.sock), SLURM_JOB_EXIT_CODE="0"))
+    assert here.returncode == there.returncode == 0, (here.stderr, there.stderr)  # drain is off: exit 0, logged
+    assert here.stderr.replace("job 21", "job 22") == there.stderr
+    assert "slurmkit:xid79" in there.stderr
+    assert [v[:3] for v in _verdicts(a, 21)] == [v[:3] for v in _verdicts(b, 22)]
+    assert any("epilog job 22 node n1: exit 0" in ln for ln in running_agent.lines())
+
+
+def test_the_hook_runs_in_process_when_the_agent_is_gone(tmp_path):
+    """No agent ever (no socket), and an agent killed with SIGKILL (its socket file left, nobody listening): the
+    prolog still runs, in its own process, with the same verdict."""
+    a_site, b_site = _site(tmp_path / "a"), _site(tmp_path / "b")
+    missing = _hook("prolog", _env(a_site, 31, "xid79", tmp_path / "nowhere" / "agent.sock"))
+    assert missing.returncode == 1 and "slurmkit:xid79" in missing.stderr
+    a = Agent(tmp_path)
+    assert a.stop(signal.SIGKILL) == -signal.SIGKILL
+    assert a.sock.exists()
+    t0 = time.monotonic()
+    stale = _hook("prolog", _env(b_site, 32, "xid79", a.sock))
+    assert time.monotonic() - t0 < 30  # refused at once, not a wait for an answer
+    assert stale.returncode == 1 and "slurmkit:xid79" in stale.stderr
+    assert [v[:3] for v in _verdicts(a_site, 31)] == [v[:3] for v in _verdicts(b_site, 32)]
+    assert not [ln for ln in a.lines() if " job " in ln]
+
+
+def _serve_once(path: Path, answer: bytes | None) -> threading.Thread:
+    """A broken agent: accepts one connection, reads it, answers `answer` (None: closes without a word)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    srv.bind(str(path))
+    srv.listen(1)
+
+    def run():
+        conn, _ = srv.accept()
+        msg, anc, _, _ = conn.recvmsg(1 << 17, socket.CMSG_SPACE(12))
+        for _, _, blob in anc:  # close the descriptors the hook sent
+            for i in range(0, len(blob) - len(blob) % 4, 4):
+                os.close(int.from_bytes(blob[i:i + 4], sys.byteorder))
+        if answer is not None:
+            conn.send(answer)
+        conn.close()
+        srv.close()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("answer", [b"fallback", None, b"rc 300", b"garbage"])
+def test_a_broken_agent_never_decides(tmp_path, answer):
+    """An agent that says "run it yourself", hangs up, or answers nonsense: the hook runs itself and fails the
+    faulty node all the same (never exit 0 on a word it cannot read)."""
+    _config(tmp_path)
+    sock = tmp_path / "broken" / "agent.sock"
+    t = _serve_once(sock, answer)
+    r = _hook("prolog", _env(tmp_path, 41, "xid79", sock))
+    t.join(10)
+    assert r.returncode == 1 and "slurmkit:xid79" in r.stderr, r.stderr
+    assert _verdicts(tmp_path, 41)
+
+
+def test_the_agent_runs_only_the_hooks(tmp_path, running_agent):
+    """A request for any other module (or a message that is not a hook request) gets "fallback", runs nothing."""
+    for msg in (hookclient.request("os", {b"A": b"1"}, 0o022, b"/"), b"hello"):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.settimeout(10)
+        s.connect(str(running_agent.sock))
+        fds = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in (0, 1, 2))
+        s.sendmsg([msg], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+        assert s.recv(64) == b"fallback"
+        s.close()
+    assert not [ln for ln in running_agent.lines() if " job " in ln]
+
+
+def test_the_agent_stops_on_sigterm_and_takes_its_socket(tmp_path, running_agent):
+    assert running_agent.stop() == 0
+    assert not running_agent.sock.exists()
+
+
+def test_the_socket_is_root_only(tmp_path, running_agent):
+    st_dir, st_sock = running_agent.sock.parent.stat(), running_agent.sock.stat()
+    assert st_dir.st_mode & 0o077 == 0 and st_sock.st_mode & 0o077 == 0
+    assert st_dir.st_uid == st_sock.st_uid == os.geteuid()
+
+
+def test_the_agent_refuses_a_directory_others_can_write(tmp_path):
+    d = tmp_path / "open"
+    d.mkdir(mode=0o755)
+    d.chmod(0o755)
+    r = subprocess.run([sys.executable, "-I", "-m", "slurmkit.hooks.agent", "--socket", str(d / "agent.sock")],
+                       capture_output=True, text=True, timeout=60, cwd=str(REPO))
+    assert r.returncode != 0 and "mode 0700" in r.stderr
+
+
+def test_the_sampler_forked_through_the_agent_reads_as_itself(tmp_path):
+    """The efficiency sampler a prolog forks inside the agent's child shows its own command line (ps, pgrep -f,
+    the epilog's check), and the epilog through the agent stops it and writes the job's record."""
+    _config(tmp_path, efficiency=True)
+    a = Agent(tmp_path)
+    try:
+        env = _env(tmp_path, 51, sock=a.sock)
+        assert _hook("prolog", env).returncode == 0
+        pidf = tmp_path / "state" / "efficiency" / "51.n1.pid"
+        pid = int(pidf.read_text().split()[0])
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert b"slurmkit.efficiency.sampler" in argv and b"51" in argv, argv
+        time.sleep(1.0)
+        r = _hook("epilog", dict(env, SLURM_JOB_EXIT_CODE="0"))
+        assert r.returncode == 0, r.stderr
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] == "Z"
+        assert not pidf.exists()
+        (rec,) = [json.loads(x) for x in (tmp_path / "efficiency" / "n1.jsonl").read_text().splitlines()]
+        assert rec["job_id"] == 51 and rec.get("sampler_cpu_seconds") is not None, rec
+    finally:
+        a.stop()
+
+
+# --- the protocol, as pure functions -----------------------------------------------------------------------------
+
+_key = st.binary(min_size=1, max_size=20).filter(lambda b: b"\0" not in b and b"=" not in b)
+_val = st.binary(max_size=40).filter(lambda b: b"\0" not in b)
+
+
+@given(env=st.dictionaries(_key, _val, max_size=12), umask=st.integers(0, 0o777),
+       cwd=st.binary(min_size=1, max_size=30).filter(lambda b: b"\0" not in b),
+       module=st.sampled_from(agent.HOOKS))
+def test_request_round_trip(env, umask, cwd, module):
+    got = agent.parse_request(hookclient.request(module, env, umask, cwd))
+    assert got is not None
+    m, u, c, e = got
+    assert (m, u, c) == (module, umask, cwd)
+    assert {os.fsencode(k): os.fsencode(v) for k, v in e.items()} == env
+
+
+@given(st.binary(max_size=200))
+def test_parse_request_never_raises(data):
+    got = agent.parse_request(data)
+    assert got is None or got[0] in agent.HOOKS
+
+
+@given(st.binary(max_size=12))
+def test_parse_reply_reads_only_an_exit_code(data):
+    n = hookclient.parse_reply(data)
+    assert n is None or (data == b"rc %d" % n and 0 <= n <= 255)
+
+
+def test_parse_reply_examples():
+    assert hookclient.parse_reply(b"rc 0") == 0
+    assert hookclient.parse_reply(b"rc 1") == 1
+    assert hookclient.parse_reply(b"rc 256") is None
+    assert hookclient.parse_reply(b"fallback") is None
+    assert hookclient.parse_reply(b"") is None
+
+
+def test_socket_path_can_turn_the_agent_off():
+    assert hookclient.socket_path({}) == hookclient.DEFAULT_SOCKET.encode()
+    for off in (b"", b"none", b"OFF", b" none "):
+        assert hookclient.socket_path({b"SLURMKIT_AGENT_SOCKET": off}) == b""
+    assert hookclient.socket_path({b"SLURMKIT_AGENT_SOCKET": b"/x/a.sock"}) == b"/x/a.sock"
