@@ -308,6 +308,9 @@ class InstallSettings(Section):
     venv_dir: str = "/opt/slurmkit/venv"  # a symlink to venv-<bundle>, a venv with slurmkit
     wheel_dir: str = "/opt/slurmkit/wheels"  # the wheels the venv is built from
     stamp_path: str = "/etc/slurmkit/installed.json"  # what is installed (the version stamp)
+    # the hook agent's systemd unit (slurmkit/hooks/agent.py: the prolog and epilog run in a child of it, at a
+    # fraction of their CPU); "" installs none, and the hooks run in their own processes as before
+    agent_unit: str = "/etc/systemd/system/slurmkit-agent.service"
     python: str = "python3"  # the node's Python that creates the venv
     # build the node venv once on this host and ship it as one tarball (unpacked on the node) to every node
     # whose Python matches this one (version, ABI, machine); the others get the wheels and build it themselves

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import functools
+import posixpath
 import time
 from pathlib import Path
 
@@ -255,6 +256,11 @@ def _slurm_conf(settings, lay, ctx) -> dict:
         "per_node": per_node,
         "wrapper_needed": per_node and not (inst.slurm_prolog and inst.slurm_epilog),
         "configless": None,
+        # the hook agent's unit, installed with the hooks; systemd starts it once told to
+        "agent_unit": lay.agent_unit or None,
+        "agent_enable": f"systemctl daemon-reload && systemctl enable --now {posixpath.basename(lay.agent_unit)}"
+        if lay.agent_unit
+        else None,
     }
     try:
         have = slurmconf.cluster_config(settings)
@@ -304,6 +310,11 @@ def _print_conf(conf: dict) -> None:
             f"install.root depends on the node (hook paths above as on {conf['node']}), and slurm.conf names "
             "one path for all: save `slurmkit install --hook-wrapper prolog` (and epilog) at one path on "
             "every node, and set install.slurm_prolog / install.slurm_epilog to it"
+        )
+    if conf.get("agent_unit"):
+        click.echo(
+            f"\nthe hook agent (the prolog and epilog then cost a fraction of their CPU; without it they run as before),"
+            f" on every node: {conf['agent_enable']}"
         )
     if conf["error"]:
         click.echo(f"slurmkit: warning: {conf['error']}", err=True)

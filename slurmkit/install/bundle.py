@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import SlurmkitError, UsageError
+from ..hookclient import DEFAULT_SOCKET as AGENT_SOCKET  # where the hooks look for the agent first
 from .layout import Layout
 
 SOURCE_DATE_EPOCH = "315532800"  # 1980-01-01: wheels built twice from the same tree are byte-identical
@@ -81,6 +82,37 @@ def hook_text(script: bytes, lay: Layout) -> bytes:
     return first + b"\n" + pre.encode() + rest if sep else first + b"\n" + pre.encode()
 
 
+def _unit_word(v: str, *, expands: bool = False) -> str:
+    """One word of a systemd unit line, quoted so that it reaches the process as it is: spaces and quotes, `%`
+    (specifiers) and, in a word systemd expands variables in (`expands`: ExecStart's arguments after the command),
+    `$`."""
+    if "\n" in v or "\0" in v:
+        raise UsageError(f"install path {v!r}: a newline cannot be written into a systemd unit")
+    v = v.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+    return '"' + (v.replace("$", "$$") if expands else v) + '"'
+
+
+def agent_unit_text(lay: Layout) -> bytes:
+    """The hook agent's systemd unit for this node's venv and site config. KillMode=process: a restart (or stop)
+    of the agent never kills a hook in flight or a job's efficiency sampler, which run as its children."""
+    argv = [lay.python, "-I", "-m", "slurmkit.hooks.agent", "--socket", AGENT_SOCKET]
+    return (
+        "# installed by `slurmkit install`: the prolog and epilog hand their work to this agent\n"
+        "# (slurmkit/hooks/agent.py); without it they run in their own processes, as before\n"
+        "[Unit]\n"
+        "Description=slurmkit hook agent (runs the Slurm prolog and epilog with slurmkit preloaded)\n"
+        "Before=slurmd.service\n"
+        "\n[Service]\n"
+        f"Environment={_unit_word('SLURMKIT_CONFIG=' + lay.config)}\n"
+        f"ExecStart={' '.join(_unit_word(a, expands=i > 0) for i, a in enumerate(argv))}\n"
+        "Restart=always\n"
+        "RestartSec=2\n"
+        "KillMode=process\n"
+        "\n[Install]\n"
+        "WantedBy=multi-user.target\n"
+    ).encode()
+
+
 def stamp_bytes(lay: Layout, wh: Wheelhouse, files: list[Artifact], bundle_id: str | None = None) -> bytes:
     """The version stamp: deterministic (no time in it), so an unchanged install leaves it unchanged."""
     bundle_id = bundle_id or wh.bundle_id
@@ -117,6 +149,8 @@ def artifacts(
     ]
     if health:
         out.append(Artifact("health", lay.health, hook_text(health, lay), 0o755))
+    if lay.agent_unit:
+        out.append(Artifact("agent-unit", lay.agent_unit, agent_unit_text(lay), 0o644))
     out.append(Artifact("stamp", lay.stamp, stamp_bytes(lay, wh, out, bundle_id), 0o644))
     return out
 

@@ -21,6 +21,7 @@ class Layout:
     venv: str
     wheel_dir: str
     stamp: str
+    agent_unit: str = ""  # the hook agent's systemd unit; "" when the site installs none
 
     def venv_for(self, bundle_id: str) -> str:
         return f"{self.venv}-{bundle_id}"
@@ -63,4 +64,5 @@ def layout(install, node: str) -> Layout:
         venv=p(install.venv_dir),
         wheel_dir=p(install.wheel_dir),
         stamp=p(install.stamp_path),
+        agent_unit=p(install.agent_unit) if install.agent_unit else "",
     )
