@@ -159,7 +159,9 @@ def main(argv: list[str] | None = None) -> None:
         cli_main(args)
         return
     from .errors import SlurmkitError
+    from .lazymod import defer
 
+    defer("inspect")  # as in the hooks: dataclasses' one use of it is a docstring (slurmkit/lazymod.py), ~15 ms
     try:
         rc = _run(line)
         sys.stdout.flush()
