@@ -4,8 +4,10 @@
     .venv/bin/python bench/bench_prolog.py [--runs 30] [--jobs 40] [--dir /tmp/sk-bench] [--port 7167] [--skip-cluster]
 
 (a) The prolog's wall time on a healthy node (fake GPU tools) beside its floor: the same captures (`nvidia-smi -q`,
-    `dmesg`, the tools the prolog profile runs) run back to back from a shell, and `python -c pass`. Runs are
-    interleaved so machine noise hits all three alike. Targets: prolog - floor <= 60 ms, prolog < 150 ms.
+    `dmesg`, the tools the prolog profile runs) run back to back from a shell, and `python -c pass`; the prolog in
+    its own process and through a hook agent of its own, and the CPU of a job's prolog + epilog both ways (the hook
+    processes and their tools, and the agent's children). Runs are interleaved so machine noise hits all alike.
+    Targets: prolog - floor <= 60 ms, prolog < 150 ms.
 (b) N short jobs on the dev cluster with the slurmkit prolog+epilog vs `/bin/true`-like hooks
     (`dev/cluster.py up --hooks true`), one cluster after the other on the same dir/port, the slurmkit hooks
     twice: in their own processes, and handed to the hook agent (`up --agent`, slurmkit/hooks/agent.py, what
@@ -58,28 +60,79 @@ health:
     return cfg
 
 
+def _cpu_ticks(pid: int) -> int:
+    """CPU (clock ticks) of an agent and everything under it: its own and its reaped children's (utime, stime,
+    cutime, cstime), and its live children's the same way (a child that served a hook may wait for the next one:
+    its CPU is not in the agent's cutime until it exits)."""
+    def four(p) -> tuple[int, int]:
+        f = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(f[1]), sum(int(x) for x in f[11:15])   # ppid, utime+stime+cutime+cstime
+    total = four(pid)[1]
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit() and int(p.name) != pid:
+            try:
+                ppid, t = four(p.name)
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == pid:
+                total += t
+    return total
+
+
+def _children_cpu() -> float:
+    import resource
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def part_a(runs: int) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="sk-bench-prolog-"))
     cfg = site_config(tmp)
     # what slurmd gives a prolog: no PATH, Slurm's variables (plus what the dev cluster's wrapper exports)
     env = {"SLURMKIT_CONFIG": str(cfg), "SLURMKIT_FAKEGPU_SCENARIO": str(SCEN), "SLURMD_NODENAME": "n1",
            "SLURM_JOB_ID": "1", "SLURM_JOB_UID": "0", "SLURM_JOB_USER": "root", "SLURM_JOB_GPUS": "0,1",
-           "CUDA_VISIBLE_DEVICES": "0,1", "SLURMKIT_HOOK_CACHE_DIR": str(tmp / "cache")}   # warmed by the first run
-    prolog = [str(REPO / "prolog" / "prolog")]
-    # the floor: the very tool calls the prolog profile makes (one nvidia-smi -q shared by the GPU checks, dmesg)
-    floor = ["/bin/sh", "-c", f"{FAKE}/nvidia-smi -q >/dev/null && {FAKE}/dmesg >/dev/null"]
-    bare = [str(PY), "-I", "-c", "pass"]
-    for argv in (prolog, floor, bare):   # warm the page cache
-        timed(argv, env)
-    t_prolog, t_floor, t_bare = [], [], []
-    for _ in range(runs):
-        t_prolog.append(timed(prolog, env))
-        t_floor.append(timed(floor, env))
-        t_bare.append(timed(bare, env))
-    stop_samplers(tmp / "state" / "efficiency")
+           "CUDA_VISIBLE_DEVICES": "0,1", "SLURMKIT_HOOK_CACHE_DIR": str(tmp / "cache"),   # warmed by the first run
+           "SLURMKIT_AGENT_SOCKET": "none", "SLURM_JOB_EXIT_CODE": "0"}
+    # the same hooks handed to a hook agent (slurmkit/hooks/agent.py) of their own
+    sock, pidf = tmp / "agent" / "agent.sock", tmp / "agent.pid"
+    agent = subprocess.Popen([str(PY), "-I", "-m", "slurmkit.hooks.agent", "--socket", str(sock), "--pid-file",
+                              str(pidf)], env=dict(os.environ, SLURMKIT_CONFIG=str(cfg),
+                                                   SLURMKIT_HOOK_CACHE_DIR=str(tmp / "cache")),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not pidf.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        env_agent = dict(env, SLURMKIT_AGENT_SOCKET=str(sock))
+        prolog = [str(REPO / "prolog" / "prolog")]
+        epilog = [str(REPO / "epilog" / "epilog")]
+        # the floor: the very tool calls the prolog profile makes (one nvidia-smi -q shared by the GPU checks, dmesg)
+        floor = ["/bin/sh", "-c", f"{FAKE}/nvidia-smi -q >/dev/null && {FAKE}/dmesg >/dev/null"]
+        bare = [str(PY), "-I", "-c", "pass"]
+        for argv in (prolog, floor, bare):   # warm the page cache
+            timed(argv, env)
+        timed(prolog, env_agent)
+        t = {k: [] for k in ("prolog", "floor", "bare", "agent")}
+        cpu = {"in process": 0.0, "agent": 0.0}
+        tick = os.sysconf("SC_CLK_TCK")
+        for i in range(runs):
+            for name, e in (("in process", env), ("agent", env_agent)):
+                c0, a0 = _children_cpu(), _cpu_ticks(agent.pid)
+                t["prolog" if name == "in process" else "agent"].append(timed(prolog, dict(e, SLURM_JOB_ID=str(100 + i))))
+                timed(epilog, dict(e, SLURM_JOB_ID=str(100 + i)))
+                cpu[name] += _children_cpu() - c0 + (_cpu_ticks(agent.pid) - a0) / tick
+            t["floor"].append(timed(floor, env))
+            t["bare"].append(timed(bare, env))
+    finally:
+        agent.terminate()
+        agent.wait(timeout=30)
+        stop_samplers(tmp / "state" / "efficiency")
     med = {k: statistics.median(v) * 1000 for k, v in
-           (("prolog", t_prolog), ("floor", t_floor), ("python_pass", t_bare))}
+           (("prolog", t["prolog"]), ("agent", t["agent"]), ("floor", t["floor"]), ("python_pass", t["bare"]))}
     med["added"] = med["prolog"] - med["floor"]
+    med["agent_added"] = med["agent"] - med["floor"]
+    med["cpu_in_process"] = cpu["in process"] / runs * 1000
+    med["cpu_agent"] = cpu["agent"] / runs * 1000
     return med
 
 
@@ -148,6 +201,11 @@ def main() -> None:
     print(f"    python -I -c pass {a['python_pass']:7.1f} ms")
     print(f"    prolog - floor    {a['added']:7.1f} ms   (target <= 60 ms: {'ok' if a['added'] <= 60 else 'MISSED'});"
           f" prolog / floor = {a['prolog'] / a['floor']:.2f}x")
+    print(f"    through the hook agent: prolog {a['agent']:7.1f} ms, - floor {a['agent_added']:7.1f} ms"
+          f"   (target <= 60 ms: {'ok' if a['agent_added'] <= 60 else 'MISSED'})")
+    print(f"    CPU of a job's prolog + epilog (with their tools; the sampler is detached, not counted):"
+          f" in process {a['cpu_in_process']:.1f} ms, through the agent {a['cpu_agent']:.1f} ms"
+          f" ({a['cpu_agent'] / a['cpu_in_process']:.2f}x)")
     if args.skip_cluster:
         return
     t_true = jobs_throughput(args, "true")

@@ -240,7 +240,12 @@ def test_the_sampler_forked_through_the_agent_reads_as_itself(tmp_path):
         assert _hook("prolog", env).returncode == 0
         pidf = tmp_path / "state" / "efficiency" / "51.n1.pid"
         pid = int(pidf.read_text().split()[0])
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        deadline = time.monotonic() + 10  # the sampler writes its title itself, right after the fork
+        while time.monotonic() < deadline:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if b"slurmkit.efficiency.sampler" in argv:
+                break
+            time.sleep(0.05)
         assert b"slurmkit.efficiency.sampler" in argv and b"51" in argv, argv
         time.sleep(1.0)
         r = _hook("epilog", dict(env, SLURM_JOB_EXIT_CODE="0"))
@@ -298,3 +303,69 @@ def test_socket_path_can_turn_the_agent_off():
     for off in (b"", b"none", b"OFF", b" none "):
         assert hookclient.socket_path({b"SLURMKIT_AGENT_SOCKET": off}) == b""
     assert hookclient.socket_path({b"SLURMKIT_AGENT_SOCKET": b"/x/a.sock"}) == b"/x/a.sock"
+
+
+def _pid_of(line: str) -> int:
+    return int(line.rsplit("pid ", 1)[1])
+
+
+def test_a_child_takes_the_next_hooks_of_a_burst_each_with_its_own_job(tmp_path, running_agent):
+    """Hooks one after the other (a burst of jobs): a child that served one takes the next (no fork, no
+    copy-on-write faults), and each hook still gets only its own environment, verdict and output, and its
+    output pipe closes when it exits (slurmd reads a hook's output to its end)."""
+    sites = {j: _site(tmp_path / f"s{j}") for j in range(61, 67)}
+    for j, d in sites.items():
+        scen = "xid79" if j % 2 else "healthy-h100x8"
+        t0 = time.monotonic()
+        r = _hook("prolog", _env(d, j, scen, running_agent.sock))
+        assert time.monotonic() - t0 < 20
+        assert r.returncode == (1 if j % 2 else 0), (j, r.stderr)
+        assert ("slurmkit:xid79" in r.stderr) == bool(j % 2), (j, r.stderr)
+        assert {v[0] for v in _verdicts(d, j)} == {"prolog"}
+        assert [v[1] for v in _verdicts(d, j) if v[2] == "fail"] == (["xid"] if j % 2 else [])
+    served = [ln for ln in running_agent.lines() if " job 6" in ln]
+    assert len(served) == 6, running_agent.lines()
+    pids = [_pid_of(ln) for ln in served]
+    assert len(set(pids)) < len(pids), f"every hook was a fresh fork: {pids}"
+
+
+def _agent_processes(sock: Path) -> list[int]:
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if str(sock).encode() in (p / "cmdline").read_bytes():
+                    out.append(int(p.name))
+            except OSError:
+                pass
+    return out
+
+
+def test_the_agents_children_leave_with_it(tmp_path, running_agent):
+    d = _site(tmp_path / "s")
+    assert _hook("prolog", _env(d, 71, sock=running_agent.sock)).returncode == 0
+    assert len(_agent_processes(running_agent.sock)) >= 1
+    assert running_agent.stop() == 0
+    deadline = time.monotonic() + 10
+    while _agent_processes(running_agent.sock) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _agent_processes(running_agent.sock), "a child of the stopped agent is still waiting for hooks"
+
+
+def test_a_second_agent_is_refused_unless_it_takes_over(tmp_path, running_agent):
+    cmd = [sys.executable, "-I", "-m", "slurmkit.hooks.agent", "--socket", str(running_agent.sock)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=str(REPO))
+    assert r.returncode != 0 and "another agent answers" in r.stderr
+    # what the agent does when it re-executes itself after an upgrade: the new one takes the socket over
+    log = tmp_path / "b.log"
+    b = subprocess.Popen(cmd + ["--replace"], stdout=open(log, "ab"), stderr=subprocess.STDOUT, cwd=str(REPO))
+    try:
+        deadline = time.monotonic() + 60
+        while "serving" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        d = _site(tmp_path / "s")
+        assert _hook("prolog", _env(d, 81, sock=running_agent.sock)).returncode == 0
+        assert "prolog job 81 " in log.read_text()
+    finally:
+        b.terminate()
+        b.wait(timeout=30)
