@@ -203,7 +203,8 @@ def main() -> None:
           f" prolog / floor = {a['prolog'] / a['floor']:.2f}x")
     print(f"    through the hook agent: prolog {a['agent']:7.1f} ms, - floor {a['agent_added']:7.1f} ms"
           f"   (target <= 60 ms: {'ok' if a['agent_added'] <= 60 else 'MISSED'})")
-    print(f"    CPU of a job's prolog + epilog (with their tools; the sampler is detached, not counted):"
+    print(f"    CPU of a job's prolog + epilog with their tools (in process: the detached sampler not counted;"
+          f" agent: its children, and the samplers they reaped):"
           f" in process {a['cpu_in_process']:.1f} ms, through the agent {a['cpu_agent']:.1f} ms"
           f" ({a['cpu_agent'] / a['cpu_in_process']:.2f}x)")
     if args.skip_cluster:
