@@ -22,6 +22,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hooksite import write_site_config
 from slurmkit import hookclient
 from slurmkit.hooks import agent
 
@@ -31,28 +32,7 @@ SCEN = REPO / "dev" / "fakegpu" / "scenarios"
 
 
 def _config(tmp_path: Path, efficiency: bool = False) -> Path:
-    cfg = tmp_path / "slurmkit.yaml"
-    cfg.write_text(f"""tools:
-  nvidia_smi: {FAKE}/nvidia-smi
-  dmesg: {FAKE}/dmesg
-  all_reduce_perf: {FAKE}/all_reduce_perf
-  dcgmi: {FAKE}/dcgmi
-paths:
-  state_dir: {tmp_path}/state
-  health_log: {tmp_path}/health/
-gpu_count:
-  expected: 8
-driver:
-  driver_versions: ["550.54.15"]
-health:
-  drain: false
-efficiency:
-  enabled: {"true" if efficiency else "false"}
-  interval: 0.5
-  watchdog_interval: 0.5
-  start_grace: 30
-""")
-    return cfg
+    return write_site_config(tmp_path, efficiency=efficiency)
 
 
 def _site(d: Path, efficiency: bool = False) -> Path:

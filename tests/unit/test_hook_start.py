@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from hooksite import write_site_config
+
 REPO = Path(__file__).resolve().parents[2]
 FAKE = REPO / "dev" / "fakegpu" / "bin"
 SCEN = REPO / "dev" / "fakegpu" / "scenarios" / "healthy-h100x8"
@@ -26,28 +28,7 @@ HEAVY = ("typing", "inspect", "ast", "argparse", "yaml", "click", "jinja2", "par
 def _env(tmp_path: Path, job: int) -> dict:
     cfg = tmp_path / "slurmkit.yaml"
     if not cfg.exists():
-        cfg.write_text(f"""tools:
-  nvidia_smi: {FAKE}/nvidia-smi
-  dmesg: {FAKE}/dmesg
-  all_reduce_perf: {FAKE}/all_reduce_perf
-paths:
-  state_dir: {tmp_path}/state
-  health_log: {tmp_path}/health/
-gpu_count:
-  expected: 8
-driver:
-  driver_versions: ["550.54.15"]
-health:
-  drain: false
-sync:
-  enabled: true
-  source: {tmp_path}/local/$SLURM_JOB_USER/$SLURM_JOB_ID/ckpt
-  dest: {tmp_path}/shared/$SLURM_JOB_USER
-efficiency:
-  interval: 0.5
-  watchdog_interval: 0.5
-  start_grace: 30
-""")
+        write_site_config(tmp_path, sync=True)
         shim = tmp_path / "python-importtime"
         shim.write_text(f"#!/bin/sh\nexec {sys.executable} -X importtime \"$@\"\n")
         shim.chmod(0o755)
