@@ -34,3 +34,16 @@ health:
   start_grace: 30
 """)
     return cfg
+
+
+def sampler_argv(pid: int, timeout: float = 10.0) -> list[bytes]:
+    """The command line of a forked efficiency sampler once it shows as one: it writes its title itself, right
+    after the fork, so a reader straight after the prolog may see its parent's for a moment."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if b"slurmkit.efficiency.sampler" in argv or time.monotonic() > deadline:
+            return argv
+        time.sleep(0.05)

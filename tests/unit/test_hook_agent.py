@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hooksite import write_site_config
+from hooksite import sampler_argv, write_site_config
 from slurmkit import hookclient
 from slurmkit.hooks import agent
 
@@ -220,12 +220,7 @@ def test_the_sampler_forked_through_the_agent_reads_as_itself(tmp_path):
         assert _hook("prolog", env).returncode == 0
         pidf = tmp_path / "state" / "efficiency" / "51.n1.pid"
         pid = int(pidf.read_text().split()[0])
-        deadline = time.monotonic() + 10  # the sampler writes its title itself, right after the fork
-        while time.monotonic() < deadline:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            if b"slurmkit.efficiency.sampler" in argv:
-                break
-            time.sleep(0.05)
+        argv = sampler_argv(pid)
         assert b"slurmkit.efficiency.sampler" in argv and b"51" in argv, argv
         time.sleep(1.0)
         r = _hook("epilog", dict(env, SLURM_JOB_EXIT_CODE="0"))

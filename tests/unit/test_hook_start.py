@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from hooksite import write_site_config
+from hooksite import sampler_argv, write_site_config
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE = REPO / "dev" / "fakegpu" / "bin"
@@ -82,12 +82,7 @@ def test_hooks_import_nothing_heavy_and_fork_the_sampler(tmp_path):
     pid, started = (int(w) for w in pidfile.read_text().split())  # "PID START": the sampler's identity
     # the sampler is the prolog's child process (forked, no interpreter of its own), in its own session, and it
     # reads as the sampler in ps; the prolog has exited, the sampler outlives it
-    deadline = time.monotonic() + 10  # the sampler writes its title itself, right after the fork
-    while time.monotonic() < deadline:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        if b"slurmkit.efficiency.sampler" in argv:
-            break
-        time.sleep(0.05)
+    argv = sampler_argv(pid)
     assert b"slurmkit.efficiency.sampler" in argv and b"4242" in argv, argv
     assert os.getsid(pid) == pid
     # stdin/stdout/stderr are /dev/null: nothing of Slurm's prolog pipes is held open by the job-long sampler
