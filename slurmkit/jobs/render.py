@@ -39,6 +39,8 @@ q = shlex.quote
 
 @dataclass
 class Rendered:
+    """An sbatch script rendered from a spec, with what went into it (template, context, profile, notes)."""
+
     script: str
     template: str
     notes: list[str] = field(default_factory=list)

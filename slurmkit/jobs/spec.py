@@ -48,6 +48,8 @@ MAX_INT_DIGITS = 30
 
 @dataclass
 class Preemption:
+    """How a job survives preemption and its time limit: signal lead, requeues, the checkpoint signal."""
+
     signal_lead: int | None = None  # seconds before the time limit; default from the site config
     max_requeues: int | None = None  # default from the site config
     requeue: bool = True  # --requeue (preemptible); false -> --no-requeue
@@ -58,6 +60,8 @@ class Preemption:
 
 @dataclass
 class Container:
+    """The container a job's command runs in (image, mounts, working directory)."""
+
     image: str
     mounts: list[str] = field(default_factory=list)
     workdir: str | None = None
@@ -65,6 +69,8 @@ class Container:
 
 @dataclass
 class Torchrun:
+    """torchrun's rendezvous port, processes per node and binary."""
+
     rdzv_port: int | None = None  # default: 20000 + job id % 20000 (two jobs sharing a node do not collide)
     nproc_per_node: int | None = None  # default: gpus_per_node
     bin: str = "torchrun"
@@ -72,6 +78,8 @@ class Torchrun:
 
 @dataclass
 class JobSpec:
+    """A validated job spec: what `slurmkit submit` renders into an sbatch script."""
+
     command: str | list[str] | None = None
     name: str | None = None
     partition: str | None = None
