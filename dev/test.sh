@@ -6,6 +6,7 @@
 #                                        # tests + the compatibility subset (-m compat) on 24.11 and 26.05
 #   bash dev/test.sh --slurm 24.11 ...   # one version (repeat --slurm for several); pytest args after it
 #   bash dev/test.sh --slurm 24.11 --full  # the whole suite on a newer version, not only the subset
+#   bash dev/test.sh --agent ...         # the clusters run the hook agent: slurmd's hooks go through it
 #
 # 22.05 runs pytest on the host's .venv. 24.11/26.05 run pytest itself inside that version's root fs
 # (dev/rootfs.py), on its Python (3.13, 3.14) and venv (.venv-24.11, .venv-26.05): sbatch, scontrol, sshd and
@@ -17,11 +18,13 @@ cd "$(dirname "$0")/.."
 
 versions=()
 full=0
+agent=()
 while [ $# -gt 0 ]; do
     case $1 in
         --slurm) versions+=("${2:?--slurm needs a version}"); shift 2 ;;
         --slurm=*) versions+=("${1#--slurm=}"); shift ;;
         --full) full=1; shift ;;
+        --agent) agent=(--agent); shift ;;
         *) break ;;
     esac
 done
@@ -76,7 +79,7 @@ run_version() {
     python3 dev/cluster.py --dir "$dir" down >/dev/null 2>&1 || true
     started+=("$dir")
     # a cluster that cannot start (no root fs, no packages) fails this version: never a skip
-    if ! python3 dev/cluster.py --dir "$dir" up --slurm "$v" --port "$port"; then
+    if ! python3 dev/cluster.py --dir "$dir" up --slurm "$v" --port "$port" "${agent[@]}"; then
         echo "[test] Slurm $v: cluster did not start" >&2
         return 1
     fi

@@ -222,6 +222,10 @@ def run_one(conn: socket.socket, logfd: int) -> bool:
         os.environ.clear()
         os.environ.update(env)
         sys.argv = [module]
+        from .. import proc
+
+        # ps shows the hook, as without the agent (and so do the processes it forks: the sync's child as the user)
+        proc.set_title([sys.executable, "-m", module, "job", env.get("SLURM_JOB_ID", "-"), "(slurmkit agent)"])
         from . import settings_cache
 
         settings_cache.CACHE_DIR = settings_cache.cache_dir(os.environ)  # read at import: the agent's, not the hook's
@@ -242,6 +246,7 @@ def run_one(conn: socket.socket, logfd: int) -> bool:
             os.dup2(null, fd)
         os.close(null)
         signal.alarm(0)
+        proc.set_title([sys.executable, "-m", "slurmkit.hooks.agent", "child", "(waiting for a hook)"])
         conn.send(b"rc %d" % code)
         me, tools = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = me.ru_utime + me.ru_stime - me0.ru_utime - me0.ru_stime

@@ -3,16 +3,18 @@ them to this cluster's agent (`dev/cluster.py agent start`), and what an admin s
 processes give: jobs complete on a healthy node, a faulty node is drained with slurmkit's reason and its job goes
 elsewhere, every verdict is in the health log. A crashed agent (SIGKILL, socket left behind) changes nothing but
 who runs the hook. The agent's log says which hooks it ran."""
+import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from test_faults import REASON79
 from test_health import health_log, log_mark
 
-REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _agent(c, *args):
@@ -33,13 +35,21 @@ def _served(c, which: str, job: int) -> list[str]:
     return [ln for ln in text.splitlines() if f"{which} job {job} " in ln]
 
 
+def _running(c) -> bool:
+    pids = json.loads((c.dir / "pids.json").read_text())
+    return bool(pids.get("agent")) and Path(f"/proc/{pids['agent']}").exists()
+
+
 @pytest.fixture
 def agent(clean):
     log = clean.dir / "log" / "agent.log"
     _OFFSET["log"] = log.stat().st_size if log.exists() else 0
+    before = _running(clean)  # `dev/test.sh --agent`: the cluster runs one already, and keeps it after
     _agent(clean, "start")
     yield clean
     _agent(clean, "stop")
+    if before:
+        _agent(clean, "start")
 
 
 def _wait_served(c, which, job, timeout=30.0):

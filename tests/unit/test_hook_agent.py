@@ -300,31 +300,42 @@ def test_a_child_takes_the_next_hooks_of_a_burst_each_with_its_own_job(tmp_path,
         assert [v[1] for v in _verdicts(d, j) if v[2] == "fail"] == (["xid"] if j % 2 else [])
     served = [ln for ln in running_agent.lines() if " job 6" in ln]
     assert len(served) == 6, running_agent.lines()
+    # a child waiting for the next hook says so in ps; while it runs one, it reads as that hook
+    waiting = [Path(f"/proc/{p}/cmdline").read_bytes() for p in _children(running_agent.pid) if _alive(p)]
+    assert any(b"(waiting for a hook)" in c for c in waiting), waiting
     pids = [_pid_of(ln) for ln in served]
     assert len(set(pids)) < len(pids), f"every hook was a fresh fork: {pids}"
 
 
-def _agent_processes(sock: Path) -> list[int]:
+def _children(pid: int) -> list[int]:
     out = []
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
             try:
-                if str(sock).encode() in (p / "cmdline").read_bytes():
+                if int((p / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
                     out.append(int(p.name))
-            except OSError:
+            except (OSError, ValueError, IndexError):
                 pass
     return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) != "Z"
+    except OSError:
+        return False
 
 
 def test_the_agents_children_leave_with_it(tmp_path, running_agent):
     d = _site(tmp_path / "s")
     assert _hook("prolog", _env(d, 71, sock=running_agent.sock)).returncode == 0
-    assert len(_agent_processes(running_agent.sock)) >= 1
+    kids = [k for k in _children(running_agent.pid) if _alive(k)]
+    assert kids, "no child waits for the next hook"
     assert running_agent.stop() == 0
     deadline = time.monotonic() + 10
-    while _agent_processes(running_agent.sock) and time.monotonic() < deadline:
+    while any(_alive(k) for k in kids) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _agent_processes(running_agent.sock), "a child of the stopped agent is still waiting for hooks"
+    assert not [k for k in kids if _alive(k)], "a child of the stopped agent is still waiting for hooks"
 
 
 def test_a_second_agent_is_refused_unless_it_takes_over(tmp_path, running_agent):
