@@ -1,7 +1,8 @@
 """The node's hook agent: runs the prolog and epilog for the hooks' thin client (slurmkit/hookclient.py) in a
 child forked from an interpreter that has their code loaded already.
 
-    python -I -S -m slurmkit.hooks.agent [--socket /run/slurmkit/agent.sock]   (as root: slurmkit-agent.service)
+    python -I -m slurmkit.hooks.agent [--socket /run/slurmkit/agent.sock] [--pid-file F]   (as root: the
+    slurmkit-agent.service that `slurmkit install` puts on each node)
 
 Why: a hook is two Python processes per job per node, and most of each one's CPU is the interpreter's start and
 its imports, not the checks (bench/bench_hook_cpu.py). With the agent, the hook's process is an interpreter that
@@ -10,14 +11,15 @@ imports nothing and sends one message; the checks run in a fork of this process,
 What a child does is what the hook would do in its own process: the same module's `main()` under the same
 `fail_safe`, with the hook's environment (SLURM_*, SLURMKIT_CONFIG, ...) as its whole environment and the hook's
 stdin/stdout/stderr (passed over the socket), so its output reaches slurmd as before; its exit code is the
-hook's. It stops itself after client.CHILD_LIMIT seconds. The agent never decides anything: it has no state a
-verdict could depend on (the settings, the kernel-log cursor, the pending drains are files the child reads, as
-the hook does), and the client runs the hook itself whenever the agent is absent, refuses, breaks or is late.
+hook's. It stops itself after client.CHILD_LIMIT seconds; having answered, it may take the next hook of a burst
+(`child`). The agent never decides anything: it has no state a verdict could depend on (the settings, the
+kernel-log cursor, the pending drains are files the child reads, as the hook does), and the client runs the hook
+itself whenever the agent is absent, refuses, breaks or is late.
 
 The socket is root's only: its directory 0700, the socket 0600, and each connection's peer must be this
 process's user (SO_PEERCRED). The agent itself runs no check, holds no lock and starts no thread: a fork of it is
-as safe as a fresh process. It re-executes itself when slurmkit's files change under it (an upgrade), so a child
-never runs old code against new files.
+as safe as a fresh process. It re-executes itself when slurmkit's files change under it (an upgrade), and its
+waiting children leave, so no new hook runs old code against new files.
 """
 
 from __future__ import annotations
