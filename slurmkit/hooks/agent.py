@@ -228,9 +228,6 @@ def run_one(conn: socket.socket, logfd: int) -> bool:
 
         # ps shows the hook, as without the agent (and so do the processes it forks: the sync's child as the user)
         proc.set_title([sys.executable, "-m", module, "job", env.get("SLURM_JOB_ID", "-"), "(slurmkit agent)"])
-        from . import settings_cache
-
-        settings_cache.CACHE_DIR = settings_cache.cache_dir(os.environ)  # read at import: the agent's, not the hook's
         from .common import fail_safe
 
         profile = module.rsplit(".", 1)[1]

@@ -19,12 +19,12 @@ import stat
 
 from ..settings import DEFAULT_PATH, Settings, from_dict, to_dict
 
-
-def cache_dir(environ) -> str:
-    return environ.get("SLURMKIT_HOOK_CACHE_DIR") or "/run/slurmkit"
+CACHE_DIR: str | None = None  # an override (tests); else $SLURMKIT_HOOK_CACHE_DIR or /run/slurmkit, read at each load
 
 
-CACHE_DIR = cache_dir(os.environ)  # the hook agent's child sets it again from its hook's environment
+def cache_dir() -> str:
+    """Read when used, not at import: the hook agent's children run hooks with environments of their own."""
+    return CACHE_DIR or os.environ.get("SLURMKIT_HOOK_CACHE_DIR") or "/run/slurmkit"
 
 
 def _key(path: str, st: os.stat_result) -> dict:
@@ -42,9 +42,9 @@ def _key(path: str, st: os.stat_result) -> dict:
     }
 
 
-def _cache_file(path: str) -> str:
+def _cache_file(path: str, d: str) -> str:
     # the config's path spelled into the name (no hashlib: ~2 ms of import on every job)
-    return os.path.join(CACHE_DIR, "settings" + os.path.abspath(path).replace("%", "%25").replace("/", "%2F") + ".json")
+    return os.path.join(d, "settings" + os.path.abspath(path).replace("%", "%25").replace("/", "%2F") + ".json")
 
 
 def _trusted(p: str, *, is_dir: bool) -> bool:
@@ -69,8 +69,9 @@ def load() -> Settings:
 
         return config.load()  # missing file: config.load says what is wrong (or gives the defaults)
     key = _key(path, st)
-    cf = _cache_file(path)
-    if _trusted(CACHE_DIR, is_dir=True) and _trusted(cf, is_dir=False):
+    d = cache_dir()
+    cf = _cache_file(path, d)
+    if _trusted(d, is_dir=True) and _trusted(cf, is_dir=False):
         try:
             with open(cf, encoding="utf-8") as f:
                 doc = json.load(f)
@@ -82,8 +83,8 @@ def load() -> Settings:
 
     s = config.load()
     try:
-        os.makedirs(CACHE_DIR, mode=0o700, exist_ok=True)
-        if _trusted(CACHE_DIR, is_dir=True):
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        if _trusted(d, is_dir=True):
             tmp = f"{cf}.{os.getpid()}.tmp"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
