@@ -86,6 +86,11 @@ def venv_bin(version: str, name: str) -> str:
     return str(rootfs.venv_dir(version) / "bin" / name)
 
 
+def hook_python(version: str) -> str:
+    """The interpreter the hooks run on: the repo's venv on the host's Slurm, else that root fs's venv."""
+    return str(REPO / ".venv" / "bin" / "python") if version == rootfs.HOST_SLURM else venv_bin(version, "python")
+
+
 def read_pids(d: Path) -> dict[str, int]:
     p = d / "pids.json"
     return json.loads(p.read_text()) if p.exists() else {}
@@ -188,6 +193,8 @@ def render_hook(d: Path, which: str, mode: str, path: str | None = None) -> str:
     hooks = d / "hooks"
     if mode == "true":
         return "#!/bin/sh\nexit 0\n"
+    if mode == "python":  # the floor of any hook written in Python: the interpreter starts and exits (benchmarks)
+        return f"#!/bin/sh\nexec {hook_python(slurm_version(d))} -I -S -c pass\n"
     version = slurm_version(d)
     # the repo's prolog picks <repo>/.venv; a root fs cluster's hooks run on that root fs's venv instead
     pyline = "" if version == rootfs.HOST_SLURM or path else \
@@ -218,7 +225,7 @@ def agent_socket(d: Path) -> Path:
 def start_agent(version: str, d: Path) -> int:
     """The node's hook agent (slurmkit/hooks/agent.py), one for all of this cluster's nodes (they share the host),
     run where that version's slurmd runs; its log is log/agent.log. Returns its pid."""
-    py = str(REPO / ".venv" / "bin" / "python") if version == rootfs.HOST_SLURM else venv_bin(version, "python")
+    py = hook_python(version)
     sock, pidf = agent_socket(d), d / "run" / "agent.pid"
     sock.parent.mkdir(parents=True, exist_ok=True)
     sock.parent.chmod(0o700)
@@ -311,9 +318,9 @@ driver:
 nccl:
   expected_busbw_gbps: 90
 efficiency:                   # issue 15: fast samples so test jobs of seconds get verdicts
-  interval: 0.5
+  interval: {getattr(a, "efficiency_interval", 0.5)}
   hung_seconds: 3
-  watchdog_interval: 0.5
+  watchdog_interval: {min(getattr(a, "efficiency_interval", 0.5), 5.0)}
   start_grace: 30
   steps_dir: {d}/steps        # report_step() files (jobs export SLURMKIT_STEPS_DIR to match)
 """
@@ -578,11 +585,15 @@ def main(argv=None) -> None:
     u.add_argument("--threads-per-core", type=int, default=1)
     u.add_argument("--mem-mb", type=int, default=64000)
     u.add_argument("--gres-conf", help="use this gres.conf instead of the generated one")
-    u.add_argument("--hooks", choices=["slurmkit", "true"], default="slurmkit",
-                   help="Prolog/Epilog: the repo's scripts, or /bin/true-like stubs (for benchmarks)")
+    u.add_argument("--hooks", choices=["slurmkit", "true", "python"], default="slurmkit",
+                   help="Prolog/Epilog: the repo's scripts, or for benchmarks /bin/true-like stubs, or a bare"
+                        " `python -I -S -c pass` (the floor of a hook written in Python)")
     add_hook_paths(u)
     u.add_argument("--agent", action="store_true",
                    help="run the hook agent (slurmkit/hooks/agent.py): the prolog and epilog hand their work to it")
+    u.add_argument("--efficiency-interval", type=float, default=0.5, metavar="SECONDS",
+                   help="the efficiency sampler's interval (and watchdog, at most 5 s): 0.5 s so test jobs of"
+                        " seconds get verdicts; 10 is the shipped default (benchmarks)")
     u.add_argument("--health-interval", type=int, default=0, metavar="SECONDS",
                    help="run slurmkit's health program as Slurm's HealthCheckProgram this often (0: not at all)")
     u.add_argument("--remediate", type=int, default=0, metavar="N",
@@ -595,7 +606,7 @@ def main(argv=None) -> None:
     sub.add_parser("env")
     h = sub.add_parser("hooks", help="rewrite the Prolog/Epilog wrappers of a running cluster (next job uses them)")
     add_hook_paths(h)
-    h.add_argument("--hooks", choices=["slurmkit", "true"], default="slurmkit")
+    h.add_argument("--hooks", choices=["slurmkit", "true", "python"], default="slurmkit")
     ag = sub.add_parser("agent", help="start or stop the running cluster's hook agent")
     ag.add_argument("action", choices=["start", "stop"])
     ag.add_argument("--kill", action="store_true", help="stop: SIGKILL, as a crash would (the socket stays)")
