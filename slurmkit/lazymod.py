@@ -9,6 +9,13 @@ real module (which then replaces the stand-in in sys.modules) and answers from i
 cannot do this on Python 3.11: the import statement itself reads the lazy module's `__spec__`, which loads it.
 tests/unit/test_hook_start.py checks both halves: the hooks never load inspect, and a dataclass without a
 docstring still gets its generated one.
+
+A `from inspect import getattr_static` would load the module at once (it reads the attribute). `defer(name,
+calls=("getattr_static",))` gives the stand-in a function of that name that loads the real module when it is
+called and calls the real one: the `slurmkit submit` of a new spec defers what Jinja2 imports for filters and
+caches the submission never runs (`inspect`, `tempfile`, `urllib.parse`: ~20% of Jinja2's import).
+Only plain modules, never packages: the stand-in has no `__path__`, so `from X import y` reads `y` and nothing
+else (reading `__path__` would load the module).
 """
 
 from __future__ import annotations
@@ -17,19 +24,38 @@ import sys
 from types import ModuleType
 
 
+def _load(name: str) -> ModuleType:
+    """The real module: the stand-in leaves sys.modules first, so the import machinery loads the module."""
+    if isinstance(sys.modules.get(name), _Deferred):
+        del sys.modules[name]
+    import importlib
+
+    return importlib.import_module(name)
+
+
 class _Deferred(ModuleType):
     def __getattr__(self, attr: str):  # only for what the stand-in lacks: everything but the module basics
-        name = self.__name__
-        if sys.modules.get(name) is self:
-            del sys.modules[name]
-        import importlib
-
-        real = importlib.import_module(name)
-        return getattr(real, attr)
+        if attr == "__path__":  # a plain module has none; `from X import y` asks before it reads y
+            raise AttributeError(attr)
+        return getattr(_load(self.__name__), attr)
 
 
-def defer(*names: str) -> None:
-    """Make each module in `names` that is not imported yet load on the first attribute read from it."""
+def _trampoline(name: str, fn: str):
+    def call(*args, **kwargs):
+        return getattr(_load(name), fn)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = fn
+    return call
+
+
+def defer(*names: str, calls: tuple[str, ...] = ()) -> None:
+    """Make each module in `names` that is not imported yet load on the first attribute read from it; each name in
+    `calls` is a function the stand-ins bind at once (for `from X import fn`), which loads the module when called."""
     for name in names:
-        if name not in sys.modules:
-            sys.modules[name] = _Deferred(name)
+        m = sys.modules.get(name)
+        if m is None:
+            m = sys.modules[name] = _Deferred(name)
+        if isinstance(m, _Deferred):  # a stand-in already there (an earlier defer) gains the calls too
+            for fn in calls:
+                if fn not in m.__dict__:
+                    setattr(m, fn, _trampoline(name, fn))
