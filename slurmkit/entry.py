@@ -163,11 +163,10 @@ def main(argv: list[str] | None = None) -> None:
 
     defer("inspect")  # as in the hooks: dataclasses' one use of it is a docstring (slurmkit/lazymod.py), ~15 ms
     if line[0] in ("submit", "render"):
-        # what Jinja2 imports for what a submission never runs: the `attr` filter (inspect.getattr_static), URL
-        # quoting, a bytecode cache without a directory (tempfile): ~20% of its import (slurmkit/lazymod.py)
+        # what Jinja2 imports for what a submission never runs: the `attr` filter (inspect.getattr_static), the
+        # bytecode cache's write of a newly compiled template (tempfile): ~15% of its import (slurmkit/lazymod.py)
         defer("inspect", calls=("getattr_static",))
         defer("tempfile")
-        defer("urllib.parse", calls=("quote_from_bytes",))
     try:
         rc = _run(line)
         sys.stdout.flush()

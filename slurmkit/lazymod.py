@@ -13,9 +13,10 @@ docstring still gets its generated one.
 A `from inspect import getattr_static` would load the module at once (it reads the attribute). `defer(name,
 calls=("getattr_static",))` gives the stand-in a function of that name that loads the real module when it is
 called and calls the real one: the `slurmkit submit` of a new spec defers what Jinja2 imports for filters and
-caches the submission never runs (`inspect`, `tempfile`, `urllib.parse`: ~20% of Jinja2's import).
-Only plain modules, never packages: the stand-in has no `__path__`, so `from X import y` reads `y` and nothing
-else (reading `__path__` would load the module).
+caches the submission never runs (`inspect`, `tempfile`: ~15% of Jinja2's import).
+Only top-level plain modules: never a package (the stand-in has no `__path__`, so `from X import y` reads `y`
+and nothing else; reading `__path__` would load the module), never a submodule (`import a.b` finds a stand-in in
+sys.modules and never sets the attribute `b` on the package, so `a.b.f` would fail).
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ def defer(*names: str, calls: tuple[str, ...] = ()) -> None:
     """Make each module in `names` that is not imported yet load on the first attribute read from it; each name in
     `calls` is a function the stand-ins bind at once (for `from X import fn`), which loads the module when called."""
     for name in names:
+        if "." in name:
+            raise ValueError(f"defer({name!r}): a submodule's stand-in would not be its package's attribute")
         m = sys.modules.get(name)
         if m is None:
             m = sys.modules[name] = _Deferred(name)
