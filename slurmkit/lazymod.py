@@ -26,9 +26,17 @@ from types import ModuleType
 
 
 def _load(name: str) -> ModuleType:
-    """The real module: the stand-in leaves sys.modules first, so the import machinery loads the module."""
-    if isinstance(sys.modules.get(name), _Deferred):
-        del sys.modules[name]
+    """The real module: the stand-in leaves sys.modules first, so the import machinery loads the module. Two
+    threads may get here at once (the submit's cluster check runs on one): the second finds the module being
+    imported, and the import lock makes it wait for the first."""
+    import _imp  # builtin: the interpreter's global import lock, held by importlib around its own sys.modules reads
+
+    _imp.acquire_lock()
+    try:
+        if isinstance(sys.modules.get(name), _Deferred):  # never the real module another thread just put there
+            del sys.modules[name]
+    finally:
+        _imp.release_lock()
     import importlib
 
     return importlib.import_module(name)

@@ -84,3 +84,27 @@ def test_the_attr_filter_works_through_the_stand_in():
                    "print(type(sys.modules['inspect']).__name__)")
     assert plain == "3.0 4.0 []"
     assert deferred.split("\n") == ["_Deferred", plain, "module"]
+
+
+def test_threads_that_reach_a_deferred_module_at_once_get_one_real_module():
+    """The submit's cluster check runs on a thread beside the render: both may be first to use a deferred module.
+    Each gets the real one, and it is imported once (one module object, the one in sys.modules)."""
+    # threads switch as often as the interpreter can: without the import lock around its check, the stand-in's
+    # removal raced (a KeyError, or a second copy of the module) in every run of this test
+    out = _py("import threading\nsys.setswitchinterval(1e-6)\nfrom slurmkit import lazymod\n"
+              "for rep in range(200):\n"
+              "    sys.modules.pop('tempfile', None)\n"
+              "    lazymod.defer('tempfile', calls=('gettempdir',))\n"
+              "    from tempfile import gettempdir\n"
+              "    import tempfile\n"
+              "    seen, start = [], threading.Barrier(8)\n"
+              "    def use(i):\n"
+              "        start.wait()\n"
+              "        ok = bool(gettempdir()) if i % 2 else tempfile.mkdtemp.__module__ == 'tempfile'\n"
+              "        seen.append((ok, id(sys.modules['tempfile'])))\n"
+              "    ts = [threading.Thread(target=use, args=(i,)) for i in range(8)]\n"
+              "    [t.start() for t in ts]; [t.join() for t in ts]\n"
+              "    real = sys.modules['tempfile']\n"
+              "    assert type(real).__name__ == 'module' and seen == [(True, id(real))] * 8, (rep, seen, id(real))\n"
+              "print('ok')")
+    assert out == "ok"
