@@ -40,7 +40,8 @@ def test_a_deferred_module_is_not_a_package_and_a_second_defer_adds_calls():
               "m = sys.modules['tempfile']\n"
               "print(hasattr(m, '__path__'), type(sys.modules['tempfile']).__name__)\n"
               "from tempfile import gettempdir\n"
-              "print(type(sys.modules['tempfile']).__name__, bool(gettempdir()), type(sys.modules['tempfile']).__name__)\n"
+              "kind = lambda: type(sys.modules['tempfile']).__name__\n"
+              "print(kind(), bool(gettempdir()), kind())\n"
               "print(sys.modules['tempfile'].mkdtemp.__module__)")
     assert out.split("\n") == ["False _Deferred", "_Deferred True module", "tempfile"]
 
