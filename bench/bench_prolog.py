@@ -26,9 +26,13 @@ import statistics
 import subprocess
 import tempfile
 import time
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "dev"))
+from fakesite import write_site_config as site_config  # noqa: E402 - a healthy fake node (dev/fakesite.py)
+
 PY = REPO / ".venv" / "bin" / "python"
 FAKE = REPO / "dev" / "fakegpu" / "bin"
 SCEN = REPO / "dev" / "fakegpu" / "scenarios" / "healthy-h100x8"
@@ -41,27 +45,6 @@ def timed(argv, env) -> float:
     if r.returncode != 0:
         raise SystemExit(f"{argv[0]} failed ({r.returncode}): {r.stderr.strip()}")
     return dt
-
-
-def site_config(d: Path, health_log: str = "health.jsonl", extra: str = "") -> Path:
-    """A healthy node's site config for the benchmarks: the fake GPU tools, state under d, no drains."""
-    cfg = d / "slurmkit.yaml"
-    cfg.write_text(f"""tools:
-  nvidia_smi: {FAKE}/nvidia-smi
-  dmesg: {FAKE}/dmesg
-  all_reduce_perf: {FAKE}/all_reduce_perf
-  dcgmi: {FAKE}/dcgmi
-paths:
-  state_dir: {d}/state
-  health_log: {d}/{health_log}
-gpu_count:
-  expected: 8
-driver:
-  driver_versions: ["550.54.15"]
-health:
-  drain: false
-{extra}""")
-    return cfg
 
 
 def _cpu_ticks(pid: int) -> int:

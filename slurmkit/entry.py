@@ -161,12 +161,11 @@ def main(argv: list[str] | None = None) -> None:
     from .errors import SlurmkitError
     from .lazymod import defer
 
-    defer("inspect")  # as in the hooks: dataclasses' one use of it is a docstring (slurmkit/lazymod.py), ~15 ms
-    if line[0] in ("submit", "render"):
-        # what Jinja2 imports for what a submission never runs: the `attr` filter (inspect.getattr_static), the
-        # bytecode cache's write of a newly compiled template (tempfile): ~15% of its import (slurmkit/lazymod.py)
-        defer("inspect", calls=("getattr_static",))
-        defer("tempfile")
+    # loaded on first use (slurmkit/lazymod.py): inspect, for dataclasses' one use of it (a docstring) and Jinja2's
+    # `attr` filter (getattr_static); tempfile, for the write of a newly compiled template to Jinja2's bytecode
+    # cache. ~15 ms of every fast path, and ~15% of Jinja2's import for a new spec's submit
+    defer("inspect", calls=("getattr_static",))
+    defer("tempfile")
     try:
         rc = _run(line)
         sys.stdout.flush()

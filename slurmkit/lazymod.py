@@ -63,10 +63,7 @@ def defer(*names: str, calls: tuple[str, ...] = ()) -> None:
     for name in names:
         if "." in name:
             raise ValueError(f"defer({name!r}): a submodule's stand-in would not be its package's attribute")
-        m = sys.modules.get(name)
-        if m is None:
+        if name not in sys.modules:
             m = sys.modules[name] = _Deferred(name)
-        if isinstance(m, _Deferred):  # a stand-in already there (an earlier defer) gains the calls too
             for fn in calls:
-                if fn not in m.__dict__:
-                    setattr(m, fn, _trampoline(name, fn))
+                setattr(m, fn, _trampoline(name, fn))

@@ -33,17 +33,24 @@ def test_a_function_imported_from_a_deferred_module_loads_it_when_called():
     assert out == "_Deferred 5 module True getattr_static"
 
 
-def test_a_deferred_module_is_not_a_package_and_a_second_defer_adds_calls():
+def test_a_deferred_module_is_not_a_package():
+    """`from X import fn` reads only fn: the stand-in answers no __path__ without loading the module."""
     out = _py("from slurmkit import lazymod\n"
-              "lazymod.defer('tempfile')\n"
               "lazymod.defer('tempfile', calls=('gettempdir',))\n"
-              "m = sys.modules['tempfile']\n"
-              "print(hasattr(m, '__path__'), type(sys.modules['tempfile']).__name__)\n"
-              "from tempfile import gettempdir\n"
               "kind = lambda: type(sys.modules['tempfile']).__name__\n"
+              "print(hasattr(sys.modules['tempfile'], '__path__'), kind())\n"
+              "from tempfile import gettempdir\n"
               "print(kind(), bool(gettempdir()), kind())\n"
               "print(sys.modules['tempfile'].mkdtemp.__module__)")
     assert out.split("\n") == ["False _Deferred", "_Deferred True module", "tempfile"]
+
+
+def test_a_submodule_is_refused():
+    out = _py("from slurmkit import lazymod\n"
+              "try:\n    lazymod.defer('urllib.parse')\nexcept ValueError as e:\n    print(e)\n"
+              "print('urllib.parse' in sys.modules and type(sys.modules['urllib.parse']).__name__)")
+    assert out.split("\n")[0].startswith("defer('urllib.parse'): ")
+    assert out.split("\n")[1] in ("False", "module")
 
 
 def test_a_new_specs_render_leaves_out_what_jinja2_imports_for_filters_it_never_runs(tmp_path):
