@@ -87,7 +87,7 @@ def measure(tree: Path, d: Path, rounds: int) -> dict:
             n = counts([str(PY), "-I", "-S", "-c", BOOT, f"slurmkit.hooks.{hook}", str(tree)], e)
             if i:
                 out[hook].append(n[0])
-    if (tree / "slurmkit" / "lazymod.py").exists():  # the sampler is forked: count its child part alone
+    if "fork_detached" in (tree / "slurmkit" / "efficiency" / "hooks.py").read_text():  # forked: its child alone
         for i in range(rounds):
             # the prolog's own start of it, from a process that exits at once after the fork: the child's count
             # (which starts at the parent's) less the parent's is what the sampler itself costs

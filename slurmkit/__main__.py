@@ -1,5 +1,5 @@
 """`python -m slurmkit`: the same as the `slurmkit` command."""
 
-from slurmkit.entry import main
+from slurmkit.cli import main
 
 main()

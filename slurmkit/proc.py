@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from .errors import CommandError
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hooks' start); mypy reads the name
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from typing import IO
 

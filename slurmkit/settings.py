@@ -16,7 +16,8 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hooks' start); mypy reads the name
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from typing import Any, Literal
 

@@ -19,7 +19,7 @@ import os
 import stat
 import time
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hooks' start); mypy reads the name
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..settings import Settings

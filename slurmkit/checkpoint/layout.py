@@ -20,25 +20,25 @@ At a sync destination DEST (written only by the sync):
 
 from __future__ import annotations
 
+import re
 
-from .. import lazyre
 from .manifest import MANIFEST
 
 CHECKPOINT_PREFIX = "step-"
 STEP_DIGITS = 10
-CHECKPOINT_RE = lazyre.compile(r"^step-(\d{10})$")
+CHECKPOINT_RE = re.compile(r"^step-(\d{10})$")
 HIDDEN_PREFIX = "."
 
 # the helper's temporaries inside a checkpoint directory
 SAVE_TMP_PREFIX = ".tmp-"
-SAVE_TMP_RE = lazyre.compile(r"^\.tmp-(?:step|del|old)-\d{10}-(?P<host>.+)-(?P<pid>\d+)-[0-9a-f]{8}$")
+SAVE_TMP_RE = re.compile(r"^\.tmp-(?:step|del|old)-\d{10}-(?P<host>.+)-(?P<pid>\d+)-[0-9a-f]{8}$")
 
 # the sync's names at a destination
 TMP_PREFIX = ".slurmkit-tmp-"
 OLD_PREFIX = ".slurmkit-old-"
 LOCK_NAME = ".slurmkit-sync.lock"
 
-_TRAILING_DIGITS = lazyre.compile(r"(\d+)$")
+_TRAILING_DIGITS = re.compile(r"(\d+)$")
 
 __all__ = [
     "MANIFEST",

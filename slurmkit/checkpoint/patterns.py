@@ -6,7 +6,6 @@ import os
 import re
 import stat
 
-from .. import lazyre
 from .report import SyncError
 
 VARIABLES = (
@@ -24,7 +23,7 @@ VARIABLES = (
 )
 
 
-_VAR_RE = lazyre.compile(r"\$(?:\{(\w+)\}|(\w+))")
+_VAR_RE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 
 
 _FROM_JOB_RECORD = {

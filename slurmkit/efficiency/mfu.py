@@ -9,13 +9,13 @@ and puts the MFU in the job record. Standard library only.
 
 from __future__ import annotations
 
+import re
 import json
 import os
 
-from .. import lazyre
 
-_STEP = lazyre.compile(r"SLURMKIT_STEP\b(.*)$")
-_KV = lazyre.compile(r"(\w+)=([0-9.eE+-]+)")
+_STEP = re.compile(r"SLURMKIT_STEP\b(.*)$")
+_KV = re.compile(r"(\w+)=([0-9.eE+-]+)")
 STEPS_MAX_BYTES = 4 << 20
 
 

@@ -18,7 +18,8 @@ import time
 from .model import Capture
 from .verdict import Thresholds, summarize
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hooks' start); mypy reads the name
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from typing import Any
 

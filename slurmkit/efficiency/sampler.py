@@ -31,7 +31,8 @@ import time
 
 from .sampler_dcgm import run_dcgm
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hooks' start); mypy reads the name
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from typing import Any
 

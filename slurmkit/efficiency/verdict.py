@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from .model import STATES, Capture, GpuSeries
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hooks' start); mypy reads the name
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from typing import Any
 

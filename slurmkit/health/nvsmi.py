@@ -10,27 +10,26 @@ from __future__ import annotations
 
 import re
 
-from .. import lazyre
 
-_GPU_HDR = lazyre.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
-_L_LINE = lazyre.compile(r"^GPU\s+(\d{1,3}):\s+(.*?)\s*\(UUID:\s*([^)]*)\)\s*$")
+_GPU_HDR = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
+_L_LINE = re.compile(r"^GPU\s+(\d{1,3}):\s+(.*?)\s*\(UUID:\s*([^)]*)\)\s*$")
 # What nvidia-smi prints instead of data when a GPU is gone (real captures in tests/fixtures/xid and misc/): each
-# pattern with a literal every match of it contains (tests/unit/test_lazyre.py checks that), so healthy output,
+# pattern with a literal every match of it contains (tests/unit/test_kernlog_anchors.py checks that), so healthy output,
 # which holds none of them, is passed by C string searches and no pattern is compiled or run
 _ERRORS = (
     (
         "Unable to determine the device handle",
-        lazyre.compile(r"Unable to determine the device handle for GPU\s*([0-9A-Fa-f:.]+)?:?\s*(.*)"),
+        re.compile(r"Unable to determine the device handle for GPU\s*([0-9A-Fa-f:.]+)?:?\s*(.*)"),
     ),
-    ("No devices were found", lazyre.compile(r"(No devices were found)")),
+    ("No devices were found", re.compile(r"(No devices were found)")),
     (
         "NVIDIA-SMI has failed",
-        lazyre.compile(r"(NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.*)"),
+        re.compile(r"(NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.*)"),
     ),
-    ("Failed to initialize NVML: ", lazyre.compile(r"(Failed to initialize NVML: .*)")),
-    ("Error: ", lazyre.compile(r"Error: (nvml\w+\(\): .*)")),
-    ("FAILED to get details on GPU ", lazyre.compile(r"(FAILED to get details on GPU .*)")),
-    ("GPU is lost", lazyre.compile(r"(GPU is lost\..*)")),
+    ("Failed to initialize NVML: ", re.compile(r"(Failed to initialize NVML: .*)")),
+    ("Error: ", re.compile(r"Error: (nvml\w+\(\): .*)")),
+    ("FAILED to get details on GPU ", re.compile(r"(FAILED to get details on GPU .*)")),
+    ("GPU is lost", re.compile(r"(GPU is lost\..*)")),
 )
 
 

@@ -45,10 +45,9 @@ TITLE_ROOM = 2048
 
 
 def warm() -> None:
-    """Import what the hooks import and compile their lazy regexes, once, here: a child then starts with it."""
+    """Import what the hooks import and read their data tables, once, here: a child then starts with it."""
     import importlib
 
-    from .. import lazyre
     from ..health import checks
 
     for name in (
@@ -87,8 +86,6 @@ def warm() -> None:
     events.builtin_keywords()
     for rx in events.builtin_patterns():
         anchors.needles(rx)
-    for p in lazyre.ALL:
-        p.compiled()
 
 
 def prime_settings() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hooks' start); mypy reads the name
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # types only: the hooks' import path stays light
     from ..health.base import Report

@@ -21,7 +21,7 @@ FAKE = REPO / "dev" / "fakegpu" / "bin"
 SCEN = REPO / "dev" / "fakegpu" / "scenarios" / "healthy-h100x8"
 
 # modules a healthy job's hooks must not import: each costs more CPU than a check, on every node, every job
-HEAVY = ("typing", "inspect", "ast", "argparse", "yaml", "click", "jinja2", "paramiko", "ClusterShell", "hashlib",
+HEAVY = ("argparse", "yaml", "click", "jinja2", "paramiko", "ClusterShell", "hashlib",
          "ahocorasick_rs", "slurmkit.config", "slurmkit.checkpoint.sync")
 
 
@@ -51,10 +51,9 @@ class D:
 
 
 def _stdlib_imports(*mods: str, define: bool = True) -> set[str]:
-    """Modules the standard library itself imports with these and one documented dataclass, `inspect` deferred as
-    the hooks defer it: those are not the hooks' to avoid (Python 3.13's dataclasses reads every class's
-    annotations through inspect; 3.14's imports annotationlib, which imports ast; 3.11's needs neither)."""
-    code = (f"import sys\nsys.path.insert(0, {str(REPO)!r})\nfrom slurmkit import lazymod\nlazymod.defer('inspect')\n"
+    """Modules the standard library itself imports with these and one documented dataclass: those are not the
+    hooks' to avoid (dataclasses imports inspect, and with it ast, on every Python)."""
+    code = (f"import sys\nsys.path.insert(0, {str(REPO)!r})\n"
             f"import {', '.join(mods)}\n{DOCUMENTED_DATACLASS if define else ''}\nprint(*sys.modules)")
     r = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -62,7 +61,7 @@ def _stdlib_imports(*mods: str, define: bool = True) -> set[str]:
 
 
 def heavy() -> set[str]:
-    return set(HEAVY) - _stdlib_imports("dataclasses", "re", "json", "subprocess")
+    return set(HEAVY) - _stdlib_imports("dataclasses", "re", "json", "subprocess", "typing")
 
 
 def _hook(which: str, env: dict) -> tuple[subprocess.CompletedProcess, set[str]]:
@@ -148,16 +147,3 @@ def test_fork_detached_child(tmp_path):
     assert doc["argv"][:3] == ["slurmkit-test-title", "--job", "7"] and not any(doc["argv"][3:])
     assert len(doc["fds"]) <= 4  # 0, 1, 2 and the listing's own
     assert started is None or started > 0
-
-
-def test_the_deferred_inspect_is_the_real_one_on_first_use():
-    """slurmkit.lazymod: the hooks' stand-in for `inspect` loads the real module on first use, so a dataclass
-    without a docstring still gets dataclasses' generated one, and code that uses inspect gets inspect."""
-    code = ("import sys\nfrom slurmkit import lazymod\nlazymod.defer('inspect')\nimport dataclasses\n"
-            "print('ast' in sys.modules)\n"
-            "@dataclasses.dataclass\nclass P:\n    x: int = 1\n"
-            "import inspect\nprint(P.__doc__, inspect.signature(lambda a, b=2: 0), 'ast' in sys.modules)\n")
-    r = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60,
-                       cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
-    ast_by_dataclasses = "ast" in _stdlib_imports("dataclasses", define=False)  # Python 3.14 loads it itself
-    assert r.stdout.split("\n")[:2] == [str(ast_by_dataclasses), "P(x: int = 1) (a, b=2) True"], r.stdout + r.stderr

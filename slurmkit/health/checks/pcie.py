@@ -12,7 +12,8 @@ from .. import nvsmi
 from ..base import Result, to_int
 from ..context import NoData
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hooks' start); mypy reads the name
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from typing import Any
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from .events import Event, parse
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hooks' start); mypy reads the name
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from .policy import Verdict, catalog, grade, grade_all
 

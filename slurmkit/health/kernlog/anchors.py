@@ -10,7 +10,8 @@ import os
 import re
 from collections.abc import Callable
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hooks' start); mypy reads the name
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from typing import Any
 
@@ -67,14 +68,14 @@ def _best(opts: list[frozenset], split: bool = False) -> frozenset | None:
 
 
 def _key(rx: re.Pattern | str) -> tuple:
-    """(pattern text, flags without the implied UNICODE) of a pattern given compiled, lazy or as text."""
+    """(pattern text, flags without the implied UNICODE) of a pattern given compiled or as text."""
     return (rx, 0) if isinstance(rx, str) else (rx.pattern, rx.flags & ~re.UNICODE)
 
 
 def options(rx: re.Pattern | str) -> list[frozenset]:
     """Every anchor set found for a pattern ([] when it has none, or it ignores case). The built-in patterns' sets
     come from TABLE (slurmkit/data/kernlog_anchors.json, made by dev/gen_anchors.py and checked against this very
-    function by tests/unit/test_lazyre.py): parsing a regex costs more than a hook's whole kernel-log scan."""
+    function by tests/unit/test_kernlog_anchors.py): parsing a regex costs more than a hook's whole kernel-log scan."""
     pattern, flags = _key(rx)
     if flags & re.IGNORECASE or isinstance(pattern, bytes):
         return []
@@ -143,7 +144,7 @@ _NEEDLES: dict = {}
 
 def may_match(rx: re.Pattern | str, text: str) -> bool:
     """False only when rx certainly does not match text (none of its needles is in it): the regex need not run
-    (nor be compiled, for a lazy one)."""
+    (nor be compiled)."""
     nd = needles(rx)
     return nd is None or any(n in text for n in nd)
 

@@ -8,23 +8,23 @@ no `PCI:` in old drivers) is accepted.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
-from ... import lazyre
 from . import anchors, logline, signatures
 
 _PCI = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f]+)?"
-XID_RE = lazyre.compile(
+XID_RE = re.compile(
     r"NVRM:\s*Xid\s*\(\s*(?:PCI:\s*)?(?P<pci>" + _PCI + r")\s*\)\s*:\s*(?P<code>\d{1,6})\b\s*,?\s*"
     r"(?P<msg>.*)$"
 )
-SXID_RE = lazyre.compile(
+SXID_RE = re.compile(
     r"(?P<dev>nvidia-nvswitch\d+):\s*SXid\s*\(\s*(?:PCI:\s*)?(?P<pci>" + _PCI + r")\s*\)\s*:\s*"
     r"(?P<code>\d{1,6})\b\s*,?\s*(?P<msg>.*)$"
 )
 # what an Xid line must contain to be one we must read: anything that says so and did not parse is a finding
-LOOKS_XID_RE = lazyre.compile(r"NVRM:\s*Xid\b|\bSXid\s*\(")
-GPU_AT_RE = lazyre.compile(r"NVRM: GPU at (?:PCI:)?(?P<pci>" + _PCI + r")")
+LOOKS_XID_RE = re.compile(r"NVRM:\s*Xid\b|\bSXid\s*\(")
+GPU_AT_RE = re.compile(r"NVRM: GPU at (?:PCI:)?(?P<pci>" + _PCI + r")")
 
 
 @dataclass
@@ -59,7 +59,7 @@ def keywords(sigs, aer: bool = True) -> tuple[str, ...] | None:
     pats = [XID_RE, SXID_RE, LOOKS_XID_RE, GPU_AT_RE] + [s.regex for s in sigs]
     if aer:
         pats += [signatures.data()["aer"]["fatal"], "nvidia"]
-    key = tuple(map(lazyre.source, pats))
+    key = tuple(p if isinstance(p, str) else p.pattern for p in pats)
     if key not in _KEYWORDS:
         _KEYWORDS[key] = anchors.keywords(pats)
     return _KEYWORDS[key]
@@ -86,7 +86,7 @@ def pieces(sigs, aer: bool = True) -> tuple[str, ...] | None:
     pats = [XID_RE, SXID_RE, LOOKS_XID_RE, GPU_AT_RE] + [s.regex for s in sigs]
     if aer:
         pats.append(signatures.data()["aer"]["fatal"])
-    key = ("pieces",) + tuple(map(lazyre.source, pats))
+    key = ("pieces",) + tuple(p if isinstance(p, str) else p.pattern for p in pats)
     if key not in _KEYWORDS:
         _KEYWORDS[key] = anchors.pieces(pats)
     return _KEYWORDS[key]

@@ -11,11 +11,12 @@ short-iso `2024-04-05T21:29:39.123+00:00 host kernel:` (a comma decimal too), `d
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from ... import lazyre
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hooks' start); mypy reads the name
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from typing import Any
 
@@ -24,21 +25,21 @@ MAX_LINE = 8192  # longer lines (never the kernel's: it prints ~1 KiB at most) a
 _MONTHS = {
     m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1)
 }
-PREFIX_RE = lazyre.compile(
+PREFIX_RE = re.compile(
     r"^(?:(?P<fac>[a-z0-9]+)\s*:\s*(?P<lvl>[a-z]+)\s*:\s)?"  # dmesg --decode / -x: "kern  :err   : "
     r"[ \t]*(?:\[(?P<br>[^\]\n]{1,40})\]"  # [ 12.3] [ +0.1] [Fri Apr  5 ... 2024]
     r"|(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"  # RFC3339, short-iso
     r"|(?P<sys>[^\s\[\]:]{1,12}[ \t]{1,2}\d{1,2}[ \t]\d\d:\d\d:\d\d(?:[.,]\d+)?))?"
 )  # Jun  7 19:32:16(.123456)
 # after a syslog/journal/RFC3339 date: "host kernel:" or "host gpud[123]:", then kern.log's own "[ 12.3]"
-HOST_RE = lazyre.compile(
+HOST_RE = re.compile(
     r"[ \t]+(?P<host>[^\s:\[\]]+)[ \t]+(?P<tag>[\w.\-/@]+)(?:\[\d+\])?:(?=\s|$)"
     r"(?:[ \t]+\[(?P<br2>\s*\d+\.\d+)\])?"
 )
-_FUNC_RE = lazyre.compile(r"^[\w.]+:\s")
-_SECS_RE = lazyre.compile(r"^\s*(\d+)\.(\d+)$")
-_REL_RE = lazyre.compile(r"^\s*\+\s*\d+\.\d+$")
-_CLOCK_RE = lazyre.compile(
+_FUNC_RE = re.compile(r"^[\w.]+:\s")
+_SECS_RE = re.compile(r"^\s*(\d+)\.(\d+)$")
+_REL_RE = re.compile(r"^\s*\+\s*\d+\.\d+$")
+_CLOCK_RE = re.compile(
     r"(?:(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[T ]|(?P<mon>[A-Za-z]{3})?\S*\s+(?P<d2>\d{1,2})\s)"
     r"(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:[.,](?P<f>\d+))?"
 )

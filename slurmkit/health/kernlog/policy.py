@@ -8,14 +8,13 @@ import os
 import re
 from dataclasses import dataclass
 
-from ... import lazyre
 from . import signatures
 from .events import Event
 
-CAUSED_RE = lazyre.compile(r"previous Xid (\d+)", re.I)
-RECOVERY_RE = lazyre.compile(r"recovery action changed.*?to\s+0x[0-9a-fA-F]+\s*\((?P<action>[^)]+)\)", re.I)
-_FATAL_RE = lazyre.compile(r"fatal\b", re.I)
-_NONFATAL_RE = lazyre.compile(r"non-?fatal\b", re.I)
+CAUSED_RE = re.compile(r"previous Xid (\d+)", re.I)
+RECOVERY_RE = re.compile(r"recovery action changed.*?to\s+0x[0-9a-fA-F]+\s*\((?P<action>[^)]+)\)", re.I)
+_FATAL_RE = re.compile(r"fatal\b", re.I)
+_NONFATAL_RE = re.compile(r"non-?fatal\b", re.I)
 _CATALOG: dict | None = None
 
 

@@ -9,18 +9,16 @@ import os
 import re
 from dataclasses import dataclass
 
-from ... import lazyre
 from . import anchors
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the hooks' start); mypy reads the name
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from typing import Any
 
 _DATA: dict | None = None
-ANY_PCI_RE = lazyre.compile(r"\b[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f]+)?\b")
-PCI_RE = lazyre.compile(
-    r"^(?P<dom>[0-9A-Fa-f]{4,8}):(?P<bus>[0-9A-Fa-f]{2}):(?P<dev>[0-9A-Fa-f]{2})(?:\.[0-9A-Fa-f]+)?$"
-)
+ANY_PCI_RE = re.compile(r"\b[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f]+)?\b")
+PCI_RE = re.compile(r"^(?P<dom>[0-9A-Fa-f]{4,8}):(?P<bus>[0-9A-Fa-f]{2}):(?P<dev>[0-9A-Fa-f]{2})(?:\.[0-9A-Fa-f]+)?$")
 
 
 def data() -> dict:
@@ -60,14 +58,13 @@ REQUIRED = ("id", "match")
 STATUSES = ("ok", "warn", "fail")
 
 
-def compile_one(d: dict, where: str = "", *, lazy: bool = False) -> Signature:
-    """A signature from its data (the JSON file's or a site's config entry); ValueError says what is wrong.
-    lazy: compiled on first use (the built-in ones, which the unit tests compile; a site's are checked here)."""
+def compile_one(d: dict, where: str = "") -> Signature:
+    """A signature from its data (the JSON file's or a site's config entry); ValueError says what is wrong."""
     missing = [k for k in REQUIRED if not d.get(k)]
     if missing:
         raise ValueError(f"{where}signature needs {', '.join(missing)}")
     try:
-        rx = lazyre.compile(d["match"]) if lazy else re.compile(d["match"])
+        rx = re.compile(d["match"])
     except re.error as e:
         raise ValueError(f"{where}signature {d['id']!r}: bad regex: {e}") from None
     st = d.get("status", "fail")
@@ -93,7 +90,7 @@ _BUILTIN: tuple | None = None
 def builtin() -> tuple:
     global _BUILTIN
     if _BUILTIN is None:
-        _BUILTIN = tuple(compile_one(d, lazy=True) for d in data()["signatures"])
+        _BUILTIN = tuple(compile_one(d) for d in data()["signatures"])
     return _BUILTIN
 
 
@@ -181,7 +178,7 @@ def aer_matches(records) -> list[Match]:
     return out
 
 
-_NAMED_RE = lazyre.compile(
+_NAMED_RE = re.compile(
     r"error received:? (?:id=\S+ )?"
     r"(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.\d+)?)"
 )

@@ -1,54 +1,17 @@
-"""Regexes compiled on first use (slurmkit/lazyre.py) and the kernel-log patterns' anchor table
-(slurmkit/data/kernlog_anchors.json): a hook compiles only what a line reaches, and it still reads every line the
-way the eager patterns did."""
+"""The kernel-log patterns' anchor table (slurmkit/data/kernlog_anchors.json): a hook looks the patterns' literal
+anchors up instead of parsing each regex, and still reads every line the way the patterns alone would."""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-import re
 import subprocess
 import sys
 from pathlib import Path
 
-from hypothesis import given, settings, strategies as st
-
-import slurmkit
-from slurmkit import lazyre
 from slurmkit.health import nvsmi
 from slurmkit.health.kernlog import anchors, events
 
 REPO = Path(__file__).resolve().parents[2]
 XID = REPO / "tests" / "fixtures" / "xid"
-
-
-def test_every_lazy_pattern_in_the_package_compiles():
-    for m in pkgutil.walk_packages(slurmkit.__path__, "slurmkit."):
-        if m.name.endswith("__main__"):
-            continue
-        try:
-            importlib.import_module(m.name)
-        except ImportError:  # an optional dependency (pyslurm, NVML) this machine lacks
-            continue
-    from slurmkit.health.kernlog import signatures
-
-    signatures.builtin()
-    assert len(lazyre.ALL) > 20
-    for p in lazyre.ALL:
-        assert isinstance(p.compiled(), re.Pattern), p
-
-
-PATTERNS = [r"NVRM: Xid \((?P<pci>[0-9a-f:.]+)\): (?P<code>\d+)", r"(?i)fatal\b", r"^\s*(\d+)\.(\d+)$", r"a|b+c"]
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.sampled_from(PATTERNS), st.text(alphabet="NVRM: Xid()0123456789abcdef.\n FATALfatal+", max_size=80))
-def test_a_lazy_pattern_answers_as_the_compiled_one(pattern, text):
-    lazy, rx = lazyre.compile(pattern), re.compile(pattern)
-    m1, m2 = lazy.search(text), rx.search(text)
-    assert (m1 and m1.span(), m1 and m1.groups()) == (m2 and m2.span(), m2 and m2.groups())
-    assert lazy.findall(text) == rx.findall(text) and lazy.sub("-", text) == rx.sub("-", text)
-    assert lazy.pattern == pattern
 
 
 def test_the_anchor_table_is_current():
