@@ -80,18 +80,14 @@ class CauseTable:
 
 
 def load_causes(path: str | Path | None = None) -> CauseTable:
-    from .configcache import safe_load  # yaml.safe_load, kept as JSON while the file is unchanged
+    import yaml
 
     path = Path(path) if path else DEFAULT_CAUSES
     try:
-        data = safe_load(str(path), path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError("cause table not found", path=str(path)) from None
-    except Exception as e:
-        import yaml
-
-        if not isinstance(e, yaml.YAMLError):
-            raise
+    except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         raise UsageError(
             f"YAML error in cause table: {e}", path=str(path), line=mark.line + 1 if mark else None

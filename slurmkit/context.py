@@ -1,5 +1,4 @@
-"""What a command runs with: the site config (loaded on first use), `-v` messages, the Slurm backend. Click-free,
-so the lean entry (slurmkit/entry.py) and the click CLI share it."""
+"""What a command runs with: the site config (loaded on first use), `-v` messages, the Slurm backend."""
 
 from __future__ import annotations
 
@@ -25,9 +24,9 @@ class Ctx:
     @property
     def settings(self) -> Settings:
         if self._settings is None:
-            from . import configcache  # config.load, without PyYAML while the file is unchanged
+            from . import config
 
-            self._settings = configcache.load(self.config_arg)
+            self._settings = config.load(self.config_arg)
         return self._settings
 
     def say(self, msg: str) -> None:

@@ -1,16 +1,28 @@
+"""`slurmkit nodes`: every node's state, GPUs and reason, from the Slurm backend."""
+
 from __future__ import annotations
 
 import click
 
-from .ctx import Ctx, echo, pass_ctx
+from .ctx import Ctx, pass_ctx
 
 
 @click.command()
 @click.argument("nodelist", required=False)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (see README for the format).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (format: docs/nodes.md).")
 @pass_ctx
 def nodes(ctx: Ctx, nodelist, as_json):
     """Nodes with their state, GPUs (used/total) and reason (who set it, when). NODELIST is a hostlist."""
-    from .nodes_core import nodes_main
+    from ..output import emit_json, table
 
-    nodes_main(ctx, nodelist, as_json=as_json, echo=echo)
+    recs = ctx.backend().nodes(nodelist)
+    if as_json:
+        emit_json({"nodes": [r.to_dict() for r in recs]})
+        return
+    rows = []
+    for r in recs:
+        reason = r.reason
+        if reason and (r.reason_user or r.reason_time):
+            reason += f" [{r.reason_user or '?'}@{r.reason_time or '?'}]"
+        rows.append([r.name, r.state_text.lower(), f"{r.gpus_used}/{r.gpus_total}", reason])
+    click.echo(table(rows, ["NODE", "STATE", "GPUS", "REASON"]))

@@ -1,14 +1,14 @@
-"""`slurmkit render` and `slurmkit submit`: a job spec in, an sbatch script out (and submitted). The options are
-here; what the commands do is in submit_core (click-free: slurmkit/entry.py runs it without click too).
-
-Kept light: `submit` imports click, PyYAML, Jinja2 and the Slurm CLI backend; nothing else (no paramiko).
-"""
+"""`slurmkit render` and `slurmkit submit`: a job spec in, an sbatch script out (and submitted), through the same
+pipeline as the Python API (slurmkit/jobs/pipeline.py). Imports click, PyYAML, Jinja2 and the Slurm CLI backend;
+nothing else (no paramiko)."""
 
 from __future__ import annotations
 
+import sys
+
 import click
 
-from .ctx import Ctx, echo, pass_ctx
+from .ctx import Ctx, pass_ctx
 
 set_option = click.option(
     "--set",
@@ -26,9 +26,10 @@ set_option = click.option(
 @pass_ctx
 def render_cmd(ctx: Ctx, spec_path, sets):
     """Print the sbatch script for a job spec (nothing is submitted)."""
-    from .submit_core import render_main
+    from ..jobs.pipeline import build
 
-    render_main(ctx, spec_path, sets)
+    _, r = build(spec_path, ctx.settings, sets, say=ctx.say)
+    sys.stdout.write(r.script)
 
 
 @click.command()
@@ -40,14 +41,22 @@ def render_cmd(ctx: Ctx, spec_path, sets):
 @pass_ctx
 def submit(ctx: Ctx, spec_path, sets, dry_run, as_json, no_check):
     """Render a job spec, check it against the cluster, and submit it; print the job id."""
-    from .submit_core import submit_main
+    from ..jobs.pipeline import background, build
+    from ..output import emit_json
 
-    submit_main(
-        ctx,
-        spec_path,
-        sets,
-        dry_run=dry_run,
-        as_json=as_json,
-        no_check=no_check,
-        echo=echo,
-    )
+    backend = ctx.backend()
+    check = ctx.settings.submit.check_cluster and not no_check
+    nodes = background(backend.nodes) if check else None  # sinfo runs while the spec is read and rendered
+    _, r = build(spec_path, ctx.settings, sets, nodes=nodes, say=ctx.say)
+    if dry_run:
+        if as_json:
+            emit_json({"job_id": None, "dry_run": True, "script": r.script})
+        else:
+            click.echo("dry run: would submit with `sbatch --parsable` (script on stdin):", err=True)
+            sys.stdout.write(r.script)
+        return
+    job_id = backend.submit(r.script)
+    if as_json:
+        emit_json({"job_id": job_id, "script": r.script})
+    else:
+        click.echo(job_id)

@@ -230,8 +230,13 @@ def _pinned(names: list[str]) -> list[str]:
 
 
 def cache_root() -> Path:
-    """Where the admin host keeps what it builds for the nodes (wheelhouses, prebuilt venvs)."""
-    return Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "slurmkit"
+    """Where the admin host keeps what it builds for the nodes (wheelhouses, prebuilt venvs): the user's private
+    cache (slurmkit/files.py). What is there goes to every node as root, so a cache another user could write is
+    never used: then a private directory for this run alone (built again next time)."""
+    from ..files import cache_dir
+
+    d = cache_dir("install")
+    return Path(d) if d else Path(tempfile.mkdtemp(prefix="slurmkit-install-"))
 
 
 def wheelhouse(

@@ -48,8 +48,6 @@ class Rendered:
     cpus_per_node: int | None = None  # what the options ask of each node, for the check against the cluster
     context: dict = field(default_factory=dict)
     profile_path: str | None = None  # the topology profile read, if any
-    template_dirs: list[str] = field(default_factory=list)
-    template_deps: list = field(default_factory=list)  # [name, path, mtime_ns, size] of each template read
 
 
 def opt(name: str, value=None) -> str:
@@ -484,20 +482,12 @@ def template_dirs(settings, extra_dir: str | None = None) -> list[str]:
     return dirs
 
 
-def _environment(settings, extra_dir: str | None = None, loaded: list | None = None):
+def _environment(settings, extra_dir: str | None = None):
     import jinja2
 
     dirs = template_dirs(settings, extra_dir)
-
-    class Loader(jinja2.FileSystemLoader):
-        def get_source(self, environment, template):
-            src, filename, uptodate = super().get_source(environment, template)
-            if loaded is not None:
-                loaded.append((template, filename))
-            return src, filename, uptodate
-
     env = jinja2.Environment(
-        loader=Loader(dirs),
+        loader=jinja2.FileSystemLoader(dirs),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
@@ -511,20 +501,16 @@ def _environment(settings, extra_dir: str | None = None, loaded: list | None = N
 
 
 def _bytecode_cache():
-    """Compiled templates under $XDG_CACHE_HOME/slurmkit/jinja: parsing and compiling the templates is a good part
-    of a submit's start-up. Jinja checks each entry against the template source's checksum, so an edited template
-    is never served stale. No cache (and no error) where the directory cannot be made."""
+    """Compiled templates in the user's private cache (slurmkit/files.py: never a directory another user can
+    write, since a bytecode entry is code that runs): parsing and compiling the templates is a good part of a
+    submit's start-up. Jinja checks each entry against the template source's checksum, so an edited template is
+    never served stale. No cache (and no error) where there is no private directory."""
     import jinja2
 
-    if os.environ.get("SLURMKIT_NO_CACHE"):
-        return None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    d = os.path.join(base, "slurmkit", "jinja")
-    try:
-        os.makedirs(d, mode=0o700, exist_ok=True)
-    except OSError:
-        return None
-    return jinja2.FileSystemBytecodeCache(d)
+    from ..files import cache_dir
+
+    d = cache_dir("jinja")
+    return jinja2.FileSystemBytecodeCache(d) if d else None
 
 
 def render(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
@@ -539,17 +525,8 @@ def render(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
     else:
         tname = TEMPLATES[r.template]
     r.template = tname
-    cache = _ScriptCache(tname, template_dirs(settings, extra), r.context)
-    script = cache.get()
-    if script is None:
-        loaded: list = []
-        script = render_template(settings, tname, r.context, extra_dir=extra, spec=spec, loaded=loaded)
-        script = script.rstrip("\n") + "\n"
-        cache.put(script, loaded)
-    else:
-        r.notes.append("script from the render cache (same templates, same inputs)")
-    r.script = script
-    r.template_dirs, r.template_deps = cache.dirs, cache.deps or []
+    script = render_template(settings, tname, r.context, extra_dir=extra, spec=spec)
+    r.script = script.rstrip("\n") + "\n"
     return r
 
 
@@ -569,88 +546,10 @@ def _template_below_spec(spec: JobSpec, t: str) -> tuple[str, str]:
     return os.path.dirname(real), os.path.basename(real)
 
 
-class _ScriptCache:
-    """Rendered scripts by (template, search path, context), under $XDG_CACHE_HOME/slurmkit/scripts.
-
-    Submitting the same spec again (a resubmission, a benchmark, a CI job) then skips Jinja altogether: importing
-    it and compiling templates is most of a submit's start-up. An entry records every template file the render
-    read (name, path, mtime, size) and is used only if each name still resolves to the same unchanged file
-    through the same search path, so an edited template, or a new one that shadows it, is never served stale.
-    SLURMKIT_NO_CACHE=1 turns caching off."""
-
-    def __init__(self, tname: str, dirs: list[str], ctx: dict):
-        self.dirs = dirs
-        self.path = None
-        self.deps: list | None = None  # what the script was made from, once known (a hit, or a put)
-        if os.environ.get("SLURMKIT_NO_CACHE"):
-            return
-        try:  # the builtin module: hashlib pulls in OpenSSL, a few ms of start-up
-            from _sha256 import sha256  # type: ignore[import-not-found]  # CPython builtin, no stub
-        except ImportError:
-            from hashlib import sha256
-        from .. import __version__
-
-        key = json.dumps({"v": __version__, "t": tname, "dirs": dirs, "ctx": ctx}, sort_keys=True, default=str)
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        self.path = os.path.join(base, "slurmkit", "scripts", sha256(key.encode()).hexdigest() + ".json")
-
-    def _resolve(self, name: str):
-        from .submitcache import resolve_template
-
-        return resolve_template(self.dirs, name)
-
-    def get(self) -> str | None:
-        if not self.path:
-            return None
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                entry = json.load(f)
-            for name, path, mtime, size in entry["deps"]:
-                if self._resolve(name) != (path, mtime, size):
-                    return None
-            self.deps = entry["deps"]
-            return entry["script"]
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def put(self, script: str, loaded: list) -> None:
-        if not self.path:
-            return
-        deps = []
-        for name, filename in loaded:
-            res = self._resolve(name)
-            if res is None or os.path.abspath(res[0]) != os.path.abspath(filename):
-                return  # loaded from somewhere we cannot re-check: do not cache
-            deps.append([name, *res])
-        self.deps = deps
-        try:
-            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
-            tmp = f"{self.path}.{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({"deps": deps, "script": script}, f)
-            os.replace(tmp, self.path)
-            if os.getpid() % 32 == 0:  # now and then: keep the newest entries only
-                self.prune(os.path.dirname(self.path))
-        except OSError:
-            pass
-
-    @staticmethod
-    def prune(d: str, keep: int = 500) -> None:
-        try:
-            entries = sorted(os.scandir(d), key=lambda e: e.stat().st_mtime, reverse=True)
-        except OSError:
-            return
-        for e in entries[keep:]:
-            try:
-                os.unlink(e.path)
-            except OSError:
-                pass
-
-
-def render_template(settings, tname: str, ctx: dict, *, extra_dir=None, spec=None, loaded=None) -> str:
+def render_template(settings, tname: str, ctx: dict, *, extra_dir=None, spec=None) -> str:
     import jinja2
 
-    env, dirs = _environment(settings, extra_dir, loaded)
+    env, dirs = _environment(settings, extra_dir)
     try:
         return env.get_template(tname).render(**ctx)
     except jinja2.TemplateNotFound as e:

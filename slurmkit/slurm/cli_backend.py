@@ -37,53 +37,6 @@ def _which(name: str) -> str | None:
     return None
 
 
-def _version_key(bin_dir: str | None) -> str | None:
-    if os.environ.get("SLURMKIT_NO_CACHE"):
-        return None
-    path = os.path.join(bin_dir, "sinfo") if bin_dir else _which("sinfo")
-    if not path:
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return f"{os.path.realpath(path)}:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
-
-
-def _version_file() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "slurmkit", "sinfo-version.json")
-
-
-def _cached_version(key: str | None) -> str | None:
-    if key is None:
-        return None
-    import json
-
-    try:
-        with open(_version_file(), encoding="utf-8") as f:
-            v = json.load(f).get(key)
-    except (OSError, ValueError, AttributeError):
-        return None
-    return v if isinstance(v, str) and _major_minor(v) else None
-
-
-def _store_version(key: str | None, version: str) -> None:
-    if key is None:
-        return
-    import json
-
-    path = _version_file()
-    try:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({key: version}, f)  # one entry: the sinfo this user runs now
-        os.replace(tmp, path)
-    except OSError:
-        pass
-
-
 class SlurmError(SlurmkitError):
     """Slurm refused or could not be reached."""
 
@@ -114,14 +67,9 @@ class CliBackend:
     # -- queries ---------------------------------------------------------------------------------------------------
     def version(self) -> str:
         if self._version is None:
-            key = _version_key(self.bin_dir)
-            self._version = _cached_version(key)
-            if self._version is None:
-                out = self._run(["sinfo", "--version"]).stdout.strip()  # "slurm 22.05.8" / "slurm-wlm 22.05.8"
-                m = re.search(r"(\d+\.\d+(?:\.\d+)?)", out)
-                self._version = m.group(1) if m else out
-                if m:
-                    _store_version(key, self._version)
+            out = self._run(["sinfo", "--version"]).stdout.strip()  # "slurm 22.05.8" / "slurm-wlm 22.05.8"
+            m = re.search(r"(\d+\.\d+(?:\.\d+)?)", out)
+            self._version = m.group(1) if m else out
         return self._version
 
     def node_source(self) -> tuple[list[str], str]:

@@ -141,7 +141,9 @@ def test_template_path_relative_to_the_spec(tmp_path):
     assert "site banner: x on" in render_file(spec, config.Settings()).script
 
 
-def test_render_cache_serves_only_unchanged_templates(tmp_path):
+def test_an_edited_or_shadowing_template_is_rendered_fresh(tmp_path):
+    """Compiled templates are cached (Jinja's bytecode cache): an edit, or a new site file that shadows the
+    template it extends, shows in the very next render."""
     site = tmp_path / "site"
     site.mkdir()
     (site / "mine.sbatch.j2").write_text('{% extends "single.sbatch.j2" %}{% block run %}echo v1\n{% endblock %}')
@@ -150,30 +152,59 @@ def test_render_cache_serves_only_unchanged_templates(tmp_path):
     spec = tmp_path / "job.yaml"
     spec.write_text("command: [true]\ntemplate: mine\n")
     first = render_file(spec, st)
-    assert "echo v1" in first.script and not any("render cache" in n for n in first.notes)
-    again = render_file(spec, st)
-    assert again.script == first.script and any("render cache" in n for n in again.notes)
-    # an edited template is rendered again
+    assert "echo v1" in first.script and render_file(spec, st).script == first.script
+    assert any((tmp_path / "cache" / "slurmkit" / "jinja").iterdir())
     (site / "mine.sbatch.j2").write_text('{% extends "single.sbatch.j2" %}{% block run %}echo v2!\n{% endblock %}')
     assert "echo v2!" in render_file(spec, st).script
-    # so is one the template extends, shadowed by a new site file
     (site / "base.sbatch.j2").write_text("#!/bin/bash\n# site base\n{% block run %}{% endblock %}\n")
-    r = render_file(spec, st)
-    assert r.script.startswith("#!/bin/bash\n# site base\n") and not any("render cache" in n for n in r.notes)
-    # and a different input is a different entry
-    (site / "base.sbatch.j2").unlink()
-    assert "--gpus-per-node=2" in render_file(spec, st, sets=["gpus_per_node=2"]).script
+    assert render_file(spec, st).script.startswith("#!/bin/bash\n# site base\n")
 
 
-def test_no_cache_env_turns_it_off(tmp_path, monkeypatch):
-    monkeypatch.setenv("SLURMKIT_NO_CACHE", "1")
-    render_file(REPO / "examples" / "sweep.yaml")
-    assert not any("render cache" in n for n in render_file(REPO / "examples" / "sweep.yaml").notes)
-    assert not (tmp_path / "cache" / "slurmkit" / "scripts").exists()
+def _plant_bytecode(cache: Path, site: Path, evil: str) -> None:
+    """What an attacker who can write the cache directory plants: code compiled from `evil`, filed under the real
+    template's name and the real source's checksum, so Jinja would take it for the real template's bytecode."""
+    import jinja2
+
+    cache.mkdir(parents=True, exist_ok=True)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader([str(site)]), keep_trailing_newline=True,
+                             trim_blocks=True, lstrip_blocks=True)
+    bcc = jinja2.FileSystemBytecodeCache(str(cache))
+    src, filename, _ = env.loader.get_source(env, "mine.sbatch.j2")
+    bucket = bcc.get_bucket(env, "mine.sbatch.j2", filename, src)
+    bucket.code = env.compile(evil, "mine.sbatch.j2", filename)
+    bcc.set_bucket(bucket)
+
+
+@pytest.mark.parametrize("how", ["group-writable", "world-writable", "another user's", "a link"])
+def test_a_cache_others_can_write_is_never_used(tmp_path, how):
+    """Compiled templates are code that runs: a bytecode cache directory another user owns or can write (a shared
+    $XDG_CACHE_HOME, `sudo -E`) is ignored, and its planted entry never runs."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "mine.sbatch.j2").write_text("#!/bin/bash\necho real\n")
+    st = settings()
+    st.submit.template_dirs = [str(site)]
+    spec = tmp_path / "job.yaml"
+    spec.write_text("command: [true]\ntemplate: mine\n")
+    jinja_dir = tmp_path / "cache" / "slurmkit" / "jinja"
+    planted = tmp_path / "elsewhere" if how == "a link" else jinja_dir
+    _plant_bytecode(planted, site, "#!/bin/bash\necho PLANTED\n")
+    if how != "a link":  # the plant works where the directory is ours alone
+        assert "PLANTED" in render_file(spec, st).script
+    if how == "group-writable":
+        jinja_dir.chmod(0o770)
+    elif how == "world-writable":
+        (tmp_path / "cache" / "slurmkit").chmod(0o777)
+    elif how == "another user's":
+        os.chown(jinja_dir, 65534, 65534)
+    else:
+        jinja_dir.parent.mkdir(parents=True, exist_ok=True)
+        jinja_dir.symlink_to(planted)
+    assert "echo real" in render_file(spec, st).script
 
 
 def test_submit_path_imports_only_what_it_needs(tmp_path):
-    """render never loads paramiko; a second render of the same spec comes from the cache without Jinja."""
+    """render never loads paramiko."""
     code = ("import io, sys, contextlib\nfrom slurmkit.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n"
             "    try:\n        main(['--config', sys.argv[1], 'render', sys.argv[2]])\n"
@@ -183,15 +214,4 @@ def test_submit_path_imports_only_what_it_needs(tmp_path):
     args = [sys.executable, "-c", code, str(GOLDEN / "site.yaml"), str(REPO / "examples" / "sweep.yaml")]
     first = subprocess.run(args, capture_output=True, text=True, env=env, check=True).stdout.split()
     second = subprocess.run(args, capture_output=True, text=True, env=env, check=True).stdout.split()
-    assert first == ["False", "True"] and second == ["False", "False"]
-
-
-def test_render_cache_keeps_the_newest_entries(tmp_path):
-    d = tmp_path / "scripts"
-    d.mkdir()
-    for i in range(10):
-        f = d / f"{i}.json"
-        f.write_text("{}")
-        os.utime(f, (1000 + i, 1000 + i))
-    render._ScriptCache.prune(str(d), keep=4)
-    assert sorted(p.name for p in d.iterdir()) == ["6.json", "7.json", "8.json", "9.json"]
+    assert first == second == ["False", "True"]

@@ -1,0 +1,101 @@
+"""Files slurmkit writes for itself: the one atomic-write helper and the one cache directory.
+
+`atomic_write`: the bytes land in a temporary file beside the target and replace it in one rename, so a reader
+sees the old file or the new one, never a part; `mode` is the new file's, `nofollow` refuses a link planted at the
+temporary name (the target itself is replaced, never followed, by rename).
+
+`cache_dir(name)`: $XDG_CACHE_HOME/slurmkit/<name> (~/.cache when unset, empty or relative, as the XDG spec says),
+made private. A cache holds what slurmkit will run or ship (compiled templates, wheelhouses, a venv for every node),
+so an entry is trusted only from a directory that is ours alone: each of `slurmkit/` and `<name>/` a real
+directory (no link) owned by the effective user and closed to group and others, below a parent that no one else
+can rename it out of (not writable by others, or sticky). Anything else, a shared cache under `sudo -E`, a
+directory another user made first, gives None: the caller then works without a cache. SLURMKIT_NO_CACHE=1 too.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+
+
+def atomic_write(path: str | os.PathLike, data: bytes | str, *, mode: int = 0o644, fsync: bool = False) -> None:
+    """Write `data` to `path` in one rename: the old content or the new, never a part. The temporary file is created
+    exclusively (O_EXCL: a name planted in the directory is never opened), with `mode`; fsync: the data and the
+    rename reach the disk before this returns."""
+    path = os.fspath(path)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    d = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
+            f.write(data)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    if fsync:
+        dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+def private(path: str | os.PathLike) -> bool:
+    """A real directory (not a link) owned by the effective user, that group and others cannot write."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not stat.S_IMODE(st.st_mode) & 0o022
+
+
+def _safe_parent(path: str) -> bool:
+    """No one else can move entries out of this directory: owned by us or root, and not writable by group or
+    others unless sticky (as /tmp)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid not in (0, os.geteuid()):
+        return False
+    return not st.st_mode & 0o022 or bool(st.st_mode & stat.S_ISVTX)
+
+
+def cache_base() -> str:
+    """$XDG_CACHE_HOME/slurmkit, or ~/.cache/slurmkit (an empty or relative XDG_CACHE_HOME is ignored)."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "slurmkit")
+
+
+def cache_dir(name: str) -> str | None:
+    """The private cache directory `name` (made 0700 where missing), or None where it is not ours alone."""
+    if os.environ.get("SLURMKIT_NO_CACHE"):
+        return None
+    top = cache_base()
+    d = os.path.join(top, name)
+    try:
+        os.makedirs(os.path.dirname(top), mode=0o700, exist_ok=True)
+        if not _safe_parent(os.path.dirname(top)):
+            return None
+        for p in (top, d):
+            try:
+                os.mkdir(p, 0o700)
+            except FileExistsError:
+                pass
+            if not private(p):
+                return None
+    except OSError:
+        return None
+    return d
