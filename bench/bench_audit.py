@@ -80,7 +80,7 @@ def synth(n: int, seed: int = 8) -> tuple[str, list[dict]]:
 
 def in_process(text: str, health: list[dict], repeat: int) -> tuple[float, dict]:
     from slurmkit import audit as A
-    from slurmkit.slurm.records import parse_node_capture
+    from slurmkit.slurm.capture import parse_node_capture
     table = A.load_causes()
     now = datetime(2026, 11, 30, 12, 0, 0).astimezone()
     best, summary = float("inf"), {}

@@ -26,7 +26,7 @@ def _records(ctx: Ctx, from_file: str | None):
     if not from_file:
         return "slurm", ctx.backend().nodes()
     from ..bounded import DEFAULT_LIMIT, read_text
-    from ..slurm.records import NodeCaptureError, parse_node_capture
+    from ..slurm.capture import NodeCaptureError, parse_node_capture
 
     if from_file == "-":
         data = sys.stdin.buffer.read(DEFAULT_LIMIT + 1)

@@ -22,21 +22,6 @@ def _excerpt(text: str) -> str:
     return repr(text[:200] + ("..." if len(text) > 200 else "")) if text else "an empty answer"
 
 
-# --- `sinfo --version` across processes ------------------------------------------------------------------------
-# The version is a property of the sinfo binary: kept under $XDG_CACHE_HOME/slurmkit/sinfo-version.json by the
-# binary's path, device, inode, size and mtime, so every CLI command (submit's cluster check, nodes, audit) spares
-# one process; a new or replaced sinfo is a new key. SLURMKIT_NO_CACHE=1 turns it off.
-
-
-def _which(name: str) -> str | None:
-    """shutil.which(name) for a plain name (shutil's import, with bz2 and lzma, is ~10 ms of every command)."""
-    for d in os.environ.get("PATH", os.defpath).split(os.pathsep):
-        p = os.path.join(d or os.curdir, name)
-        if os.path.isfile(p) and os.access(p, os.X_OK):
-            return p
-    return None
-
-
 class SlurmError(SlurmkitError):
     """Slurm refused or could not be reached."""
 

@@ -4,8 +4,8 @@ from collections import Counter
 
 import pytest
 
-from slurmkit.slurm.records import (NodeCaptureError, parse_node_capture, parse_scontrol_nodes,
-                                    parse_scontrol_nodes_oneliner, parse_sinfo_text)
+from slurmkit.slurm.capture import NodeCaptureError, parse_node_capture, parse_scontrol_nodes, parse_sinfo_text
+from slurmkit.slurm.records import parse_scontrol_nodes_oneliner
 
 
 def recs_of(fixture_text, name):

@@ -5,7 +5,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurmkit.slurm.records import NodeCaptureError, NodeRecord, parse_node_capture, parse_scontrol_nodes
+from slurmkit.slurm.capture import NodeCaptureError, parse_node_capture, parse_scontrol_nodes
+from slurmkit.slurm.records import NodeRecord
 from slurmkit.slurm.slurm_json import (SlurmFormatError, parse_nodes_json, parse_scontrol_nodes_json,
                                        parse_sinfo_json, parse_squeue_json)
 

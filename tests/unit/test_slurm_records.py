@@ -1,6 +1,7 @@
 from slurmkit.slurm import expand_hostlist, fold_hostlist
 from slurmkit.slurm.records import (gres_gpu_count, parse_reason, parse_scontrol_job_oneliner,
-                                    parse_scontrol_nodes_oneliner, parse_sinfo_json, parse_state)
+                                    parse_scontrol_nodes_oneliner, parse_state)
+from slurmkit.slurm.slurm_json import parse_sinfo_json
 
 
 def test_rocky9_scontrol_oneliner_fixture(fixture_text):

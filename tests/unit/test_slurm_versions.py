@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from slurmkit.slurm.records import (NodeCaptureError, parse_node_capture, parse_scontrol_nodes,
-                                    parse_scontrol_nodes_oneliner)
+from slurmkit.slurm.capture import NodeCaptureError, parse_node_capture, parse_scontrol_nodes
+from slurmkit.slurm.records import parse_scontrol_nodes_oneliner
 from slurmkit.slurm.slurm_json import (SlurmFormatError, parse_nodes_json, parse_scontrol_nodes_json,
                                        parse_sinfo_json, parse_squeue_json, read_meta, load)
 

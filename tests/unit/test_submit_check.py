@@ -6,7 +6,7 @@ import pytest
 from slurmkit.errors import UsageError
 from slurmkit.jobs import spec as specmod
 from slurmkit.jobs.check import check_request
-from slurmkit.slurm.records import parse_sinfo_json
+from slurmkit.slurm.slurm_json import parse_sinfo_json
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "local" / "dev-cluster-slurm22.05-sinfo-json-mixed-drain.txt"
 
