@@ -1,39 +1,4 @@
-"""`slurmkit run`: the job wrapper that makes a job survive timeouts, preemption and spot reclaims.
-
-Inside an sbatch script (submitted with `--signal=B:USR2@LEAD --requeue`):
-
-    exec slurmkit run --checkpoint-dir /ckpt -- python train.py
-
-The wrapper starts the command as a child (in its own process group), forwards TERM/INT/HUP/QUIT/USR1 (and USR2
-when it is not the trigger) to that group, and on the trigger signal (USR2) or an AWS spot interruption notice:
-
-1. decides what happened: a timeout when the time left is under `run.timeout_window` or past 80% of the limit
-   (submitit's rule, from `scontrol show job`'s RunTime and TimeLimit), else a preemption; a spot notice is its
-   own kind;
-2. asks the child to checkpoint: creates $SLURMKIT_STOP_FILE and sends `run.checkpoint_signal` (TERM) to its
-   process group; when the child is `srun` (which would turn a TERM into SIGKILL for every task), to every
-   task of the job's steps through `scancel --signal=TERM JOBID` instead;
-3. waits until the child exits, at most `run.grace` seconds (for a spot notice: until the announced time less
-   `run.spot_margin`);
-4. requeues the job with `scontrol requeue` if the kind is in `run.requeue_on`, SLURM_RESTART_COUNT is below
-   `run.max_requeues`, this is task 0 (SLURM_PROCID) and nobody cancelled the job meanwhile (a TERM/INT from
-   outside: scancel, the time limit).
-
-A child that exits on its own before any of that is never requeued. The wrapper exits with the child's exit code
-(128+N when a signal N killed it). Every event is one line on stderr:
-
-    slurmkit run: 2026-11-30T09:40:00Z job=12 restart=0 event=signal signal=SIGUSR2
-
-Events: start, resumed (step=N, with --checkpoint-dir), signal, checkpoint-asked, spot-notice, child-exit,
-grace-expired, requeued, no-requeue, requeue-failed, imds-error.
-
-For multi-node jobs the child gets MASTER_ADDR (first node of SLURM_JOB_NODELIST), MASTER_PORT, WORLD_SIZE and,
-when the wrapper runs as a task of a step (`srun slurmkit run -- ...`), RANK, LOCAL_RANK and NODE_RANK; variables
-already set are left alone.
-
-The decisions are pure functions (classify, requeue_decision, dist_env, parse_instance_action); the loop in
-`Runner` is the imperative shell.
-"""
+"""The wrapper's imperative shell: the child, its signals, the checkpoint ask, the requeue (see slurmkit/run)."""
 
 from __future__ import annotations
 
@@ -50,209 +15,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from collections.abc import Callable
 
-from .duration import duration_or_none as parse_duration
-from .signals import signame, signum
-from .checkpoint import ENV_CHECKPOINT_DIR, ENV_STOP_FILE, ENV_STOP_SIGNAL
-
-FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGCONT")
-TERMINATING = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
-
-
-# --- pure decisions --------------------------------------------------------------------------------------------
-
-
-def classify(elapsed: float | None, limit: float | None, window: float = 600.0, fraction: float = 0.8) -> str:
-    """'timeout' or 'preemption' for a trigger signal at `elapsed` seconds into a job of time limit `limit`.
-
-    As submitit does: a job past min(fraction * limit, limit - window) has timed out; a signal before that
-    came from a preemption (PreemptParameters=send_user_signal). No limit (UNLIMITED): a preemption. Unknown
-    elapsed time: 'unknown'."""
-    if limit is None:
-        return "preemption"
-    if elapsed is None:
-        return "unknown"
-    guaranteed = min(limit * fraction, limit - window)
-    return "timeout" if elapsed >= guaranteed else "preemption"
-
-
-@dataclass(frozen=True)
-class Decision:
-    requeue: bool
-    why: str
-
-
-def requeue_decision(
-    kind: str,
-    *,
-    job_id: str | None,
-    restarts: int,
-    max_requeues: int,
-    requeue_on: list[str],
-    leader: bool,
-    cancelled: bool = False,
-    dry_run: bool = False,
-) -> Decision:
-    """Whether the wrapper should requeue after asking its child to checkpoint."""
-    if not job_id:
-        return Decision(False, "not a Slurm job (no SLURM_JOB_ID)")
-    if not leader:
-        return Decision(False, "not task 0: task 0 requeues the job")
-    if cancelled:
-        return Decision(False, "the job was cancelled or hit its time limit (TERM from outside)")
-    effective = "preemption" if kind == "unknown" else kind
-    if effective not in requeue_on:
-        return Decision(False, f"{kind} is not in run.requeue_on ({', '.join(requeue_on) or 'empty'})")
-    if restarts >= max_requeues:
-        return Decision(False, f"requeue limit reached: SLURM_RESTART_COUNT={restarts} >= max_requeues={max_requeues}")
-    return Decision(
-        True,
-        f"{kind}, restart {restarts + 1} of at most {max_requeues}" + (" (dry run: not requeueing)" if dry_run else ""),
-    )
-
-
-def dist_env(environ: dict[str, str], master_port: int | None = None) -> dict[str, str]:
-    """Variables torch.distributed & co expect, derived from Slurm's; ones already in `environ` are kept."""
-    out: dict[str, str] = {}
-    nodelist = environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST")
-    if nodelist:
-        from .slurm import expand_hostlist
-
-        try:
-            nodes = expand_hostlist(nodelist)
-        except Exception:  # noqa: BLE001 - an unreadable nodelist: no MASTER_ADDR, the launcher says so
-            nodes = []
-        if nodes:
-            out["MASTER_ADDR"] = nodes[0]
-    job_id = environ.get("SLURM_JOB_ID", "")
-    if master_port:
-        out["MASTER_PORT"] = str(master_port)
-    elif job_id.isdigit():
-        out["MASTER_PORT"] = str(20000 + int(job_id) % 20000)
-    world = environ.get("SLURM_NTASKS") or environ.get("SLURM_NPROCS") or environ.get("SLURM_NNODES")
-    if world:
-        out["WORLD_SIZE"] = world
-    if environ.get("SLURM_STEP_ID") is not None and environ.get("SLURM_PROCID") is not None:
-        # one wrapper per task (srun slurmkit run ...): this task's ranks. Not in the batch step, where they
-        # would leak into every task that `srun` starts from it.
-        for ours, theirs in (("RANK", "SLURM_PROCID"), ("LOCAL_RANK", "SLURM_LOCALID"), ("NODE_RANK", "SLURM_NODEID")):
-            if environ.get(theirs) is not None:
-                out[ours] = environ[theirs]
-    return {k: v for k, v in out.items() if k not in environ}
-
-
-def parse_instance_action(text: str) -> dict:
-    """AWS spot/instance-action JSON -> {'action': 'terminate', 'time': '...', 'epoch': float | None}."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        data = {}
-    if not isinstance(data, dict):
-        data = {}
-    when = str(data.get("time", ""))
-    epoch = None
-    if when:
-        try:
-            epoch = datetime.strptime(when.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S%z").timestamp()
-        except ValueError:
-            epoch = None
-    return {"action": str(data.get("action", "unknown")), "time": when, "epoch": epoch}
-
-
-# --- AWS IMDSv2 -------------------------------------------------------------------------------------------------
-
-
-class ImdsError(Exception):
-    pass
-
-
-class Imds:
-    """The two IMDSv2 calls a spot watcher needs: PUT a session token, GET spot/instance-action with it."""
-
-    TOKEN_PATH = "/latest/api/token"
-    ACTION_PATH = "/latest/meta-data/spot/instance-action"
-
-    def __init__(self, endpoint: str, timeout: float = 2.0, ttl: int = 21600):
-        import urllib.request
-
-        self.endpoint = endpoint.rstrip("/")
-        self.timeout = timeout
-        self.ttl = ttl
-        self._token: str | None = None
-        self._token_expiry = 0.0
-        # never through a proxy: IMDS is link-local and an http_proxy in the job's environment would break it
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-    def _request(self, method: str, path: str, headers: dict[str, str]) -> tuple[int, str]:
-        import urllib.error
-        import urllib.request
-
-        req = urllib.request.Request(self.endpoint + path, method=method, headers=headers)
-        try:
-            with self._opener.open(req, timeout=self.timeout) as r:
-                return r.status, r.read().decode("utf-8", "replace")
-        except urllib.error.HTTPError as e:
-            return e.code, ""
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            raise ImdsError(f"{method} {self.endpoint}{path}: {getattr(e, 'reason', e)}") from None
-
-    def token(self) -> str:
-        if self._token and time.monotonic() < self._token_expiry:
-            return self._token
-        status, body = self._request("PUT", self.TOKEN_PATH, {"X-aws-ec2-metadata-token-ttl-seconds": str(self.ttl)})
-        if status != 200 or not body.strip():
-            raise ImdsError(f"PUT {self.endpoint}{self.TOKEN_PATH}: HTTP {status}")
-        self._token = body.strip()
-        self._token_expiry = time.monotonic() + max(1, self.ttl - 60)
-        return self._token
-
-    def instance_action(self) -> dict | None:
-        """The pending spot interruption (parse_instance_action's dict), or None (HTTP 404: no notice)."""
-        for attempt in (1, 2):
-            status, body = self._request("GET", self.ACTION_PATH, {"X-aws-ec2-metadata-token": self.token()})
-            if status == 404:
-                return None
-            if status == 200:
-                return parse_instance_action(body)
-            if status == 401 and attempt == 1:  # token expired or revoked: get a new one, once
-                self._token = None
-                continue
-            raise ImdsError(f"GET {self.endpoint}{self.ACTION_PATH}: HTTP {status}")
-        return None
-
-
-class SpotWatcher(threading.Thread):
-    """Polls IMDS every `interval` seconds; on a notice stores it and calls `wake()` once."""
-
-    def __init__(self, imds: Imds, interval: float, wake: Callable[[], None], log: Callable[..., None]):
-        super().__init__(name="slurmkit-spot-watcher", daemon=True)
-        self.imds = imds
-        self.interval = interval
-        self.wake = wake
-        self.log = log
-        self.notice: dict | None = None
-        self._stop = threading.Event()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def run(self) -> None:
-        failing = False
-        while not self._stop.is_set():
-            try:
-                notice = self.imds.instance_action()
-                if failing:
-                    self.log("imds-ok", endpoint=self.imds.endpoint)
-                failing = False
-            except ImdsError as e:
-                if not failing:  # one line when it starts failing, not one per poll
-                    self.log("imds-error", error=str(e))
-                failing = True
-                notice = None
-            if notice is not None:
-                self.notice = notice
-                self.wake()
-                return
-            self._stop.wait(self.interval)
+from ..duration import duration_or_none as parse_duration
+from ..signals import signame, signum
+from ..checkpoint import ENV_CHECKPOINT_DIR, ENV_STOP_FILE, ENV_STOP_SIGNAL
+from .decide import FORWARDED, TERMINATING, Decision, classify, dist_env, requeue_decision
+from .imds import Imds, SpotWatcher
 
 
 # --- the wrapper ------------------------------------------------------------------------------------------------
@@ -350,7 +117,7 @@ class Runner:
     def backend(self):
         if self._backend is None:
             if self.backend_factory is None:
-                from .slurm.cli_backend import CliBackend
+                from ..slurm.cli_backend import CliBackend
 
                 self._backend = CliBackend()
             else:
@@ -432,7 +199,7 @@ class Runner:
     def _run(self, stop_file: str) -> int:
         o = self.opts
         if o.checkpoint_dir:
-            from .checkpoint import latest
+            from ..checkpoint import latest
 
             ck = latest(o.checkpoint_dir)
             if ck is not None:
@@ -448,7 +215,7 @@ class Runner:
                 stdout=subprocess.PIPE if tee else None,
             )
             if tee:
-                from .efficiency.steps import tee_step_lines
+                from ..efficiency.steps import tee_step_lines
 
                 self._tee = threading.Thread(
                     target=tee_step_lines, daemon=True, args=(self.child.stdout, self.opts.flops_per_step)
