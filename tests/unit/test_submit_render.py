@@ -9,7 +9,7 @@ import pytest
 
 from slurmkit import config
 from slurmkit.errors import UsageError
-from slurmkit.jobs import render, spec as specmod
+from slurmkit.jobs import render, spec as specmod, templates
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden" / "submit"
@@ -46,7 +46,7 @@ def test_golden(kind, path):
 
 def test_every_builtin_template_has_a_golden_case():
     used = {render_file(p).template for _, p in CASES}
-    builtin = {p.name for p in Path(render.BUILTIN_DIR).glob("*.sbatch.j2")} - {"base.sbatch.j2"}
+    builtin = {p.name for p in Path(templates.BUILTIN_DIR).glob("*.sbatch.j2")} - {"base.sbatch.j2"}
     assert builtin <= used
 
 
