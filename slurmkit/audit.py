@@ -21,6 +21,7 @@ from typing import Any
 from .drain import check_of_tag
 from .errors import UsageError
 from .slurm.records import NodeRecord
+from .times import human_age, parse_time
 
 DEFAULT_CAUSES = Path(__file__).resolve().parent / "data" / "audit_causes.yaml"
 SINFO_R_WIDTH = 20  # `sinfo -R` cuts reasons at 20 characters by default
@@ -136,49 +137,7 @@ def slurm_time(text: str | None) -> datetime | None:
         return None
 
 
-def log_time(text) -> datetime | None:
-    """A health-log time ("2026-11-30T09:16:01Z", or with an offset) -> aware datetime."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.astimezone()
-
-
-_DUR_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.I)
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def parse_since(text: str, now: datetime) -> datetime:
-    """'7d', '12h', '30m', '2w' (ago), or a date/time ('2026-11-01', '2026-11-01T08:00:00') -> aware datetime."""
-    m = _DUR_RE.match(text)
-    if m:
-        return now - timedelta(seconds=float(m[1]) * _UNIT[m[2].lower()])
-    try:
-        t = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(
-            f"--since: expected a duration like 7d, 12h, 30m or a date like 2026-11-01, got {text!r}"
-        ) from None
-    return t if t.tzinfo else t.astimezone()
-
-
-def human_age(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    s = int(max(seconds, 0))
-    d, s = divmod(s, 86400)
-    h, s = divmod(s, 3600)
-    m, s = divmod(s, 60)
-    if d:
-        return f"{d}d{h}h"
-    if h:
-        return f"{h}h{m:02d}m"
-    if m:
-        return f"{m}m{s:02d}s"
-    return f"{s}s"
+log_time = parse_time  # a health-log time -> aware datetime (None when unreadable)
 
 
 # --- which nodes, how many GPUs ------------------------------------------------------------------------------------

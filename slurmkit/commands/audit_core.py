@@ -10,16 +10,7 @@ from typing import Any
 
 from ..context import Ctx
 from ..errors import CommandError, UsageError
-
-
-def _now(text: str | None) -> datetime:
-    if not text:
-        return datetime.now(timezone.utc)
-    try:
-        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(f"--now: expected a date/time like 2026-11-30T10:00:00, got {text!r}") from None
-    return t if t.tzinfo else t.astimezone()
+from ..times import human_age, parse_now, parse_since
 
 
 def _records(ctx: Ctx, from_file: str | None):
@@ -148,8 +139,8 @@ def _run_audit(ctx: Ctx, from_file, since_text, partition, now_text, limit_nodes
     from .. import audit as A
 
     s = ctx.settings
-    now = _now(now_text)
-    since = A.parse_since(since_text, now) if since_text else None
+    now = parse_now(now_text)
+    since = parse_since(since_text, now) if since_text else None
     source, recs = _records(ctx, from_file)
     if limit_nodes is not None:
         recs = [r for r in recs if r.name in limit_nodes]
@@ -231,7 +222,7 @@ def _print_human(entries, summary, source, echo) -> None:
             [
                 n.name,
                 A.condition(n),
-                A.human_age(e.age_seconds),
+                human_age(e.age_seconds),
                 f"{e.gpus_out}/{n.gpus_total}",
                 who,
                 e.cause.id,

@@ -34,6 +34,7 @@ def idle(ctx: Ctx, since, by, log, as_json, as_csv, run_command, dry_run):
 
     from ..efficiency import record
     from ..efficiency.report import idle_csv, idle_report, idle_text, parse_since
+    from ..times import utc_iso
     from ..output import emit_json
 
     if as_json and as_csv:
@@ -48,7 +49,7 @@ def idle(ctx: Ctx, since, by, log, as_json, as_csv, run_command, dry_run):
         )
     t0 = parse_since(since, time.time())
     doc = idle_report(record.read(path, since=t0), by=by, price=s.audit.price_per_gpu_hour)
-    doc["since"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0))
+    doc["since"] = utc_iso(t0)
     doc["log"] = path
     if run_command:
         doc["commands"] = _run_per_finding(ctx, doc["findings"], dry_run)

@@ -105,23 +105,14 @@ def plot(series: dict, path: str, *, title: str = "") -> None:
 
 # --- `slurmkit report idle`: idle / under-used GPU-hours and their cost, from the job-efficiency log -----------
 
-_SINCE = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
 
 def parse_since(text: str, now: float) -> float:
-    """'7d', '12h', '30m', '2w' ago, or an ISO date/time -> epoch seconds."""
-    import re
-    from datetime import datetime
+    """'7d', '12h', '30m', '2w' ago, or an ISO date/time -> epoch seconds (times.parse_since, in epoch seconds)."""
+    from datetime import datetime, timezone
 
-    t = text.strip()
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([mhdw])", t)
-    if m:
-        return now - float(m.group(1)) * _SINCE[m.group(2)]
-    try:
-        dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(f"--since: expected 7d, 12h, 30m, 2w or a date like 2026-11-24, got {text!r}") from None
-    return (dt if dt.tzinfo else dt.astimezone()).timestamp()
+    from ..times import parse_since as since
+
+    return since(text, datetime.fromtimestamp(now, timezone.utc)).timestamp()
 
 
 WASTE = ("idle", "hung", "underused")

@@ -446,7 +446,7 @@ def _cpus(cpus: list[int]) -> str:
 
 
 def _secs(t: str) -> int:
-    from ..duration import seconds
+    from ..times import seconds
 
     return seconds(t)
 

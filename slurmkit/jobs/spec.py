@@ -28,7 +28,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..duration import TIME_RE, seconds as time_seconds  # noqa: F401 - TIME_RE: the spec's grammar
+from ..times import TIME_RE, seconds as time_seconds  # noqa: F401 - TIME_RE: the spec's grammar
 from ..errors import SpecError, UsageError
 
 # Validation patterns match the whole value (`\Z`, not `$`, which lets a trailing newline through) and ASCII

@@ -37,7 +37,7 @@ The decisions are pure functions (classify, requeue_decision, dist_env, parse_in
 
 from __future__ import annotations
 
-from ..duration import duration_or_none as parse_duration
+from ..times import duration_or_none as parse_duration
 from .decide import FORWARDED, TERMINATING, Decision, classify, dist_env, parse_instance_action, requeue_decision
 from .imds import Imds, ImdsError, SpotWatcher
 from .runner import RunOptions, Runner

@@ -12,10 +12,9 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from collections.abc import Callable
 
-from ..duration import duration_or_none as parse_duration
+from ..times import duration_or_none as parse_duration, utc_iso
 from ..signals import signame, signum
 from ..checkpoint import ENV_CHECKPOINT_DIR, ENV_STOP_FILE, ENV_STOP_SIGNAL
 from .decide import FORWARDED, TERMINATING, Decision, classify, dist_env, requeue_decision
@@ -66,7 +65,7 @@ class RunOptions:
 
 
 def _now_iso() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_iso()
 
 
 def _fmt(v) -> str:

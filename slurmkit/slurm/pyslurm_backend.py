@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from datetime import datetime
 
+from ..times import slurm_local
 from .records import NodeRecord, gres_gpu_count, parse_reason, parse_state
 
 
@@ -51,7 +51,7 @@ def _epoch_iso(v) -> str | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
         return None
     try:
-        return datetime.fromtimestamp(int(v)).strftime("%Y-%m-%dT%H:%M:%S")
+        return slurm_local(int(v))
     except (OverflowError, OSError, ValueError):
         return None
 

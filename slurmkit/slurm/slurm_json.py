@@ -28,8 +28,8 @@ import builtins  # _Reader has methods named str and int
 
 import json
 import re
-from datetime import datetime
 
+from ..times import slurm_local
 from .records import JobRecord, NodeRecord, gres_gpu_count
 
 SINFO_PER_NODE = (37, 38)  # v0.0.37 (21.08), v0.0.38 (22.05)
@@ -208,7 +208,7 @@ def _epoch_iso(v: int | None) -> str | None:
     if not v or v < 0:
         return None
     try:  # Slurm prints reason times in the controller's local time without a zone; do the same
-        return datetime.fromtimestamp(v).strftime("%Y-%m-%dT%H:%M:%S")
+        return slurm_local(int(v))
     except (OverflowError, OSError, ValueError):
         return None
 

@@ -11,7 +11,7 @@ import pytest
 
 from slurmkit import audit as A
 from slurmkit import config
-from slurmkit import drain
+from slurmkit import drain, times
 from slurmkit.errors import UsageError
 from slurmkit.slurm.records import NodeRecord
 
@@ -115,7 +115,7 @@ def test_since_and_partition_filters():
     recs = [node("old", reason="admin: x", when="2026-11-01T00:00:00"),
             node("new", reason="admin: y", when="2026-11-30T11:00:00", parts=("cpu",)),
             node("notime", state="IDLE", reason="", flags=("DRAIN",))]
-    since = A.parse_since("7d", NOW)
+    since = times.parse_since("7d", NOW)
     assert [e.node.name for e in A.audit(recs, table=TABLE, prefix=PREFIX, now=NOW, since=since)] == \
         ["new", "notime"]
     assert [e.node.name for e in A.audit(recs, table=TABLE, prefix=PREFIX, now=NOW, partitions=["gpu"])] == \
@@ -123,11 +123,11 @@ def test_since_and_partition_filters():
 
 
 def test_parse_since():
-    assert A.parse_since("12h", NOW) == NOW - timedelta(hours=12)
-    assert A.parse_since("2w", NOW) == NOW - timedelta(days=14)
-    assert A.parse_since("2026-11-01", NOW) == local("2026-11-01T00:00:00")
+    assert times.parse_since("12h", NOW) == NOW - timedelta(hours=12)
+    assert times.parse_since("2w", NOW) == NOW - timedelta(days=14)
+    assert times.parse_since("2026-11-01", NOW) == local("2026-11-01T00:00:00")
     with pytest.raises(UsageError, match="--since"):
-        A.parse_since("last tuesday", NOW)
+        times.parse_since("last tuesday", NOW)
 
 
 def utc(s):

@@ -9,7 +9,7 @@ import time
 import pytest
 from hypothesis import given, strategies as st
 
-from slurmkit import duration, proc, signals
+from slurmkit import proc, signals, times as duration
 from slurmkit.jobs import spec as specmod
 from slurmkit.run import parse_duration
 
