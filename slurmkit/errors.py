@@ -1,4 +1,11 @@
-"""Errors a user can act on. The CLI turns them into one line on stderr and an exit code, never a traceback."""
+"""Errors a user can act on. The CLI turns them into one line on stderr and an exit code, never a traceback.
+
+SlurmkitError        an operation failed (exit 1)
+  UsageError         bad input or usage (exit 2), with .path and .line where there are some
+    ParseError       input a parser cannot read (also a ValueError)
+    SpecError        a job spec slurmkit will not submit
+  CommandError       an external command could not run, timed out, or failed
+"""
 
 from __future__ import annotations
 
@@ -26,6 +33,11 @@ class UsageError(SlurmkitError):
         if path is not None:
             where = f"{path}:{line}: " if line is not None else f"{path}: "
         super().__init__(where + message)
+
+
+class ParseError(UsageError, ValueError):
+    """Input a parser cannot read (a capture, a Slurm document, a config): `.path` and `.line` say where, where
+    known. A ValueError too, so a parser's callers that read several formats can try the next one."""
 
 
 class SpecError(UsageError):

@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 import re
 
+from ..errors import ParseError
+
 RESULTS = ("pass", "fail", "warn", "skip")
 _SECTION = re.compile(r"^[|+]-{3,}\s+(?P<name>[A-Za-z][A-Za-z ]*?)\s+-+[+|]")
 _BORDER = re.compile(r"^\+[-=+]+\+?\s*$")
@@ -33,12 +35,11 @@ CANNOT_RUN = re.compile(
 )
 
 
-class DcgmParseError(ValueError):
+class DcgmParseError(ParseError):
     """Input that is not DCGM output this parser knows; `line` is 1-based where known."""
 
     def __init__(self, msg: str, line: int | None = None):
-        super().__init__(msg)
-        self.line = line
+        super().__init__(msg, line=line)
 
 
 def _cells(line: str) -> tuple[str, str, bool] | None:

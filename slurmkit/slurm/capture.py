@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from ..errors import ParseError
 from .records import (
     STATE_WORDS,
     SUFFIX_FLAGS,
@@ -22,10 +23,11 @@ from .records import (
 )
 
 
-class NodeCaptureError(ValueError):
+class NodeCaptureError(ParseError):
+    """Text that holds no node records slurmkit can read; `line` is where, when known."""
+
     def __init__(self, message: str, line: int | None = None):
-        super().__init__(message)
-        self.line = line
+        super().__init__(message, line=line)
 
 
 _TS_RE = re.compile(r"^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d|Unknown|None)$")

@@ -29,6 +29,7 @@ import builtins  # _Reader has methods named str and int
 import json
 import re
 
+from ..errors import ParseError
 from ..times import slurm_local
 from .records import JobRecord, NodeRecord, gres_gpu_count
 
@@ -40,12 +41,11 @@ _OUT_FLAGS = {"DRAIN", "FAIL", "NOT_RESPONDING", "INVALID_REG"}
 _EXPECTED = "data_parser v0.0.37 to v0.0.45 (Slurm 21.08 to 26.05)"
 
 
-class SlurmFormatError(ValueError):
+class SlurmFormatError(ParseError):
     """A Slurm document slurmkit does not recognise. `line` is where it starts in a captured file (or None)."""
 
     def __init__(self, message: str, line: int | None = None):
-        super().__init__(message)
-        self.line = line
+        super().__init__(message, line=line)
 
 
 class Meta:
