@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 
 from .errors import SlurmkitError
+from .health.checks.registry import DRAIN_TAGS
 
 MAX_REASON = 200
 # node flags under which slurmkit leaves the node alone (a person or Slurm is working on it): no drain, no
@@ -43,7 +44,7 @@ HANDS_OFF = frozenset(
     }
 )
 # the checks a reason tag can name, longest first where one is the start of another ("sxid" is the xid check's)
-_CHECKS = ("gpu_count", "gpu_procs", "driver", "nvlink", "nccl", "pcie", "ecc", "recovery", "dcgm", "sxid", "xid")
+_CHECKS = DRAIN_TAGS
 # outcomes after which no job can run on the node with the fault unreported: the verdict was acted on
 ACTED = ("drained", "already-drained", "would-drain", "skipped-admin-drain", "not-drained (health.drain is false)")
 # what Slurm writes when a hook exits non-zero: ours to replace with the reason we could not write then

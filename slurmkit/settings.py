@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 from typing import TYPE_CHECKING
 
+from .health.checks.registry import default_profiles
+
 if TYPE_CHECKING:
     from typing import Any, Literal
 
@@ -493,17 +495,10 @@ REMEDIABLE = ("RESET_GPU", "RESTART_BM")
 class HealthSettings(Section):
     """Which checks each hook runs, and how long they may take."""
 
-    # profile -> the checks it runs, in order (prolog/epilog: the hooks; full: `slurmkit check`)
-    profiles: dict[str, list[str]] = field(
-        default_factory=lambda: {
-            "prolog": ["xid", "gpu_count", "ecc", "recovery", "driver", "pcie", "gpu_procs", "nccl", "dcgm"],
-            "epilog": ["xid", "ecc", "gpu_procs"],
-            "full": ["xid", "gpu_count", "ecc", "recovery", "driver", "pcie", "nvlink", "gpu_procs", "nccl"],
-            # HealthCheckProgram (slurmkit health): on a node with a job only the checks that cannot disturb it run;
-            # nccl and dcgm read their cached verdicts (the heavy runs are sweep jobs)
-            "health": ["xid", "gpu_count", "ecc", "recovery", "driver", "pcie", "nvlink", "gpu_procs", "nccl", "dcgm"],
-        }
-    )
+    # profile -> the checks it runs, in order (prolog/epilog: the hooks; full: `slurmkit check`; health:
+    # HealthCheckProgram, which on a node with a job runs only the checks that cannot disturb it, and where nccl and
+    # dcgm read their cached verdicts); the defaults come from the check registry (slurmkit/health/checks/registry.py)
+    profiles: dict[str, list[str]] = field(default_factory=default_profiles)
     command_timeout: float = num(10.0, 0, 3600, lo_open=True)  # seconds for each nvidia-smi / dmesg call
     budget_seconds: float = num(30.0, 0, DAY, lo_open=True)  # a profile stops starting checks after this long
     fail_closed: bool = True  # a check that cannot run (timeout, missing tool) fails (else: warn)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..health.checks import registry
 from .ctx import Ctx, pass_ctx
 
 
@@ -33,8 +34,8 @@ def _gres_gpus(ctx: Ctx, node: str | None) -> int | None:
 @click.option(
     "--only",
     metavar="CHECKS",
-    help="Comma-separated checks to run (xid,gpu_count,ecc,driver,pcie,"
-    "nvlink,gpu_procs,nccl). Naming nccl runs all_reduce_perf now and caches its result.",
+    help=f"Comma-separated checks to run ({','.join(registry.ORDER)}). Naming nccl runs all_reduce_perf now "
+    "and caches its result; naming dcgm runs DCGM's diagnostic.",
 )
 @click.option(
     "--capture",
@@ -46,14 +47,14 @@ def _gres_gpus(ctx: Ctx, node: str | None) -> int | None:
 )
 @click.option(
     "--profile",
-    type=click.Choice(["full", "prolog", "epilog"]),
+    type=click.Choice(list(registry.PROFILES)),
     default="full",
     show_default=True,
     help="Which set of checks to run (config health.profiles).",
 )
 @click.option("--gpus", metavar="LIST", help="GPU indices a job would get (for gpu_procs), e.g. 0,1.")
 @click.option("--node", metavar="NAME", help="Node name for per-node settings (default: this host).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (see README for the format).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (format: docs/check.md).")
 @pass_ctx
 def check(ctx: Ctx, only, captures, profile, gpus, node, as_json):
     """Run GPU health checks on this node. Exit 0 healthy (warnings allowed), 1 unhealthy, 2 bad usage or

@@ -30,7 +30,7 @@ from .ctx import Ctx, echo, pass_ctx
     "series published at DEST (what the epilog does); others are kept. Default: all of DEST's.",
 )
 @click.option("--dry-run", is_flag=True, help="Say what would be copied and pruned; change nothing.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (see README).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (format: docs/sync.md).")
 @pass_ctx
 def sync(ctx: Ctx, source, dest, keep, as_user, marker, series, dry_run, as_json):
     """Copy the complete checkpoints of SOURCE to DEST (a path or s3://bucket/prefix): atomic, verified,

@@ -18,7 +18,7 @@ def _read(path: str) -> str:
     metavar="FILE",
     help="CPU layout: `lscpu -p`, `lscpu` or `numactl -H` output (live: read from sysfs).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the node profile as JSON (see README for the format).")
+@click.option("--json", "as_json", is_flag=True, help="Print the node profile as JSON (format: docs/topo.md).")
 @click.option("--gres-conf", "gres", is_flag=True, help="Print gres.conf lines for this node's GPUs.")
 @click.option("--node-name", metavar="NAME", help="NodeName= for the gres.conf lines.")
 @click.option("--dev-dir", default=None, metavar="DIR", help="Where the nvidiaN devices are (default /dev).")

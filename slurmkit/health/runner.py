@@ -19,18 +19,7 @@ from .base import Report, Result
 from .checks import ORDER
 from .context import Context, NoData
 
-PROFILES = ("prolog", "epilog", "full", "health")
-# the command each live check reads first (prefetched together); nccl's heavy run is never prefetched
-_SOURCES = {
-    "xid": "dmesg",
-    "gpu_count": "q",
-    "ecc": "q",
-    "recovery": "q",
-    "driver": "q",
-    "pcie": "q",
-    "gpu_procs": "q",
-    "nvlink": "nvlink_s",
-}
+from .checks.registry import PROFILES, SOURCES as _SOURCES
 
 
 def node_name() -> str:

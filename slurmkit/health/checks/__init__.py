@@ -1,4 +1,6 @@
 """One module per check. Each has NAME, a pure `evaluate(...)` over parsed text and settings, and `run(ctx)`,
 which fetches its input through the Context (a captured file or a command with a timeout) and calls evaluate."""
 
-ORDER = ["xid", "gpu_count", "ecc", "recovery", "driver", "pcie", "nvlink", "gpu_procs", "nccl", "dcgm"]
+from .registry import ORDER
+
+__all__ = ["ORDER"]
