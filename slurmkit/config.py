@@ -1,4 +1,4 @@
-"""Site config: YAML in, typed settings out (the loader; the schema is slurmkit/settings.py).
+"""Site config: YAML in, typed settings out (the loader; the schema is slurmkit/settings/).
 
 The file is /etc/slurmkit/config.yaml unless `--config` or $SLURMKIT_CONFIG names another. A missing default file
 means "all defaults"; a missing file that was asked for, a YAML syntax error, an unknown key, a wrong type or a
@@ -10,7 +10,7 @@ refused, via slurmkit/bounded.py; /dev/null reads as an empty config); mapping k
 MAX_NODES YAML nodes are visited (aliases count each time they are expanded) and MAX_DEPTH levels of nesting;
 integers are at most MAX_INT_DIGITS digits. Each limit is named in its error.
 
-The names of slurmkit/settings.py are re-exported here (`config.Settings`, `config.SyncSettings`, ...).
+The names of slurmkit/settings/ are re-exported here (`config.Settings`, `config.SyncSettings`, ...).
 """
 
 from __future__ import annotations

@@ -31,14 +31,15 @@ def _key(path: str, st: os.stat_result) -> dict:
     from .. import __version__
 
     # the schema is part of the key: a slurmkit with new settings must not be served an older cache
-    schema = os.stat(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "settings.py"))
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "settings")
+    schema = [os.stat(os.path.join(here, f)) for f in ("__init__.py", "fields.py", "ops.py", "checks.py")]
     return {
         "path": os.path.abspath(path),
         "ino": st.st_ino,
         "size": st.st_size,
         "mtime_ns": st.st_mtime_ns,
         "version": __version__,
-        "schema": [schema.st_size, schema.st_mtime_ns],
+        "schema": [[st.st_size, st.st_mtime_ns] for st in schema],
     }
 
 

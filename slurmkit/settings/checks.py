@@ -1,0 +1,192 @@
+"""The sections of the health checks (one per check), the health profiles and the efficiency sampler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Literal
+
+from ..health.checks.registry import default_profiles
+from .fields import DAY, Section, num
+
+
+@dataclass(kw_only=True)
+class GpuCountSettings(Section):
+    """The gpu_count check: how many GPUs a node must show."""
+
+    expected: int | None = num(None, 0, 4096)  # GPUs every node must show; None: the node's gres count
+    per_node: dict[str, int] = num(default_factory=dict, lo=0, hi=4096)  # hostlist -> count (wins)
+
+
+@dataclass(kw_only=True)
+class EccSettings(Section):
+    """The ecc check's thresholds."""
+
+    volatile_uncorrectable_max: int = num(0, 0, 10**9)  # more volatile uncorrectable errors than this: fail
+    aggregate_sram_uncorrectable_max: int = num(4, 0, 10**9)  # lifetime SRAM uncorrectable above this: fail
+    fail_on_remap_pending: bool = True  # row remapping pending = needs a GPU reset
+    fail_on_retired_pending: bool = True  # pending page blacklist (pre-A100) = needs a GPU reset
+    require_ecc_enabled: bool = False  # ECC mode Disabled is a failure (Unknown Error always is)
+
+
+@dataclass(kw_only=True)
+class XidSettings(Section):
+    """The xid check: which kernel-log Xid codes are acted on."""
+
+    fatal_extra: list[int] = num(default_factory=list, lo=0, hi=10**6)  # codes fatal beyond the catalog
+    ignore: list[int] = num(default_factory=list, lo=0, hi=10**6)  # codes never to act on
+    unknown_status: Literal["ok", "warn", "fail"] = "warn"  # a code the catalog does not know
+    # the kernel's boot id, to tell a new boot ({node}: the node's name; the dev cluster's fake nodes have one each)
+    boot_id_file: str = "/proc/sys/kernel/random/boot_id"
+    # read this kernel log file (kern.log, messages) from where the last hook stopped, instead of running `dmesg`
+    # (which reads the whole ring buffer)
+    log_file: str | None = None
+    userspace: Literal["ok", "warn", "fail"] = "warn"  # a GPU fault in a line userspace wrote (not `kernel:`)
+    ignore_signatures: list[str] = field(default_factory=list)  # kernel-log signature ids never to act on
+    # a site's own signatures: {id, match (regex), status, code (xid...), says, todo} (slurmkit/data/kernlog_signatures.json).
+    # Only log lines holding a fixed string of some pattern are parsed; a `match` with no fixed string of 3+
+    # characters (or with `(?i)`) makes every line parsed (slower on big logs)
+    signatures_extra: list[dict[str, str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.signatures_extra:  # only then: the kernel-log package costs every CLI (submit, sync) ~15 ms to import
+            from ..health.kernlog.signatures import validate_extra
+
+            validate_extra(self.signatures_extra)
+
+
+@dataclass(kw_only=True)
+class DriverSettings(Section):
+    """The driver check: allowed driver and CUDA versions."""
+
+    driver_versions: list[str] = field(default_factory=list)  # allowed driver versions ("550.54.15"); empty: any
+    cuda_versions: list[str] = field(default_factory=list)  # allowed CUDA versions ("12.4"); empty: any
+
+
+@dataclass(kw_only=True)
+class PcieSettings(Section):
+    """The pcie check: link width and generation."""
+
+    min_width: int | None = num(None, 1, 64)  # accept links at least this wide (else: width must equal its max)
+    min_gen: int | None = num(None, 1, 16)  # the link's max generation must reach this (current drops idle)
+    status: Literal["warn", "fail"] = "fail"  # how a PCIe link finding counts
+
+
+@dataclass(kw_only=True)
+class NvlinkSettings(Section):
+    """The nvlink check."""
+
+    status: Literal["warn", "fail"] = "fail"  # how an NVLink finding counts
+    error_threshold: int = num(1000, 0, 10**15)  # an NVLink error counter above this is a finding
+
+
+@dataclass(kw_only=True)
+class GpuProcsSettings(Section):
+    """The gpu_procs check: processes and memory left on a job's GPUs."""
+
+    grace_seconds: float = num(5.0, 0, 3600)  # epilog: wait this long for the job's processes to leave the GPUs
+    max_memory_mib: int = num(1024, 0, 10**7)  # memory used on a job GPU with no process: above is a leftover
+
+
+@dataclass(kw_only=True)
+class NcclSettings(Section):
+    """The nccl check: all_reduce_perf bus bandwidth against the expected figure."""
+
+    expected_busbw_gbps: float | None = num(None, 0, 1e5, lo_open=True)  # expected "Avg bus bandwidth"
+    profiles: dict[str, float] = num(default_factory=dict, lo=0, hi=1e5, lo_open=True)  # hostlist -> busbw
+    min_ratio: float = num(0.8, 0, 1, lo_open=True)  # fail below min_ratio * expected
+    ttl_seconds: int = num(86400, 0, 10**8)  # the prolog trusts a cached result this long
+    # all_reduce_perf's arguments (8 B to 1 GiB, factor 2, 8 GPUs)
+    args: list[str] = field(default_factory=lambda: ["-b", "8", "-e", "1G", "-f", "2", "-g", "8"])
+    timeout: float = num(300.0, 0, DAY, lo_open=True)  # seconds for all_reduce_perf
+
+
+# the Xid catalog's actions a reboot can fix (slurmkit/data/xid_catalog.json)
+REMEDIABLE = ("RESET_GPU", "RESTART_BM")
+
+
+@dataclass(kw_only=True)
+class HealthSettings(Section):
+    """Which checks each hook runs, and how long they may take."""
+
+    # profile -> the checks it runs, in order (prolog/epilog: the hooks; full: `slurmkit check`; health:
+    # HealthCheckProgram, which on a node with a job runs only the checks that cannot disturb it, and where nccl and
+    # dcgm read their cached verdicts); the defaults come from the check registry (slurmkit/health/checks/registry.py)
+    profiles: dict[str, list[str]] = field(default_factory=default_profiles)
+    command_timeout: float = num(10.0, 0, 3600, lo_open=True)  # seconds for each nvidia-smi / dmesg call
+    budget_seconds: float = num(30.0, 0, DAY, lo_open=True)  # a profile stops starting checks after this long
+    fail_closed: bool = True  # a check that cannot run (timeout, missing tool) fails (else: warn)
+    drain: bool = True  # prolog/epilog drain the node on a failure
+    periodic_budget_seconds: float = num(45.0, 1, 3600)  # a health run stops starting checks after this (Slurm: 60 s)
+    log_max_bytes: int = num(16 << 20, 4096, 1 << 40)  # a node's health-log file is rotated past this size
+    log_generations: int = num(5, 0, 1000)  # rotated files kept per node (<node>.jsonl.1 .. .N)
+    syslog: bool = False  # also send every record to journald (SLURMKIT_* fields) or syslog
+    textfile_dir: str | None = None  # node_exporter textfile collector dir: slurmkit-<node>.prom written there
+    # `slurmkit health --sweep`: the heavy checks as one exclusive, low-priority job per node
+    sweep_partition: str | None = None  # the partition of the sweep jobs (default: the swept one)
+    sweep_qos: str | None = None  # the QOS of the sweep jobs (default: none given)
+    sweep_time_limit: str = "00:30:00"  # time limit of a sweep job
+    sweep_nice: int = num(10000, 0, 2147483645)  # sbatch --nice of a sweep job: behind every user job
+    # remediation (opt-in): a health run reboots an idle node slurmkit drained for a cause a reboot fixes
+    # (`scontrol reboot ASAP nextstate=RESUME`; needs RebootProgram and ResumeTimeout in slurm.conf)
+    remediate: bool = False  # reboot idle nodes slurmkit drained for a cause in remediate_actions
+    remediate_actions: list[str] = field(default_factory=lambda: ["RESET_GPU", "RESTART_BM"])  # causes' actions
+    remediate_flap_limit: int = num(3, 1, 100)  # after this many reboots of a node in the window: a human's
+    remediate_flap_window_hours: float = num(24.0, 0.01, 24 * 365)  # the window the flap limit counts in
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        bad = sorted(set(self.remediate_actions) - set(REMEDIABLE))
+        if bad:
+            raise ValueError(
+                f"remediate_actions: {', '.join(bad)} cannot be remediated by a reboot "
+                f"(expected some of {', '.join(REMEDIABLE)})"
+            )
+
+
+@dataclass(kw_only=True)
+class DcgmSettings(Section):
+    """The dcgm check: DCGM's diagnostic, run by name or by a health sweep; the prolog reads its cached verdict."""
+
+    level: int = num(1, 1, 4)  # dcgmi diag -r LEVEL: 1 ~10 s, 2 ~2 min, 3 ~15 min
+    timeout: float = num(600.0, 1, DAY)  # seconds before a hung dcgmi is a finding
+    ttl_seconds: int = num(86400, 0, 30 * DAY)  # the prolog trusts a cached verdict this long
+
+
+@dataclass(kw_only=True)
+class EfficiencySettings(Section):
+    """Per-job GPU efficiency (slurmkit/efficiency): the sampler the prolog starts and the verdicts' thresholds."""
+
+    enabled: bool = True  # the prolog starts a sampler for every job that holds GPUs
+    interval: float = num(10.0, 0.05, 3600)  # seconds between samples
+    backend: Literal["auto", "nvml", "nvidia-smi"] = "auto"  # auto: NVML (nvidia-ml-py) when it imports
+    min_samples: int = num(3, 1, 100000)  # fewer readable samples: unknown
+    idle_util_pct: float = num(5.0, 0, 100)  # a sample at or below this utilisation is idle ...
+    idle_fraction: float = num(0.9, 0.01, 1)  # ... and a GPU idle in this share of its samples is idle
+    underused_util_pct: float = num(30.0, 0, 100)  # mean utilisation under this: underused
+    hung_util_pct: float = num(90.0, 1, 100)  # hung: utilisation at or above this ...
+    hung_power_ratio: float = num(0.35, 0.01, 1)  # ... while power is under this share of the board's limit ...
+    hung_seconds: float = num(300.0, 0.1, DAY)  # ... for this long in a row
+    held_memory_mib: float = num(1024.0, 0, 1 << 24)  # an idle GPU holding more than this is "memory held"
+    profiling: bool = True  # also run `dcgmi dmon -e 1002,1004,1005` (SM/tensor/DRAM activity) where it works
+    dcgm_start_timeout: float = num(30.0, 1, 3600)  # seconds for dcgmi's first sample; past it: no profiling fields
+    sm_busy_util_pct: float = num(80.0, 1, 100)  # "busy running little": utilisation mean at or above this ...
+    sm_low_active_pct: float = num(20.0, 0, 100)  # ... while DCGM's SM activity mean is under this (a finding)
+    samples_max_bytes: int = num(4 << 20, 64 << 10, 1 << 30)  # a job's sample file; past it, half resolution
+    log_max_bytes: int = num(64 << 20, 1 << 20, 1 << 40)  # the job-efficiency log; past it, it rotates to .1
+    log: str | None = None  # default: beside paths.health_log, in its layout (efficiency/ or .jsonl)
+    watchdog_interval: float = num(5.0, 0.1, 3600)  # seconds between the sampler's "is my job still here?" checks
+    start_grace: float = num(120.0, 1, DAY)  # a job whose steps never appear in this long is gone
+    steps_dir: str = "/tmp"  # where report_step() leaves a job's FLOPs (slurmkit-steps.<job id>) for MFU
+    # `report idle --run-command`: argv run once per wasteful job; {job_id} {user} {account} {partition} {node}
+    # {verdict} {gpu_hours} {wasted_gpu_hours} fill in, each one argument (never a shell string). Empty: nothing sent
+    idle_command: list[str] = field(default_factory=list)
+    idle_command_timeout: float = num(30.0, 0, DAY, lo_open=True)  # seconds for one idle_command
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.idle_util_pct >= self.underused_util_pct and self.underused_util_pct > 0:
+            raise ValueError("idle_util_pct must be below underused_util_pct")
