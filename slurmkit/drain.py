@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 
 from .errors import SlurmkitError
+from .files import atomic_write
 from .health.checks.registry import DRAIN_TAGS
 
 MAX_REASON = 200
@@ -213,11 +214,7 @@ def _write_pending(settings, node: str, rec: dict) -> str | None:
     path = pending_path(settings, node)
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(rec, f)
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps(rec), mode=0o600)
     except OSError as e:
         return str(e)
     return None

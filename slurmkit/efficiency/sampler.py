@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 
+from ..files import atomic_write
 from .sampler_dcgm import run_dcgm
 
 from typing import TYPE_CHECKING
@@ -129,11 +130,7 @@ class Writer:
                 if ticks[kind] % 2:
                     continue
             keep.append(ln)
-        tmp = self.path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.writelines(keep)
-            f.write(json.dumps({"stride": self.stride * 2}) + "\n")
-        os.replace(tmp, self.path)
+        atomic_write(self.path, "".join(keep) + json.dumps({"stride": self.stride * 2}) + "\n", mode=0o600)
         self.stride *= 2
         self.f = open(self.path, "a", encoding="utf-8")
         self.size = self.f.tell()

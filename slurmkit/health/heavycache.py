@@ -8,6 +8,7 @@ import json
 import os
 import time
 
+from ..files import atomic_write
 from .base import Result
 
 
@@ -16,10 +17,7 @@ def save(path: str, res: Result) -> None:
     result, never raised: the verdict stands, the prolog just will not see it."""
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"time": time.time(), "result": res.to_dict(), "code": res.code}, f)
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps({"time": time.time(), "result": res.to_dict(), "code": res.code}))
         res.evidence["cached_to"] = path
     except OSError as e:
         res.evidence["cache_error"] = f"{path}: {e.strerror}"

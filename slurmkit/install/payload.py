@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import SlurmkitError
+from ..files import atomic_write
 from .bundle import SOURCE_DATE_EPOCH, Wheelhouse
 
 _EPOCH = int(SOURCE_DATE_EPOCH)
@@ -238,7 +239,7 @@ def build(wh: Wheelhouse, cache_dir: Path, say=lambda m: None) -> Payload:
             _install_wheels(wh, tree, py)
             _compile(tree, py)
             _tar(tree, tmp / "out.tar.gz")
-            os.replace(tmp / "out.tar.gz", out)
+            atomic_write(out, (tmp / "out.tar.gz").read_bytes(), mode=0o600)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     data = out.read_bytes()
