@@ -9,9 +9,7 @@ Light on purpose: the prolog imports this.
 
 from __future__ import annotations
 
-import gc
 import os
-import sys
 import signal
 import subprocess
 import time
@@ -162,46 +160,6 @@ def spawn_detached(
         if not isinstance(out, int):
             out.close()
     return p.pid
-
-
-def fork_detached(fn, *, env: dict[str, str] | None = None, title: list[str] | None = None) -> int | None:
-    """Run fn() -> exit code in a child of this process, in its own session and not waited for (it outlives the
-    caller, as spawn_detached's argv does), without starting an interpreter: for Python work whose modules the
-    caller has already imported (the prolog's efficiency sampler: an interpreter and its imports cost more CPU
-    than the whole prolog, on every job). The child gets /dev/null for stdin/stdout/stderr, no other descriptor of
-    the caller's (no lock or pipe stays held by it), `env` as its whole environment, and `title` as its command
-    line (set_title). Returns the child's pid; None when forking is not safe here (another thread is running: it
-    may hold a lock the child would need) - the caller then spawns an interpreter instead."""
-    import threading
-
-    if threading.active_count() > 1:
-        return None
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()  # nothing buffered is written twice
-        except (OSError, ValueError, AttributeError):
-            pass
-    pid = os.fork()
-    if pid:
-        return pid
-    code = 1
-    try:
-        gc.enable()  # the hooks run with it off (hooks.common.fail_safe); this child may live for days
-        os.setsid()
-        null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
-        os.closerange(3, max(3, os.sysconf("SC_OPEN_MAX")))
-        if env is not None:
-            os.environ.clear()
-            os.environ.update(env)
-        if title:
-            set_title(title)
-        code = fn()
-    except BaseException:  # noqa: BLE001 - the child's exit code says it failed; never unwind into the caller's code
-        code = 1
-    finally:
-        os._exit(code if isinstance(code, int) else 1)
 
 
 def set_title(argv: list[str]) -> bool:

@@ -15,13 +15,6 @@ STALE_SECONDS = 7 * 86400
 SAMPLER_MODULE = "slurmkit.efficiency.sampler"
 
 
-def _sampler_run(opts: dict) -> int:
-    """The forked sampler's body: the sampler's own run(), without argparse (its flags are the prolog's own)."""
-    from .sampler import Options, run
-
-    return run(Options(**opts))
-
-
 def _dir(settings) -> str:
     return os.path.join(settings.paths.state_dir, "efficiency")
 
@@ -78,15 +71,9 @@ def start(settings, environ) -> int | None:
             for w in ("--" + k.replace("_", "-"), json.dumps(v) if isinstance(v, list) else str(v))
         ]
         env = {k: v for k, v in environ.items() if k.startswith(("SLURM", "SLURMKIT", "PATH", "CUDA"))}
-        # forked from this process, not a new interpreter (most of a job's hook CPU was the sampler's start-up);
-        # its command line reads as the interpreter's would, so ps and the epilog's check know it
-        pid = proc.fork_detached(
-            lambda: _sampler_run(opts), env=env, title=[sys.executable, "-m", SAMPLER_MODULE, *flags]
-        )
-        if pid is None:  # not safe to fork here: an interpreter, as before
-            from ..hooks.common import module_argv  # without `site` when the prolog started so
+        from ..hooks.common import module_argv  # without `site` when the prolog started so
 
-            pid = proc.spawn_detached(module_argv(SAMPLER_MODULE) + flags, env=env)
+        pid = proc.spawn_detached(module_argv(SAMPLER_MODULE) + flags, env=env)
         fd = os.open(pidf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(f"{pid} {proc.start_time(pid) or ''}".strip())

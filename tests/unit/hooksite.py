@@ -25,8 +25,8 @@ def write_site_config(d: Path, *, efficiency: bool = True, sync: bool = False) -
 
 
 def sampler_argv(pid: int, timeout: float = 10.0) -> list[bytes]:
-    """The command line of a forked efficiency sampler once it shows as one: it writes its title itself, right
-    after the fork, so a reader straight after the prolog may see its parent's for a moment."""
+    """The command line of the efficiency sampler once it shows as one: between its fork and its exec it reads as
+    its parent's for a moment."""
     import time
 
     deadline = time.monotonic() + timeout
