@@ -12,7 +12,7 @@ from .jobfile import read_job_file
 from . import jobstate
 from .jobstate import forget
 from .patterns import VARIABLES, expand, job_record_needs, with_job_record
-from .privsep import job_identity, preload, run_as
+from .privsep import REAP_GRACE, job_identity, preload, run_as
 from .report import SyncError, SyncReport, empty_report
 from .syncdir import sync_dir
 
@@ -104,7 +104,11 @@ def sync_for_job(
         return rep
     budget = cfg.budget if budget is None else budget
     margin = min(2.0, budget * 0.1)
-    deadline_in = None if budget == float("inf") else budget - margin
+    spent = time.monotonic() - t0  # the budget counts from the start: the job record, the identity
+    deadline_in = None if budget == float("inf") else max(0.0, budget - margin - spent)
+    # the child stops itself at budget - margin; at budget - 2 * grace it is killed, and run_as returns a grace later
+    # even when it cannot die (asleep in the kernel on a destination that does not answer): inside the budget
+    grace = min(REAP_GRACE, margin / 4)
     # the job's series: retention at DEST prunes only what this job (any of its requeues) published there
     series = job_id if job_id and job_id.isdigit() else None
     rep = run_as(
@@ -115,10 +119,13 @@ def sync_for_job(
         cfg,
         deadline_in,
         series,
-        timeout=None if deadline_in is None else budget,
+        timeout=None if deadline_in is None else max(grace, budget - 2 * grace - spent),
         before=lambda: preload(dest, cfg),
+        grace=grace,
     )
     rep["source"], rep["dest"] = rep["source"] or source, rep["dest"] or dest
+    if rep.get("hung") and cfg.drain_on_hang and context == "sync":
+        rep["drain"] = _drain_on_hang(settings, environ, job_id)
     bg = cfg.background if background is None else background
     if rep.get("deferred"):
         if bg:
@@ -210,6 +217,22 @@ def _spawn_background(settings: Settings, environ) -> int | None:
         return None
 
 
+def _drain_on_hang(settings: Settings, environ: dict[str, str], job_id: str) -> str:
+    """sync.drain_on_hang: the site takes a node whose checkpoint destination stopped answering out of service. Off
+    by default: a storage hang is not the node's fault, and every node that writes there would drain with it."""
+    from .. import drain
+    from .privsep import NOT_ANSWERING
+
+    node = environ.get("SLURMD_NODENAME") or ""
+    if not node:
+        return "not-drained: no SLURMD_NODENAME"
+    if not settings.health.drain:
+        return "not-drained (health.drain is false)"
+    reason = drain.reason_for(settings, "checkpoint-sync", NOT_ANSWERING)
+    jid = int(job_id) if job_id.isdigit() else None
+    return drain.drain_for_hook(settings, node, reason, check="checkpoint-sync", context="epilog", job_id=jid)
+
+
 def _log(settings: Settings, rep: SyncReport, job_id, context: str, finish) -> None:
     from .. import healthlog
 
@@ -223,7 +246,8 @@ def _log(settings: Settings, rep: SyncReport, job_id, context: str, finish) -> N
     reason = "; ".join(rep["errors"])[:500] if rep["errors"] else ""
     if rep.get("deferred") and not reason:
         left = "the rest" if "*" in rep["deferred"] else f"{len(rep['deferred'])} checkpoint(s)"
-        reason = f"budget spent; {left} left for {finish}"
+        why = f"deferred: {rep['hung']}" if rep.get("hung") else "budget spent"
+        reason = f"{why}; {left} left for {finish}"
     evidence = {
         k: rep.get(k)
         for k in (
@@ -240,6 +264,9 @@ def _log(settings: Settings, rep: SyncReport, job_id, context: str, finish) -> N
             "background_pid",
             "finish",
             "killed",
+            "hung",
+            "child_state",
+            "drain",
             "child_signal",
             "prune_reason",
             "kept_other_jobs",

@@ -19,7 +19,9 @@ job's uid, gid and supplementary groups before it touches any user path; a symli
 nothing the user could not read, and symlinks inside a checkpoint are refused outright (never followed).
 
 Budget. The child stops between chunks when the budget is spent; the parent kills it at the budget's end if it
-does not (a hung filesystem). What was left is finished by a detached background sync (`python -m
+does not, and does not wait for it past a short grace: a child asleep in the kernel on a destination that does not
+answer (a frozen filesystem, a hung NFS server) cannot die until the destination answers ("deferred: destination not
+answering"; sync.drain_on_hang drains for it). What was left is finished by a detached background sync (`python -m
 slurmkit.checkpoint.sync background ...`) or by `slurmkit sync` by hand; the health log (context "sync") says which.
 
 Light: standard library only on this path; boto3 is imported only for an s3:// destination (checkpoint/s3.py).
