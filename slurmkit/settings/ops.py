@@ -123,6 +123,9 @@ class SyncSettings(Section):
     algo: str = "sha256"  # hash for manifests built at sync time (sha256: SHA-NI, fastest measured)
     budget: float = num(60.0, 0, DAY, lo_open=True)  # seconds the epilog may spend; keep below EpilogMsgTime
     background: bool = True  # finish what the budget left over in a detached background sync
+    # drain the node when its destination stops answering (the sync child stuck in the kernel past the budget); off:
+    # a storage hang is not the node's fault, the epilog defers the copy to the background sync and the node stays up
+    drain_on_hang: bool = False
     job_file: str = ".slurmkit-sync.yaml"  # a job's narrowing file in its source dir (read as the job's user)
     workers: int = num(2, 1, 256)  # files copied and hashed in parallel
     s3_endpoint: str | None = None  # S3-compatible endpoint URL (None: AWS)
