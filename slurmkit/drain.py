@@ -48,6 +48,29 @@ HANDS_OFF = frozenset(
 _CHECKS = DRAIN_TAGS
 # outcomes after which no job can run on the node with the fault unreported: the verdict was acted on
 ACTED = ("drained", "already-drained", "would-drain", "skipped-admin-drain", "not-drained (health.drain is false)")
+FAILED = ("drain-failed", "resume-failed")
+
+
+class Action(str):
+    """What a drain or resume did: its kind ("drained", "skipped-admin-drain", "drain-failed", ...) and a detail
+    (the error), as data; as text (the health log's `action`, audit's column) "kind" or "kind: detail"."""
+
+    kind: str
+    detail: str
+
+    def __new__(cls, kind: str, detail: str = "") -> Action:
+        a = super().__new__(cls, f"{kind}: {detail}" if detail else kind)
+        a.kind, a.detail = kind, detail
+        return a
+
+    @property
+    def failed(self) -> bool:
+        """The controller did not take it (the node's state is unchanged)."""
+        return self.kind in FAILED
+
+    @property
+    def acted(self) -> bool:
+        return self.kind in ACTED
 # what Slurm writes when a hook exits non-zero: ours to replace with the reason we could not write then
 _HOOK_ERRORS = ("Prolog error", "Epilog error")
 RETRY_DELAYS = (1.0, 2.0)  # between drain attempts inside a hook
@@ -96,11 +119,11 @@ def reason_for_result(settings, result) -> str:
 
 def acted(action: str) -> bool:
     """Was the verdict acted on (the node drained, or a drain in place)? Else the fault stays pending."""
-    return action in ACTED
+    return action.acted if isinstance(action, Action) else action in ACTED
 
 
 def _lookup(settings, backend, node: str, verb: str):
-    """(the node's record or None, an action string when the controller could not be asked)."""
+    """(the backend, the node's record or None, an Action when the controller could not be asked)."""
     if backend is None:
         from .slurm import get_backend
 
@@ -108,9 +131,9 @@ def _lookup(settings, backend, node: str, verb: str):
     try:
         recs = backend.nodes(node)
     except SlurmkitError as e:
-        return backend, None, f"{verb}-failed: {e}"
+        return backend, None, Action(f"{verb}-failed", str(e))
     rec = next((r for r in recs if r.name == node), None)
-    return backend, rec, None if rec is not None else "skipped-unknown-node"
+    return backend, rec, None if rec is not None else Action("skipped-unknown-node")
 
 
 # --- one drain at a time per node ------------------------------------------------------------------------------
@@ -150,7 +173,7 @@ class _NodeLock:
 
 def drain_node(
     settings, node: str, reason: str, *, backend=None, dry_run: bool = False, replace_hook_error: bool = False
-) -> str:
+) -> Action:
     """Drain `node` with `reason` (which must carry slurmkit's prefix), following the etiquette.
     `replace_hook_error`: Slurm's own "Prolog error"/"Epilog error" drain (which a slurmkit hook that could not
     drain caused) is replaced by `reason`; used only for a pending drain slurmkit recorded itself."""
@@ -161,25 +184,25 @@ def drain_node(
         if why:
             return why
         if rec.state == "DOWN" or "NOT_RESPONDING" in rec.flags:
-            return "skipped-down"
+            return Action("skipped-down")
         if HANDS_OFF & set(rec.flags):
-            return "skipped-maintenance"
+            return Action("skipped-maintenance")
         if rec.drained or "FAIL" in rec.flags:
             if replace_hook_error and (rec.reason or "").strip() in _HOOK_ERRORS:
                 pass  # ours to replace: fall through to the drain
             elif not is_slurmkit_reason(rec.reason, settings):
-                return "skipped-admin-drain"
+                return Action("skipped-admin-drain")
             else:
                 # ours already: keep the first reason, usually the root cause (a hung nvidia-smi in the prolog,
                 # then the epilog's ECC read timing out on the same hang, must not bury the first finding)
-                return "already-drained"
+                return Action("already-drained")
         if dry_run:
-            return "would-drain"
+            return Action("would-drain")
         try:
             backend.drain(node, reason)
         except SlurmkitError as e:
-            return f"drain-failed: {e}"
-        return "drained"
+            return Action("drain-failed", str(e))
+        return Action("drained")
 
 
 # --- a drain that could not be made: retried, then pending ------------------------------------------------------
@@ -237,12 +260,12 @@ def drain_for_hook(
     job_id=None,
     backend=None,
     replace_hook_error: bool = False,
-) -> str:
+) -> Action:
     """A hook's drain: retried (RETRY_DELAYS, within health.budget_seconds) while the controller does not answer;
     a node the controller does not list is a drain that failed (the hook runs on a node Slurm knows: an empty
     answer is a controller that did not answer). When it still fails, a pending record keeps the reason for the
     next hook; the caller exits non-zero so Slurm drains the node ("Prolog error"/"Epilog error") meanwhile."""
-    action = "drain-failed"
+    action = Action("drain-failed")
     deadline = time.monotonic() + settings.health.budget_seconds  # a hook never retries past its checks' budget
     for delay in (0.0, *RETRY_DELAYS):
         if delay:
@@ -250,13 +273,13 @@ def drain_for_hook(
                 break
             time.sleep(delay)
         action = drain_node(settings, node, reason, backend=backend, replace_hook_error=replace_hook_error)
-        if action == "skipped-unknown-node":
-            action = f"drain-failed: the controller did not list node {node}"
-        if not action.startswith("drain-failed"):
+        if action.kind == "skipped-unknown-node":
+            action = Action("drain-failed", f"the controller did not list node {node}")
+        if not action.failed:
             break
-    if acted(action):
+    if action.acted:
         clear_pending(settings, node)
-    elif action.startswith("drain-failed"):
+    elif action.failed:
         err = _write_pending(
             settings,
             node,
@@ -269,29 +292,30 @@ def drain_for_hook(
                 "time": time.time(),
             },
         )
-        action += "; recorded as pending" if err is None else f"; cannot record it as pending: {err}"
+        more = "recorded as pending" if err is None else f"cannot record it as pending: {err}"
+        action = Action(action.kind, f"{action.detail}; {more}" if action.detail else more)
     return action
 
 
 # --- resume --------------------------------------------------------------------------------------------------------
 
 
-def resume_node(settings, node: str, *, backend=None, dry_run: bool = False, force: bool = False) -> str:
+def resume_node(settings, node: str, *, backend=None, dry_run: bool = False, force: bool = False) -> Action:
     """Resume `node` only when slurmkit drained it (its reason carries the prefix); `force` resumes any drain."""
     backend, rec, why = _lookup(settings, backend, node, "resume")
     if why:
         return why
     if not (rec.drained or "FAIL" in rec.flags or (force and rec.state == "DOWN")):
-        return "skipped-not-drained"
+        return Action("skipped-not-drained")
     if not force and not is_slurmkit_reason(rec.reason, settings):
-        return "skipped-not-ours"
+        return Action("skipped-not-ours")
     if dry_run:
-        return "would-resume"
+        return Action("would-resume")
     try:
         backend.resume(node)
     except SlurmkitError as e:
-        return f"resume-failed: {e}"
-    return "resumed"
+        return Action("resume-failed", str(e))
+    return Action("resumed")
 
 
 @dataclass
