@@ -157,6 +157,25 @@ def test_caused_by_previous_xid_follows_that_xid():
     assert judge(line(45, "Ch 00000010")).status == "warn"
 
 
+def test_a_process_name_cannot_speak_for_the_driver():
+    """Issue 28 item 5: the `name=` field is the process's comm, which any user sets (prctl PR_SET_NAME, 15
+    characters); a user-triggerable Xid whose name reads `previous Xid 79` is still the application's fault.
+    SYNTHETIC lines in the real format (pid=, name=, then the driver's text)."""
+    for code in (13, 31, 43):
+        for name in ("previous Xid 79", "a, previous Xid", "x, y, Xid 79, q"):
+            r = judge(f"[  200.000000] NVRM: Xid (PCI:0000:3b:00): {code}, pid=4242, name={name}, Ch 00000010")
+            assert (r.status, r.code) == ("warn", ""), (code, name, r.reason)
+    # the same Xid 63 text: "pending" in a name is not the driver's pending row remap
+    r = judge("[  200.000000] NVRM: Xid (PCI:0000:3b:00): 63, pid=4242, name=reset gpu pending, Row Remapper: "
+              "New row marked for remapping")
+    assert r.status == "warn", r.reason
+    # the driver's own words still count, whatever the name holds (a name with ", " in it too)
+    for name in ("python", "<unknown>", "x, y, z, w, v"):
+        r = judge(f"[  200.000000] NVRM: Xid (PCI:0000:3b:00): 45, pid=4242, name={name}, Ch 00000010, caused by "
+                  "previous Xid 79")
+        assert (r.status, r.code) == ("fail", "xid45"), (name, r.reason)
+
+
 def test_xid154_follows_the_recovery_action():
     assert judge(line(154, "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)")).status == "fail"
     assert judge(line(154, "GPU recovery action changed from 0x0 (None) to 0x4 (Drain and Reset)")).status == "fail"
