@@ -359,7 +359,7 @@ def test_the_admin_recheck_clears_a_fault_only_when_the_whole_log_is_clean(tmp_p
     log.write_text("[ 7000.0] NVRM: Xid (PCI:0000:5d:00): 13, pid=4242, name=python, Graphics Exception\n")
     r = xid_run(s, "full", recheck=True)
     assert r.status == "warn" and r.evidence["new_events"] == r.evidence["events_in_log"] == 1
-    assert r.evidence["cleared_faults"][0]["tag"] == "xid79" and "cleared 1 fault" in r.reason
+    assert r.evidence["cleared_faults"][0]["tag"] == "xid79" and "cleared 1 fault(s) of this boot" in r.reason
     assert xid_run(s, "prolog").status == "warn"
     assert xid_run(s, "prolog").status == "ok"
     log.write_text("")

@@ -216,7 +216,7 @@ def _released(whole: Result, active: list, path: str, state: dict) -> Result:
         ev = dict(whole.evidence, active_faults=active)
         return Result(NAME, "fail", f"cannot clear this boot's active faults in {path}: {e}", ev, code=active[0]["tag"])
     whole.evidence["cleared_faults"] = active
-    whole.reason += f" in the whole kernel log; cleared {len(active)} fault(s) active this boot"
+    whole.reason += f" (the whole kernel log has no fatal event: cleared {len(active)} fault(s) of this boot)"
     return whole
 
 
