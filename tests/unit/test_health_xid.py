@@ -157,6 +157,25 @@ def test_caused_by_previous_xid_follows_that_xid():
     assert judge(line(45, "Ch 00000010")).status == "warn"
 
 
+def test_a_process_name_cannot_speak_for_the_driver():
+    """Issue 28 item 5: the `name=` field is the process's comm, which any user sets (prctl PR_SET_NAME, 15
+    characters); a user-triggerable Xid whose name reads `previous Xid 79` is still the application's fault.
+    SYNTHETIC lines in the real format (pid=, name=, then the driver's text)."""
+    for code in (13, 31, 43):
+        for name in ("previous Xid 79", "a, previous Xid", "x, y, Xid 79, q"):
+            r = judge(f"[  200.000000] NVRM: Xid (PCI:0000:3b:00): {code}, pid=4242, name={name}, Ch 00000010")
+            assert (r.status, r.code) == ("warn", ""), (code, name, r.reason)
+    # the same Xid 63 text: "pending" in a name is not the driver's pending row remap
+    r = judge("[  200.000000] NVRM: Xid (PCI:0000:3b:00): 63, pid=4242, name=reset gpu pending, Row Remapper: "
+              "New row marked for remapping")
+    assert r.status == "warn", r.reason
+    # the driver's own words still count, whatever the name holds (a name with ", " in it too)
+    for name in ("python", "<unknown>", "x, y, z, w, v"):
+        r = judge(f"[  200.000000] NVRM: Xid (PCI:0000:3b:00): 45, pid=4242, name={name}, Ch 00000010, caused by "
+                  "previous Xid 79")
+        assert (r.status, r.code) == ("fail", "xid45"), (name, r.reason)
+
+
 def test_xid154_follows_the_recovery_action():
     assert judge(line(154, "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)")).status == "fail"
     assert judge(line(154, "GPU recovery action changed from 0x0 (None) to 0x4 (Drain and Reset)")).status == "fail"
@@ -198,7 +217,8 @@ def acted(profile, r):
 
 
 def dmesg_from(tmp_path):
-    """Settings whose dmesg prints the file it returns (write the kernel log there)."""
+    """Settings whose dmesg prints the file it returns (write the kernel log there), with a boot id of their own
+    (reboot() gives a new one)."""
     log = tmp_path / "dmesg.txt"
     tool = tmp_path / "dmesg"
     tool.write_text(f"#!/bin/sh\ncat {log}\n")
@@ -206,7 +226,14 @@ def dmesg_from(tmp_path):
     s = config.Settings()
     s.tools.dmesg = str(tool)
     s.paths.state_dir = str(tmp_path / "state")
+    s.xid.boot_id_file = str(tmp_path / "boot-{node}")
+    reboot(tmp_path)
     return s, log
+
+
+def reboot(tmp_path, node="n9"):
+    import uuid
+    (tmp_path / f"boot-{node}").write_text(f"{uuid.uuid4()}\n")
 
 
 def test_an_unacted_fault_stays_new_until_the_hook_commits_its_mark(tmp_path):
@@ -216,13 +243,14 @@ def test_an_unacted_fault_stays_new_until_the_hook_commits_its_mark(tmp_path):
     assert first.status == "fail" and first.commit is not None
     # the drain failed: the hook does not commit, and the next hook and `check` see the fault again
     again = run_checks(s, "prolog", only=["xid"], node="n9").results[0]
-    assert (again.status, again.code) == ("fail", "xid79")
+    assert (again.status, again.code, again.evidence["new_events"]) == ("fail", "xid79", 2)
     assert run_checks(s, "full", only=["xid"], node="n9").results[0].status == "fail"
-    again.commit()                               # drained now: the mark moves
-    assert run_checks(s, "prolog", only=["xid"], node="n9").results[0].status == "ok"
+    again.commit()                               # drained now: the mark moves, the fault stays for this boot
+    r = run_checks(s, "prolog", only=["xid"], node="n9").results[0]
+    assert (r.status, r.code, r.evidence["new_events"]) == ("fail", "xid79", 0)
 
 
-def test_only_events_since_the_last_hook_count(tmp_path, monkeypatch):
+def test_only_events_since_the_last_hook_are_new_but_a_fatal_one_lasts_its_boot(tmp_path, monkeypatch):
     s, log = dmesg_from(tmp_path)
     real = (FIX / "h100-hgx-xid79-fallen-off-bus-dmesg-multiline.txt").read_text()
     log.write_text(real)
@@ -233,12 +261,17 @@ def test_only_events_since_the_last_hook_count(tmp_path, monkeypatch):
     assert xid("full").status == "fail"        # `slurmkit check` reads...
     assert xid("full").status == "fail"        # ...without moving the mark
     assert xid("prolog").status == "fail"      # the prolog sees it first and moves the mark
-    assert xid("prolog").status == "ok"        # an old Xid does not drain the node forever
+    r = xid("prolog")                          # still this boot: the GPU is still off the bus
+    assert (r.status, r.code, r.evidence["new_events"]) == ("fail", "xid79", 0)
+    assert r.reason.endswith("(logged earlier this boot)") and "0000:5d:00 fell off the bus" in r.reason
     log.write_text(real + "[ 5000.000001] NVRM: Xid (PCI:0000:18:00): 48, pid='<unknown>', name=<unknown>, "
                    "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer\n")
-    r = xid("epilog")
+    r = xid("epilog")                          # a new fatal one: its own reason, the old one named too
     assert (r.status, r.code, r.evidence["new_events"]) == ("fail", "xid48", 1)
+    assert "(also xid79)" in r.reason
+    reboot(tmp_path)                           # a new boot, a new log: an old Xid does not drain forever
     log.write_text("[    1.0] Linux version (new boot, log cleared)\n")
+    assert xid("prolog").status == "ok"
     assert xid("prolog").status == "ok"
     log.write_text(real)                       # the same fault again after the log was cleared: new again
     assert xid("prolog").status == "fail"
@@ -248,6 +281,8 @@ def test_only_events_since_the_last_hook_count(tmp_path, monkeypatch):
 def test_a_log_file_is_read_from_where_the_last_hook_stopped(tmp_path):
     s = config.Settings()
     s.paths.state_dir = str(tmp_path / "state")
+    s.xid.boot_id_file = str(tmp_path / "boot-{node}")
+    reboot(tmp_path)
     log = tmp_path / "kern.log"
     s.xid.log_file = str(log)
     real = (FIX / "gpu-pci07-xid38-109-journalctl-polish-locale.txt").read_bytes()   # a journal/syslog format
@@ -261,7 +296,10 @@ def test_a_log_file_is_read_from_where_the_last_hook_stopped(tmp_path):
         f.write(real)
     r = xid()
     assert (r.status, r.code, r.evidence["new_events"]) == ("fail", "xid109", 6)   # one 38, five 109
-    assert xid().status == "ok"                        # read from the mark on: nothing new
+    r = xid()                                           # read from the mark on: nothing new, but this boot's
+    assert (r.status, r.code, r.evidence["new_events"]) == ("fail", "xid109", 0)   # Xid 109 is still active
+    reboot(tmp_path)
+    assert xid().status == "ok"
     mark = json.loads((tmp_path / "state" / "xid-n9.json").read_text())["file"]
     assert mark["offset"] == log.stat().st_size
     with open(log, "ab") as f:                          # a line still being written is not read yet
@@ -273,3 +311,110 @@ def test_a_log_file_is_read_from_where_the_last_hook_stopped(tmp_path):
     log.unlink()                                        # rotated: the new file is read from its start
     log.write_bytes(real)
     assert xid("full").status == "fail" and xid("full").status == "fail"   # `check` reads without moving it
+
+
+# --- a fatal fault stays active for the rest of its boot (issue 28 item 1) ------------------------------------
+
+def xid_run(s, profile, *, recheck=False):
+    """A hook's run (prolog/epilog/health), `slurmkit check` (full), or the recheck `audit resume --recheck` runs
+    (`slurmkit check --only xid`: the check named explicitly)."""
+    kw = {"only": ["xid"]} if recheck else {"subset": ["xid"]}
+    return acted(profile, run_checks(s, profile, node="n9", **kw).results[0])
+
+
+def test_a_lost_drain_does_not_put_a_broken_gpu_back_in_service(tmp_path):
+    """The prolog drained the node for an Xid 79 and moved its mark; slurmctld lost the drain (killed before it
+    saved state) and the node came back in service. Every later hook on this boot fails again with the same
+    reason, so each re-drains it; a new boot whose log has no fault passes."""
+    s, log = dmesg_from(tmp_path)
+    log.write_text((FIX / "h100-hgx-xid79-fallen-off-bus-dmesg-multiline.txt").read_text())
+    first = xid_run(s, "prolog")
+    assert (first.status, first.code) == ("fail", "xid79")
+    for profile in ("prolog", "epilog", "health", "prolog"):
+        r = xid_run(s, profile)
+        assert (r.status, r.code) == ("fail", "xid79"), (profile, r.reason)
+        assert r.reason.startswith(first.reason) and r.evidence["line"] == first.evidence["line"]
+        assert r.evidence["active_faults"][0]["tag"] == "xid79"
+    assert xid_run(s, "full").status == "fail"           # `slurmkit check` says so too
+    log.write_text("[ 7000.0] usb 1-1: new high-speed USB device\n")   # the ring buffer no longer shows it
+    assert xid_run(s, "prolog").status == "fail"          # still this boot: still broken
+    assert xid_run(s, "full").status == "fail"
+    reboot(tmp_path)
+    assert xid_run(s, "prolog").status == "ok"
+    assert xid_run(s, "prolog").status == "ok"
+
+
+def test_the_admin_recheck_clears_a_fault_only_when_the_whole_log_is_clean(tmp_path):
+    """`slurmkit audit resume --recheck` runs `slurmkit check --only xid` on the node: while this boot's log still
+    holds the Xid 79 it fails (and clears nothing); after the admin fixed the GPU and cleared the log (dmesg -C) it
+    passes over the whole log and ends the fault, so the next prolog passes without a reboot."""
+    s, log = dmesg_from(tmp_path)
+    real = (FIX / "h100-hgx-xid79-fallen-off-bus-dmesg-multiline.txt").read_text()
+    log.write_text(real)
+    assert xid_run(s, "prolog").status == "fail"
+    r = xid_run(s, "full", recheck=True)
+    assert (r.status, r.code) == ("fail", "xid79")
+    assert xid_run(s, "prolog").status == "fail"
+    # an Xid 13 (the application's) is all the log shows now: a warning, not a fault
+    log.write_text("[ 7000.0] NVRM: Xid (PCI:0000:5d:00): 13, pid=4242, name=python, Graphics Exception\n")
+    r = xid_run(s, "full", recheck=True)
+    assert r.status == "warn" and r.evidence["new_events"] == r.evidence["events_in_log"] == 1
+    assert r.evidence["cleared_faults"][0]["tag"] == "xid79" and "cleared 1 fault(s) of this boot" in r.reason
+    assert xid_run(s, "prolog").status == "warn"
+    assert xid_run(s, "prolog").status == "ok"
+    log.write_text("")
+    assert xid_run(s, "prolog").status == "ok"
+
+
+def test_the_site_policy_ends_a_fault_it_no_longer_counts(tmp_path):
+    s, log = dmesg_from(tmp_path)
+    log.write_text((FIX / "h100-dmesg-xid48-63-94-dbe-contained.txt").read_text())
+    assert xid_run(s, "prolog").code == "xid48"
+    assert xid_run(s, "prolog").code == "xid48"
+    s.xid.ignore = [48]                                   # the site says Xid 48 is not its concern
+    r = xid_run(s, "prolog")
+    assert (r.status, r.code) == ("fail", "xid63")        # the row remap pending (same first run) still is
+    s.xid.ignore = [48, 63]
+    assert xid_run(s, "prolog").status == "ok"
+
+
+def test_an_unreadable_boot_id_cannot_end_a_fault(tmp_path):
+    s, log = dmesg_from(tmp_path)
+    log.write_text((FIX / "h100-hgx-xid79-fallen-off-bus-dmesg-multiline.txt").read_text())
+    assert xid_run(s, "prolog").status == "fail"
+    (tmp_path / "boot-n9").unlink()                       # cannot tell whether the node rebooted: fail closed
+    log.write_text("[    1.0] Linux version\n")
+    assert xid_run(s, "prolog").status == "fail"
+    reboot(tmp_path)
+    assert xid_run(s, "prolog").status == "ok"
+
+
+def test_a_recheck_that_cannot_clear_the_fault_fails(tmp_path, monkeypatch):
+    from slurmkit.health.checks import xid
+    s, log = dmesg_from(tmp_path)
+    log.write_text((FIX / "h100-hgx-xid79-fallen-off-bus-dmesg-multiline.txt").read_text())
+    assert xid_run(s, "prolog").status == "fail"
+    log.write_text("")
+
+    def full_disk(path, state):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(xid, "_save", full_disk)
+        r = xid_run(s, "full", recheck=True)
+    assert (r.status, r.code) == ("fail", "xid79") and "cannot clear" in r.reason
+    assert xid_run(s, "prolog").status == "fail"
+
+
+def test_a_log_file_fault_lasts_its_boot(tmp_path):
+    """xid.log_file: only what was appended is read, so the recheck cannot see the whole boot's log: the fault
+    ends with the boot (or the policy)."""
+    s, _ = dmesg_from(tmp_path)
+    log = tmp_path / "kern.log"
+    s.xid.log_file = str(log)
+    log.write_bytes((FIX / "gpu-pci07-xid38-109-journalctl-polish-locale.txt").read_bytes())
+    assert xid_run(s, "prolog").code == "xid109"
+    assert xid_run(s, "prolog").code == "xid109"
+    assert xid_run(s, "full", recheck=True).code == "xid109"
+    reboot(tmp_path)
+    assert xid_run(s, "prolog").status == "ok"

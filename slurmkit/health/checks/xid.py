@@ -1,9 +1,12 @@
 """xid: the node's kernel-log check. NVIDIA Xid and NVSwitch SXid events graded by the Xid catalog
 (slurmkit/data/xid_catalog.json), and GPU failures logged without an Xid line (fallen off the bus, GPU lost,
 RmInitAdapter/probe/GSP failures, fatal PCIe AER) graded by slurmkit/data/kernlog_signatures.json. Live, only
-events new since the last prolog/epilog on this node count (a small state file under paths.state_dir), so an old
-Xid does not drain a node forever. The mark moves only when a hook calls the result's `commit` after acting on the
-verdict; `slurmkit check` reads without moving it. A captured file is graded whole."""
+events new since the last prolog/epilog on this node are graded (a small state file under paths.state_dir), so an
+old warning is not reported twice; the mark moves only when a hook calls the result's `commit` after acting on the
+verdict, and `slurmkit check` reads without moving it. A FATAL event stays active for the rest of its boot
+(kernlog.sticky): every later live run on that boot fails with it again, even when its drain was lost, until the
+boot id changes or an explicit recheck (`slurmkit check --only xid`, as `slurmkit audit resume --recheck` runs it)
+finds no fatal event in the whole kernel log. A captured file is graded whole."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import os
 
 from .. import kernlog
 from ..context import NoData
-from ..kernlog import logline
+from ..kernlog import logline, sticky
 from ..base import Result, worst
 
 NAME = "xid"
@@ -61,19 +64,35 @@ def _groups(events: list, verdicts: list) -> list[dict]:
     return list(rows.values())
 
 
-def evaluate(events: list, all_events: list, s, *, total_events=None, live: bool = True) -> Result:
-    verdicts = (
-        kernlog.grade_all(
-            events,
-            fatal_extra=s.fatal_extra,
-            ignore=s.ignore,
-            unknown_status=s.unknown_status,
-            userspace=s.userspace,
-            extra_signatures=s.signatures_extra,
-        )
-        if events
-        else []  # nothing to grade: the policy module is not even loaded
+def grade(events: list, s) -> list:
+    """The verdicts on `events` with the site's policy ([] for none: the policy module is not even loaded)."""
+    if not events:
+        return []
+    return kernlog.grade_all(
+        events,
+        fatal_extra=s.fatal_extra,
+        ignore=s.ignore,
+        unknown_status=s.unknown_status,
+        userspace=s.userspace,
+        extra_signatures=s.signatures_extra,
     )
+
+
+def evaluate(
+    events: list,
+    all_events: list,
+    s,
+    *,
+    total_events=None,
+    live: bool = True,
+    active: list | None = None,
+    verdicts: list | None = None,
+) -> Result:
+    """The verdict on `events` (the new ones, live), and on `active`: the fatal faults kept from earlier runs of this
+    boot (kernlog.sticky), which fail the check whatever the new events say. `verdicts`: grade(events, s), when
+    the caller has them already."""
+    if verdicts is None:
+        verdicts = grade(events, s)
     ev = {
         "events": [
             dict(e.to_dict(), status=v.status, name=v.name, action=v.action, why=v.why)
@@ -83,17 +102,35 @@ def evaluate(events: list, all_events: list, s, *, total_events=None, live: bool
         "new_events": len(events),
         "events_in_log": total_events if total_events is not None else len(all_events),
     }
-    if not verdicts:
+    if active:
+        ev["active_faults"] = active
+    if not verdicts and not active:
         return Result(NAME, "ok", "no new kernel-log GPU events" if live else "no kernel-log GPU events", ev)
     status = worst(v.status for v in verdicts)
+    if active and status != "fail":
+        return _still_active(active, verdicts, ev)
     if status == "ok":
         return Result(NAME, "ok", f"{len(verdicts)} kernel-log GPU events, none that matters", ev)
     top = _top(verdicts, status)
     if status == "fail":
         # the evidence an admin needs first: the line that failed, verbatim
         ev["line"] = top.event.line
-    others = sorted({v.tag for v in verdicts if v.status != "ok"} - {top.tag})
+    others = sorted(({v.tag for v in verdicts if v.status != "ok"} | {f["tag"] for f in active or ()}) - {top.tag})
     return Result(NAME, status, _reason(top, others), ev, code=top.tag if status == "fail" else "")
+
+
+def _still_active(active: list, verdicts: list, ev: dict) -> Result:
+    """A fatal fault of this boot, already reported, with nothing fatal new: the check fails with it again."""
+    f = active[0]
+    others = sorted(({v.tag for v in verdicts if v.status != "ok"} | {x["tag"] for x in active[1:]}) - {f["tag"]})
+    also = f"; also {', '.join(others)}" if others else ""
+    ev["line"] = f["line"]  # the line that failed first, verbatim
+    return Result(NAME, "fail", f"{f['reason']} (logged earlier this boot{also})", ev, code=f["tag"])
+
+
+def new_faults(verdicts: list) -> list[dict]:
+    """The fatal verdicts, as kernlog.sticky keeps them (each with its own drain reason)."""
+    return [sticky.fault(v, _reason(v, [])) for v in verdicts if v.status == "fail"]
 
 
 def parse(text: str | bytes, s) -> list:
@@ -128,30 +165,59 @@ def read_from(path: str, mark: dict | None) -> tuple[bytes, dict]:
 
 def run(ctx) -> Result:
     s = ctx.settings.xid
-    path = ctx.state_path("xid")
-    state: dict = {}
-    if ctx.live:
-        try:
-            with open(path, encoding="utf-8") as f:
-                state = json.load(f)
-        except (OSError, ValueError):
-            state = {}
-    if ctx.live and s.log_file and NAME not in ctx.captures:
-        # a log file: read only what was appended since the last hook; everything read is new
-        text, mark = read_from(s.log_file, state.get("file"))
-        events = parse(text, s)
-        res = evaluate(events, events, s)
-        return _deferred(res, path, state, dict(state, file=mark))
-    text = ctx.text(NAME, "dmesg")
-    events = parse(text, s)
     if not ctx.live:
+        text = ctx.text(NAME, "dmesg")
+        events = parse(text, s)
         if not events and not logline.looks_like_a_log(text, kernlog.events.builtin_keywords()):
             raise NoData("no kernel-log lines in this input (expected dmesg, journalctl or syslog output)")
         return evaluate(events, events, s, live=False)
+    path = ctx.state_path("xid")
+    state: dict = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            state = json.load(f)
+    except (OSError, ValueError):
+        state = {}
+    if not isinstance(state, dict):
+        state = {}
     boot = boot_id(ctx.settings, ctx.node)
+    active = sticky.active(state, boot, ignore=s.ignore, ignore_signatures=s.ignore_signatures)
+    if s.log_file and NAME not in ctx.captures:
+        # a log file: read only what was appended since the last hook; everything read is new
+        text, mark = read_from(s.log_file, state.get("file"))
+        events = parse(text, s)
+        verdicts = grade(events, s)
+        res = evaluate(events, events, s, active=active, verdicts=verdicts)
+        nxt = dict(state, file=mark, boot_id=boot or state.get("boot_id"))
+        nxt["faults"] = sticky.merge(active, new_faults(verdicts))
+        return _deferred(res, path, state, nxt)
+    text = ctx.text(NAME, "dmesg")
+    events = parse(text, s)
+    if active and NAME in ctx.explicit:
+        whole = evaluate(events, events, s, live=False)
+        if whole.status != "fail":
+            return _released(whole, active, path, state)
     new = kernlog.new_events(events, state, boot)
-    res = evaluate(new, events, s)
-    return _deferred(res, path, state, kernlog.next_state(events, boot))
+    verdicts = grade(new, s)
+    res = evaluate(new, events, s, active=active, verdicts=verdicts)
+    nxt = dict(kernlog.next_state(events, boot), faults=sticky.merge(active, new_faults(verdicts)))
+    if boot is None:
+        nxt["boot_id"] = state.get("boot_id")  # an id not read now is no new boot: a later reboot still ends faults
+    return _deferred(res, path, state, nxt)
+
+
+def _released(whole: Result, active: list, path: str, state: dict) -> Result:
+    """An explicit recheck (`slurmkit check --only xid`) that finds no fatal event in the whole kernel log of this
+    boot ends the boot's active faults: the admin's way back without a reboot (after a GPU reset and `dmesg -C`, or
+    when the site's policy changed). A state it cannot write fails the recheck: the hooks would fail again."""
+    try:
+        _save(path, dict(state, faults=[]))
+    except OSError as e:
+        ev = dict(whole.evidence, active_faults=active)
+        return Result(NAME, "fail", f"cannot clear this boot's active faults in {path}: {e}", ev, code=active[0]["tag"])
+    whole.evidence["cleared_faults"] = active
+    whole.reason += f" (the whole kernel log has no fatal event: cleared {len(active)} fault(s) of this boot)"
+    return whole
 
 
 def _deferred(res: Result, path: str, state: dict, nxt: dict) -> Result:

@@ -1,6 +1,7 @@
 """The node's kernel-log check, as pure functions: which lines matter and their prefixes (`logline`), events
 from them (`events`: Xid / SXid lines, signatures of GPU failures logged without an Xid, unreadable Xid lines),
-the signature data (`signatures`) and the grading policy (`policy`). `parse`, `grade`, `grade_all`, `catalog`,
+the signature data (`signatures`), the grading policy (`policy`) and the fatal faults kept for the rest of their
+boot (`sticky`). `parse`, `grade`, `grade_all`, `catalog`,
 `new_events` and `next_state` keep the names and signatures the xid check has always used."""
 
 from __future__ import annotations

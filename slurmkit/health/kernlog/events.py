@@ -25,6 +25,9 @@ SXID_RE = re.compile(
 # what an Xid line must contain to be one we must read: anything that says so and did not parse is a finding
 LOOKS_XID_RE = re.compile(r"NVRM:\s*Xid\b|\bSXid\s*\(")
 GPU_AT_RE = re.compile(r"NVRM: GPU at (?:PCI:)?(?P<pci>" + _PCI + r")")
+# the fields an Xid line carries before the driver's own text: `pid=1234, ` / `pid='<unknown>', ` and `name=<comm>, `
+_PID_RE = re.compile(r"pid=(?:\d+|'[^',]{0,32}'|<[^>,]{0,32}>)\s*,\s*")
+COMM_MAX = 15  # the kernel's TASK_COMM_LEN less its NUL: a process name (prctl PR_SET_NAME) is at most this long
 
 
 @dataclass
@@ -34,7 +37,7 @@ class Event:
     kind: str  # "xid" | "sxid" | "sig" (a signature) | "unparsed" (looked like an Xid, did not parse)
     code: int  # the Xid / SXid number; 0 for a signature or an unparsed line
     pci: str  # the GPU: normalised PCI address "0000:3b:00", "minor 0", "GPU0", or "" (not named)
-    message: str
+    message: str  # Xid: the driver's text after the pid= and name= fields (driver_text); else the message
     line: str  # the log line as it was, for the evidence
     lineno: int  # 1-based line number (the native path: of the windows it parsed, see kernlog.native)
     time: str | None = None  # the timestamp as printed
@@ -160,6 +163,22 @@ def parse(
     return events
 
 
+def driver_text(msg: str) -> str:
+    """The driver's own text of an Xid line's message, without its `pid=` and `name=` fields. The name is the
+    process's comm, which any user sets (prctl): a name reading `previous Xid 79` must not make the driver say so.
+    A comm is at most COMM_MAX characters and may itself hold ", ", so the field ends at the LAST ", " that could
+    close it: whatever the name holds is dropped (at worst with a few characters of the driver's text, never
+    with a name's)."""
+    m = _PID_RE.match(msg)
+    rest = msg[m.end() :] if m else msg
+    if not rest.startswith("name="):
+        return msg if m is None else rest
+    cut = rest.rfind(", ", len("name="), len("name=") + COMM_MAX + 2)
+    if cut < 0:  # no driver text after the name (the line ends with it)
+        return "" if len(rest) <= len("name=") + COMM_MAX + 1 else rest[len("name=") + COMM_MAX :].lstrip(", ")
+    return rest[cut + 2 :].lstrip()
+
+
 def _xid(body: str, raw: str, r, k: int) -> Event | None:
     if "Xid" not in body:
         return None
@@ -169,6 +188,8 @@ def _xid(body: str, raw: str, r, k: int) -> Event | None:
         m = rx.search(body)
         if m:
             pci, msg = signatures.norm_pci(m.group("pci")), m.group("msg").strip()
+            if kind == "xid":
+                msg = driver_text(msg)  # graded on the driver's words only, never a process name's
             return Event(kind, int(m.group("code")), pci, msg, raw.rstrip(), lineno, r.time, r.t, source=src)
     if LOOKS_XID_RE.search(body):
         return Event(

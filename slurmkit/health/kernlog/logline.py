@@ -58,24 +58,103 @@ class Record:
     extra: tuple = ()  # continuation lines as they are in the log
 
 
+_NULS: dict[bool, Any] = {True: re.compile(b"\\0+"), False: re.compile("\\0+")}
+SNAP = 1024  # a cut in a line over MAX_LINE moves back at most this far, to the start of a driver message
+
+
+class _Seps:
+    """Where lines end in one text: at a newline, and also (only when the text holds one, so the usual log pays two
+    C searches for them) at a CR (old Mac line ends; CRLF is one end) and at a run of NULs (what a crash leaves in
+    kern.log before the next boot's lines). Line numbers count newlines and lone CRs; a NUL run only ends a line."""
+
+    def __init__(self, text, raw: bool):
+        self.text, self.raw, self.n = text, raw, len(text)
+        self.nl: Any = b"\n" if raw else "\n"
+        cr: Any = b"\r" if raw else "\r"
+        nul: Any = b"\0" if raw else "\0"
+        self.cr = cr if text.find(cr) >= 0 else None
+        self.nul = nul if text.find(nul) >= 0 else None
+        self.crlf: Any = b"\r\n" if raw else "\r\n"
+
+    def start(self, pos: int) -> int:
+        """The start of the line holding pos."""
+        t = self.text
+        s = t.rfind(self.nl, 0, pos) + 1
+        for sep in (self.cr, self.nul):
+            if sep is not None:
+                s = max(s, t.rfind(sep, s, pos) + 1)
+        return s
+
+    def end(self, s: int) -> int:
+        """Where the line starting at s ends (its separator, or the end of the text)."""
+        t = self.text
+        e = t.find(self.nl, s)
+        e = self.n if e < 0 else e
+        for sep in (self.cr, self.nul):
+            if sep is not None:
+                x = t.find(sep, s, e)
+                if x >= 0:
+                    e = x
+        return e
+
+    def after(self, e: int) -> int:
+        """The start of the line after the one ending at e (past a CRLF, and past NULs)."""
+        t = self.text
+        if e >= self.n:
+            return self.n
+        e += 2 if self.cr is not None and t.startswith(self.crlf, e) else 1
+        if self.nul is not None:
+            m = _NULS[self.raw].match(t, e)
+            if m:
+                e = m.end()
+        return e
+
+    def count(self, a: int, b: int) -> int:
+        """Line ends between a and b."""
+        t = self.text
+        n = t.count(self.nl, a, b)
+        if self.cr is not None:
+            n += t.count(self.cr, a, b) - t.count(self.crlf, a, b)
+        return n
+
+    def pieces(self, s: int, e: int):
+        """The line [s, e) as text, in pieces of at most MAX_LINE: a longer line (8 KiB of garbage glued to a
+        driver message) is read on past every cut, each cut moved back to where a driver message (NVRM) starts, else
+        to a space, so the message after it stays whole."""
+        t = self.text
+        nvrm: Any = b"NVRM" if self.raw else "NVRM"
+        sp: Any = b" " if self.raw else " "
+        while e - s > MAX_LINE:
+            c = s + MAX_LINE
+            x = t.rfind(nvrm, c - SNAP, c)
+            if x < 0:
+                x = t.rfind(sp, c - SNAP, c)
+                x = c if x < 0 else x + 1
+            yield _line(t, s, x, self.raw)
+            s = x
+        yield _line(t, s, e, self.raw)
+
+
 def candidate_lines(text: str | bytes, keywords: tuple | None):
     """(lineno, line) for every line holding one of `keywords` (events.keywords(): the literal anchors of every
     pattern in use), in order: a str/bytes find over the whole text per keyword (the C string search), so a log of
     hundreds of megabytes costs a few passes, not a regex per line. keywords None (a pattern with no literal
-    anchor): every line. Bytes (a log file read raw) are decoded line by line, only the lines that matter."""
+    anchor): every line. Bytes (a log file read raw) are decoded line by line, only the lines that matter. Lines
+    end at a newline, a CR or NULs (_Seps); a line over MAX_LINE comes in pieces, all with its number."""
     raw = isinstance(text, (bytes, bytearray, memoryview))
-    nl: Any = b"\n" if raw else "\n"  # str or bytes, as text is
+    sp = _Seps(text, raw)
     if keywords is None:
-        yield from _every_line(text, raw)
+        yield from _every_line(sp)
         return
     starts: set[int] = set()
     for kw in keywords:
         k: Any = kw.encode() if raw else kw
         pos = text.find(k)
         while pos >= 0:
-            starts.add(text.rfind(nl, 0, pos) + 1)
-            e = text.find(nl, pos)
-            if e < 0:
+            s = sp.start(pos)
+            starts.add(s)
+            e = sp.end(max(s, pos))
+            if e >= sp.n:
                 break
             pos = text.find(k, e)
     lineno, at, done = 1, 0, 0
@@ -83,17 +162,17 @@ def candidate_lines(text: str | bytes, keywords: tuple | None):
     for s in sorted(starts):
         if s < done:
             continue  # already yielded as a continuation line
-        lineno += text.count(nl, at, s)  # walks forward only: one pass over the text in all
+        lineno += sp.count(at, s)  # walks forward only: one pass over the text in all
         at = s
         while True:
-            e = text.find(nl, s)
-            e = len(text) if e < 0 else e
-            yield lineno, _line(text, s, e, raw)
-            done = s = e + 1
+            e = sp.end(s)
+            for piece in sp.pieces(s, e):
+                yield lineno, piece
+            done = s = sp.after(e)
             # an indented line after it may continue its message (dmesg): parsed too, with or without a keyword
-            if text[s : s + 1] not in ws:
+            if s >= sp.n or text[s : s + 1] not in ws:
                 break
-            lineno, at = lineno + 1, s
+            lineno, at = lineno + sp.count(e, s), s
 
 
 def _line(text, s: int, e: int, raw: bool) -> str:
@@ -103,15 +182,18 @@ def _line(text, s: int, e: int, raw: bool) -> str:
     return line.rstrip("\r")
 
 
-def _every_line(text, raw: bool):
-    """No prefilter: every physical line, numbered the same way (what a site's unanchored signature needs)."""
-    nl = b"\n" if raw else "\n"
-    s, lineno, n = 0, 1, len(text)
-    while s < n:
-        e = text.find(nl, s)
-        e = n if e < 0 else e
-        yield lineno, _line(text, s, e, raw)
-        s, lineno = e + 1, lineno + 1
+def _every_line(sp: _Seps):
+    """No prefilter: every line, numbered and cut the same way (what a site's unanchored signature needs)."""
+    s, lineno = 0, 1
+    if sp.nul is not None:  # NULs before the first line (a log that starts after a crash's hole)
+        m = _NULS[sp.raw].match(sp.text, 0)
+        s = m.end() if m else 0
+    while s < sp.n:
+        e = sp.end(s)
+        for piece in sp.pieces(s, e):
+            yield lineno, piece
+        nxt = sp.after(e)
+        s, lineno = nxt, lineno + sp.count(e, nxt)
 
 
 def looks_like_a_log(text: str, keywords: tuple | None, lines: int = 200) -> bool:
