@@ -58,7 +58,9 @@ def _gres_gpus(ctx: Ctx, node: str | None) -> int | None:
 @pass_ctx
 def check(ctx: Ctx, only, captures, profile, gpus, node, as_json):
     """Run GPU health checks on this node. Exit 0 healthy (warnings allowed), 1 unhealthy, 2 bad usage or
-    unreadable input. Read-only: it never drains, and does not move the Xid "seen" mark the prolog keeps."""
+    unreadable input. It never drains, and does not move the Xid "seen" mark the prolog keeps; a fatal kernel-log
+    fault of this boot fails it until a reboot, and `--only xid` over a clean log (what `audit resume --recheck`
+    runs) ends that fault."""
     from ..errors import UsageError
     from ..health.runner import parse_gpu_list, run_checks
 
