@@ -1,0 +1,68 @@
+"""`slurmkit fabric` against real slurmctld (issue 33), on every Slurm version: a topology.conf generated from a
+SYNTHETIC ibnetdiscover of the dev cluster's nodes (tests/unit/fabric_synth.py: n1 and n3 under leaf1, n2 under
+leaf2, spine1 above both) starts a cluster of its own (dev/cluster.py up --topology-conf), `scontrol show
+topology` lists its switches, and a 2-node job with --switches=1 lands under one leaf: n1 and n3, never the
+n[1-2] Slurm picks without a topology. On 25.05+ the same tree as topology.yaml does the same."""
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "unit"))
+from fabric_synth import synth_ibnetdiscover  # noqa: E402
+
+# +7 slurmctld, +8..+10 the three slurmd: +10 is test_dev_cluster's slurmctld, never up at the same time
+PORT = int(os.environ.get("SLURMKIT_DEV_PORT", "6917")) + 7
+
+
+def _up_and_place(cluster, tmp_path, fmt):
+    tmp_path.mkdir()
+    synth = tmp_path / "ibnetdiscover-synthetic.txt"
+    synth.write_text(synth_ibnetdiscover({"leaf1": ["n1", "n3"], "leaf2": ["n2"]}, ["spine1"]))
+    gen = subprocess.run([sys.executable, "-m", "slurmkit.cli", "fabric", "--ibnetdiscover", str(synth),
+                          f"--topology-{fmt}", "--slurm-nodes", "n[1-3]"], capture_output=True, text=True, timeout=60)
+    assert gen.returncode == 0, gen.stderr
+    topo = tmp_path / f"topology.{fmt}"
+    topo.write_text(gen.stdout)
+    d = tmp_path / "c"
+    dev = [sys.executable, str(REPO / "dev" / "cluster.py"), "--dir", str(d)]
+    up = subprocess.run([*dev, "up", "--slurm", cluster.slurm, "--port", str(PORT), "--nodes", "3", "--gpus", "1",
+                         "--hooks", "true", f"--topology-{fmt}", str(topo)], capture_output=True, text=True,
+                        timeout=300)
+    try:
+        assert up.returncode == 0, up.stderr
+        env = dict(os.environ, SLURM_CONF=str(d / "slurm.conf"))
+
+        def run(*argv):
+            r = subprocess.run(list(argv), capture_output=True, text=True, timeout=60, env=env)
+            assert r.returncode == 0, r.stderr
+            return r.stdout
+
+        show = run("scontrol", "show", "topology")
+        lines = {ln.split()[0]: ln for ln in show.splitlines() if ln.startswith("SwitchName=")}
+        assert set(lines) == {"SwitchName=leaf1", "SwitchName=leaf2", "SwitchName=spine1"}, show
+        assert "Nodes=n[1,3]" in lines["SwitchName=leaf1"] and "Nodes=n2" in lines["SwitchName=leaf2"]
+        assert "Switches=leaf[1-2]" in lines["SwitchName=spine1"]
+        job = run("sbatch", "--parsable", "-N", "2", "--switches=1", "-o", "/dev/null", "--wrap", "sleep 1").strip()
+        deadline = time.monotonic() + 60
+        rec = ""
+        while time.monotonic() < deadline:
+            rec = run("scontrol", "-o", "show", "job", job.split(";")[0])
+            if "JobState=RUNNING" in rec or "JobState=COMPLETED" in rec:
+                break
+            time.sleep(0.5)
+        nodes = next(f for f in rec.split() if f.startswith("NodeList="))
+        assert nodes == "NodeList=n[1,3]", rec
+    finally:
+        subprocess.run([*dev, "down"], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.compat("dev cluster")  # a "fabric" capability row would need tests/conftest.py and the README
+def test_generated_topology_file_starts_slurmctld_and_places_a_two_node_job_under_one_leaf(cluster, tmp_path):
+    _up_and_place(cluster, tmp_path / "conf", "conf")
+    if cluster.slurm not in ("22.05", "24.11"):          # topology.yaml is Slurm 25.05+
+        _up_and_place(cluster, tmp_path / "yaml", "yaml")
