@@ -170,11 +170,14 @@ PartitionName=gpu Nodes={",".join(nodes)} Default=YES MaxTime=INFINITE State=UP 
 
 
 def topology_lines(a) -> str:
-    """--topology-conf FILE: TopologyPlugin=topology/tree with FILE as the cluster's topology.conf (e.g. one
-    `slurmkit fabric --topology-conf` wrote); --topology-yaml FILE (Slurm 25.05+): FILE as topology.yaml, which
+    """--topology-conf FILE: TopologyPlugin=topology/tree (topology/block when FILE has BlockName= lines) with FILE
+    as the cluster's topology.conf (e.g. one `slurmkit fabric --topology-conf` wrote); --topology-yaml FILE (Slurm 25.05+): FILE as topology.yaml, which
     Slurm reads before any topology.conf and which names its plugin itself."""
-    if getattr(a, "topology_conf", None):
-        return "TopologyPlugin=topology/tree\n"
+    src = getattr(a, "topology_conf", None)
+    if src:
+        # BlockName= lines (NVLink domains, Slurm 23.11+) are topology/block's; SwitchName= lines topology/tree's
+        block = any(ln.strip().lower().startswith("blockname=") for ln in Path(src).read_text().splitlines())
+        return f"TopologyPlugin=topology/{'block' if block else 'tree'}\n"
     return ""
 
 

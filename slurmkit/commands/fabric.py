@@ -93,9 +93,17 @@ def _capture_live(timeout: float) -> tuple[str, str]:
 @click.option("--compare-slurm", is_flag=True, help="Compare with the nodes Slurm has (sinfo).")
 @click.option("--topology-conf", "conf_out", is_flag=True, help="Print topology.conf (topology/tree) lines.")
 @click.option("--topology-yaml", "yaml_out", is_flag=True, help="Print topology.yaml (Slurm 25.05+).")
+@click.option(
+    "--nvsmi-dir",
+    metavar="DIR",
+    help="NVLink domains instead: one `nvidia-smi -q` capture per node in"
+    " DIR (file name = node name, .txt optional) -> topology/block, one block per domain.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print switches, levels, nodes, links and findings as JSON.")
 @pass_ctx
-def fabric(ctx: Ctx, capture, timeout, guid_map, hca, slurm_nodes, compare_slurm, conf_out, yaml_out, as_json):
+def fabric(
+    ctx: Ctx, capture, timeout, guid_map, hca, slurm_nodes, compare_slurm, conf_out, yaml_out, nvsmi_dir, as_json
+):
     """The InfiniBand switch tree across nodes: leaves with their nodes, spines above, and findings.
 
     Findings (exit 1): a link trained below the fabric's common rate or width, a link seen from one end only, a
@@ -109,6 +117,10 @@ def fabric(ctx: Ctx, capture, timeout, guid_map, hca, slurm_nodes, compare_slurm
         raise UsageError("choose one of --topology-conf, --topology-yaml and --json")
     if slurm_nodes and compare_slurm:
         raise UsageError("--slurm-nodes and --compare-slurm are two answers to one question: give one")
+    if nvsmi_dir:
+        if capture or guid_map or hca:
+            raise UsageError("--nvsmi-dir builds NVLink blocks: it takes no --ibnetdiscover, --guid-map or --hca")
+        return _nvlink(nvsmi_dir, conf_out, yaml_out, as_json)
     try:
         if capture:
             text, label = _read_capture(capture), (capture if capture != "-" else "<stdin>")
@@ -151,3 +163,53 @@ def _table(fab) -> None:
             rows.append([s.name, kind, printable(s.desc) or "-", under or "-"])
     click.echo(table(rows, ["SWITCH", "LEVEL", "DESCRIPTION", "NODES / SWITCHES BELOW"]))
     click.echo(f"{len(fab.hosts)} nodes, {len(fab.switches)} switches, {len(fab.links)} links ({fab.fmt})")
+
+
+MAX_NODE_FILES = 100_000
+
+
+def _nvlink(directory: str, conf_out: bool, yaml_out: bool, as_json: bool) -> int:
+    import os
+    import stat
+
+    from ..bounded import read_text
+    from ..errors import UsageError
+    from ..fabric import nvlink
+    from ..fabric.tree import HOST
+    from ..output import printable
+
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError as e:
+        raise UsageError(f"cannot list the nvidia-smi -q captures: {e.strerror}", path=directory) from None
+    if len(names) > MAX_NODE_FILES:
+        raise UsageError(f"{len(names)} files, over the limit of {MAX_NODE_FILES} nodes", path=directory)
+    per_node = {}
+    for name in names:
+        path = os.path.join(directory, name)
+        if name.startswith(".") or not stat.S_ISREG(os.lstat(path).st_mode):
+            continue
+        node = name[:-4] if name.endswith(".txt") else name
+        if not HOST.fullmatch(node):
+            raise UsageError(f"{name!r} does not name a node (file name = node name)", path=path)
+        per_node[node] = nvlink.parse_fabric(read_text(path, what="nvidia-smi -q capture"), path)
+    if not per_node:
+        raise UsageError("no nvidia-smi -q captures in this directory", path=directory)
+    d = nvlink.domains(per_node)
+    if as_json:
+        from ..output import emit_json
+
+        emit_json(nvlink.to_json(d, per_node))
+        return 1 if d.findings else 0
+    if yaml_out:
+        click.echo(nvlink.block_yaml(d, directory), nl=False)
+    elif conf_out:
+        click.echo(nvlink.block_conf(d, directory), nl=False)
+    else:
+        from ..fabric.conf import fold
+        from ..output import table
+
+        click.echo(table([[b, str(len(n)), fold(n)] for b, n in d.blocks.items()], ["BLOCK", "NODES", "HOSTLIST"]))
+    for f in d.findings:
+        click.echo(f"finding: {f.kind}: {printable(f.message)}", err=True)
+    return 1 if d.findings else 0

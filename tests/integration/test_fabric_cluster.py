@@ -2,7 +2,9 @@
 SYNTHETIC ibnetdiscover of the dev cluster's nodes (tests/unit/fabric_synth.py: n1 and n3 under leaf1, n2 under
 leaf2, spine1 above both) starts a cluster of its own (dev/cluster.py up --topology-conf), `scontrol show
 topology` lists its switches, and a 2-node job with --switches=1 lands under one leaf: n1 and n3, never the
-n[1-2] Slurm picks without a topology. On 25.05+ the same tree as topology.yaml does the same."""
+n[1-2] Slurm picks without a topology. On 25.05+ the same tree as topology.yaml does the same; on 23.11+ a
+topology/block file from synthetic GB200-style `nvidia-smi -q` captures (NVLink domains) keeps the job in one
+block."""
 import os
 import subprocess
 import sys
@@ -13,26 +15,43 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "unit"))
-from fabric_synth import synth_ibnetdiscover  # noqa: E402
+from fabric_synth import synth_ibnetdiscover, synthetic_nvl  # noqa: E402
 
 # +7 slurmctld, +8..+10 the three slurmd: +10 is test_dev_cluster's slurmctld, never up at the same time
 PORT = int(os.environ.get("SLURMKIT_DEV_PORT", "6917")) + 7
 
 
-def _up_and_place(cluster, tmp_path, fmt):
+def _generate(tmp_path, fmt):
+    """topology.<fmt> from `slurmkit fabric`: fmt "conf"/"yaml" from a synthetic ibnetdiscover, "block" from
+    synthetic GB200-style `nvidia-smi -q` captures (n1 and n3 in one NVLink domain, n2 in another)."""
     tmp_path.mkdir()
-    synth = tmp_path / "ibnetdiscover-synthetic.txt"
-    synth.write_text(synth_ibnetdiscover({"leaf1": ["n1", "n3"], "leaf2": ["n2"]}, ["spine1"]))
-    gen = subprocess.run([sys.executable, "-m", "slurmkit.cli", "fabric", "--ibnetdiscover", str(synth),
-                          f"--topology-{fmt}", "--slurm-nodes", "n[1-3]"], capture_output=True, text=True, timeout=60)
+    if fmt == "block":
+        q = tmp_path / "q"
+        q.mkdir()
+        for node, (uuid, clique) in {"n1": ("6f0e3a1c-5b2d-4c8e-9a7f-1d2e3f405162", 1),
+                                     "n3": ("6f0e3a1c-5b2d-4c8e-9a7f-1d2e3f405162", 1),
+                                     "n2": ("0a1b2c3d-0000-4000-8000-00000000beef", 2)}.items():
+            (q / f"{node}.txt").write_text(synthetic_nvl(uuid, clique))
+        args = ["--nvsmi-dir", str(q), "--topology-conf"]
+    else:
+        synth = tmp_path / "ibnetdiscover-synthetic.txt"
+        synth.write_text(synth_ibnetdiscover({"leaf1": ["n1", "n3"], "leaf2": ["n2"]}, ["spine1"]))
+        args = ["--ibnetdiscover", str(synth), f"--topology-{fmt}", "--slurm-nodes", "n[1-3]"]
+    gen = subprocess.run([sys.executable, "-m", "slurmkit.cli", "fabric", *args], capture_output=True, text=True,
+                         timeout=60)
     assert gen.returncode == 0, gen.stderr
-    topo = tmp_path / f"topology.{fmt}"
+    topo = tmp_path / f"topology.{'yaml' if fmt == 'yaml' else 'conf'}"
     topo.write_text(gen.stdout)
+    return topo
+
+
+def _up_and_place(cluster, tmp_path, fmt):
+    topo = _generate(tmp_path, fmt)
     d = tmp_path / "c"
     dev = [sys.executable, str(REPO / "dev" / "cluster.py"), "--dir", str(d)]
+    option = "--topology-yaml" if fmt == "yaml" else "--topology-conf"
     up = subprocess.run([*dev, "up", "--slurm", cluster.slurm, "--port", str(PORT), "--nodes", "3", "--gpus", "1",
-                         "--hooks", "true", f"--topology-{fmt}", str(topo)], capture_output=True, text=True,
-                        timeout=300)
+                         "--hooks", "true", option, str(topo)], capture_output=True, text=True, timeout=300)
     try:
         assert up.returncode == 0, up.stderr
         env = dict(os.environ, SLURM_CONF=str(d / "slurm.conf"))
@@ -43,11 +62,18 @@ def _up_and_place(cluster, tmp_path, fmt):
             return r.stdout
 
         show = run("scontrol", "show", "topology")
-        lines = {ln.split()[0]: ln for ln in show.splitlines() if ln.startswith("SwitchName=")}
-        assert set(lines) == {"SwitchName=leaf1", "SwitchName=leaf2", "SwitchName=spine1"}, show
-        assert "Nodes=n[1,3]" in lines["SwitchName=leaf1"] and "Nodes=n2" in lines["SwitchName=leaf2"]
-        assert "Switches=leaf[1-2]" in lines["SwitchName=spine1"]
-        job = run("sbatch", "--parsable", "-N", "2", "--switches=1", "-o", "/dev/null", "--wrap", "sleep 1").strip()
+        if fmt == "block":
+            lines = {ln.split()[0]: ln for ln in show.splitlines() if ln.startswith("BlockName=")}
+            assert set(lines) == {"BlockName=nvl-6f0e3a1c-1", "BlockName=nvl-0a1b2c3d-2"}, show
+            assert "Nodes=n[1,3]" in lines["BlockName=nvl-6f0e3a1c-1"] and "Nodes=n2" in lines["BlockName=nvl-0a1b2c3d-2"]
+            placement = []                               # topology/block keeps a job inside one block by itself
+        else:
+            lines = {ln.split()[0]: ln for ln in show.splitlines() if ln.startswith("SwitchName=")}
+            assert set(lines) == {"SwitchName=leaf1", "SwitchName=leaf2", "SwitchName=spine1"}, show
+            assert "Nodes=n[1,3]" in lines["SwitchName=leaf1"] and "Nodes=n2" in lines["SwitchName=leaf2"]
+            assert "Switches=leaf[1-2]" in lines["SwitchName=spine1"]
+            placement = ["--switches=1"]
+        job = run("sbatch", "--parsable", "-N", "2", *placement, "-o", "/dev/null", "--wrap", "sleep 1").strip()
         deadline = time.monotonic() + 60
         rec = ""
         while time.monotonic() < deadline:
@@ -64,5 +90,7 @@ def _up_and_place(cluster, tmp_path, fmt):
 @pytest.mark.compat("dev cluster")  # a "fabric" capability row would need tests/conftest.py and the README
 def test_generated_topology_file_starts_slurmctld_and_places_a_two_node_job_under_one_leaf(cluster, tmp_path):
     _up_and_place(cluster, tmp_path / "conf", "conf")
+    if cluster.slurm != "22.05":                         # topology/block is Slurm 23.11+
+        _up_and_place(cluster, tmp_path / "block", "block")
     if cluster.slurm not in ("22.05", "24.11"):          # topology.yaml is Slurm 25.05+
         _up_and_place(cluster, tmp_path / "yaml", "yaml")

@@ -1,7 +1,13 @@
 """SYNTHETIC `ibnetdiscover` output for tests: a fat tree made here, written with the printf formats of
 infiniband-diags' ibnetdiscover.c (out_switch / out_switch_port / out_ca / out_ca_port: TABs, `(portguid) `
 with leading zeros dropped, `# "desc" lid N 4xEDR`). Not a capture of any machine: the real captures are in
-tests/fixtures/ib/. Used by tests/unit/test_fabric*.py and tests/integration/test_fabric_cluster.py."""
+tests/fixtures/ib/. Used by tests/unit/test_fabric*.py and tests/integration/test_fabric_cluster.py.
+Also SYNTHETIC GB200-style `nvidia-smi -q` texts: the real H100 capture with its Fabric domain values replaced."""
+from pathlib import Path
+
+H100_Q = (Path(__file__).resolve().parents[1] / "fixtures" / "dcgm"
+          / "h100-sxm-80gb-x8-nvidia-smi-q-565-fabric-completed-success-cliqueid-0-zero-clusteruuid-idle.txt")
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 
 
 def synth_ibnetdiscover(leaves, spines=(), rate="4xEDR", isl_rate=None, rates=None, hcas=None, drop=()):
@@ -79,3 +85,19 @@ def synth_ibnetdiscover(leaves, spines=(), rate="4xEDR", isl_rate=None, rates=No
             f'"MF0;{ca["leaf"]}:MQM8700/U1" lid {s["lid"]} {ca["rate"]}',
         ]
     return "\n".join(out) + "\n"
+
+
+def synthetic_nvl(uuid, clique, per_gpu=None):
+    """SYNTHETIC: the real H100 `-q` text with every GPU's ClusterUUID/CliqueId set to a GB200-style domain
+    (per_gpu: {gpu index: (uuid, clique)} to make GPUs disagree)."""
+    out, i = [], -1
+    for line in H100_Q.read_text().splitlines(keepends=True):
+        if line.strip().startswith("CliqueId"):
+            i += 1
+            u, c = (per_gpu or {}).get(i, (uuid, clique))
+            line = line.replace(": 0", f": {c}")
+        elif line.strip().startswith("ClusterUUID"):
+            u, c = (per_gpu or {}).get(i, (uuid, clique))
+            line = line.replace(ZERO_UUID, u)
+        out.append(line)
+    return "".join(out)
