@@ -4,9 +4,10 @@ Nodes are hosts, named from a GUID-to-host map or from the HCA's node descriptio
 the first word). A leaf is a switch with an HCA on it; a switch's level is its distance in switch hops from the
 nearest leaf, and its children are its neighbours one level down. Findings (each makes `slurmkit fabric` exit 1):
 
-- `degraded-link`: a link trained below the fabric's common speed (4xDDR among 4xEDR), or narrower than the
-  common width of its class (host links and switch-to-switch links are judged apart: NDR200 host ports split
-  from NDR switch ports are normal); iblinkinfo's own "Could be ..." hint counts too.
+- `degraded-link`: a link trained below the common speed (4xDDR among 4xEDR) or narrower than the common width
+  of its class: host links and switch-to-switch links are judged apart (NDR200 host ports split from NDR switch
+  ports are normal, and so are FDR core links above EDR leaves), a class of fewer than MIN_CLASS links by the
+  whole fabric's speed; iblinkinfo's own "Could be ..." hint counts too.
 - `one-sided-link`: a link only one of its ends reports (not judged when the capture is elided: `...omitted`).
 - `split-node`: a host whose HCAs hang from different leaves (on a rail-optimised fabric this is by design:
   pick one rail with `hca=`).
@@ -26,6 +27,7 @@ from .ibnet import SPEEDS, Capture, Node, Sighting
 HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _DEFAULT_DESC = re.compile(r"MT\d+|Mellanox|ConnectX\S*", re.IGNORECASE)
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
+MIN_CLASS = 4  # links a class (host links, switch links) needs to have a common speed of its own
 
 
 @dataclass
@@ -163,14 +165,20 @@ def _common(values: list) -> object | None:
 
 def _degraded(fab: Fabric) -> None:
     known = [lk for lk in fab.links if lk.speed is not None and lk.width is not None]
-    speed = _common([SPEEDS[lk.speed] for lk in known if lk.speed])
-    width = {cls: _common([lk.width for lk in known if lk.host_link == cls]) for cls in (True, False)}
+    overall = _common([SPEEDS[lk.speed] for lk in known if lk.speed])
+    speed, width = {}, {}
+    for cls in (True, False):
+        links = [lk for lk in known if lk.host_link == cls]
+        # a class of a few links has no norm of its own (one DDR ISL between two leaves): the fabric's is used
+        speed[cls] = _common([SPEEDS[lk.speed] for lk in links if lk.speed]) if len(links) >= MIN_CLASS else overall
+        width[cls] = _common([lk.width for lk in links])
     by_gbps = {v: k for k, v in SPEEDS.items()}
     for lk in known:
         assert lk.speed is not None and lk.width is not None
         why = []
-        if speed is not None and SPEEDS[lk.speed] < speed:  # type: ignore[operator]
-            why.append(f"speed {lk.speed} below the fabric's common {by_gbps[speed]}")  # type: ignore[index]
+        sp = speed[lk.host_link]
+        if sp is not None and SPEEDS[lk.speed] < sp:  # type: ignore[operator]
+            why.append(f"speed {lk.speed} below the fabric's common {by_gbps[sp]}")  # type: ignore[index]
         w = width[lk.host_link]
         if w is not None and lk.width < w:  # type: ignore[operator]
             why.append(f"width {lk.width}x below the common {w}x of {'host' if lk.host_link else 'switch'} links")

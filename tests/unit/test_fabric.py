@@ -125,6 +125,47 @@ def test_synthetic_split_host_ports_under_ndr_isls_are_not_degraded_but_a_1x_hos
     assert rc == 1 and "width 1x below the common 2x of host links" in err and "n2 mlx5_0" in err
 
 
+def test_synthetic_mixed_generation_fdr_core_over_edr_hosts_is_normal_but_a_ddr_isl_is_not(tmp_path):
+    leaves = {f"leaf{i}": [f"n{i}{j}" for j in range(3)] for i in range(1, 4)}
+    p = write(tmp_path, synth_ibnetdiscover(leaves, ["spine1", "spine2"], rate="4xEDR", isl_rate="4xFDR"))
+    assert fabric("--ibnetdiscover", p)[0] == 0           # 6 FDR ISLs: their own norm, not "below EDR"
+    p = write(tmp_path, synth_ibnetdiscover(leaves, ["spine1", "spine2"], rate="4xEDR", isl_rate="4xFDR",
+                                            rates={("leaf3", "spine2"): "4xDDR"}))
+    rc, _, err = fabric("--ibnetdiscover", p)
+    assert rc == 1 and err.count("finding:") == 1 and "leaf3[5] - spine2[3] trained at 4xDDR: speed DDR below " \
+        "the fabric's common FDR" in err
+
+
+def test_synthetic_single_ddr_isl_between_two_switches_is_judged_by_the_whole_fabric(tmp_path):
+    p = write(tmp_path, synth_ibnetdiscover({"leaf1": ["n1", "n2", "n3"]}, ["spine1"], isl_rate="4xDDR"))
+    rc, _, err = fabric("--ibnetdiscover", p)
+    assert rc == 1 and "leaf1[4] - spine1[1] trained at 4xDDR: speed DDR below the fabric's common EDR" in err
+
+
+# SYNTHETIC iblinkinfo lines in iblinkinfo.c's formats: line mode (-l, every line starts with the port GUID and
+# the description) and the "Could be" hint iblinkinfo prints when a link trained below what both ends support
+IBLINK_L = (
+    '0x0002c903000d81f9 "                      n1 HCA-1"      4    1[  ] ==( 4X          10.0 Gbps Active/  LinkUp)'
+    '==>  0x0002c9020046c588      2    3[  ] "sw1" ( Could be 14.0625 Gbps)\n'
+    '0x0002c9020046c588 "                           sw1"      2    3[  ] ==( 4X          10.0 Gbps Active/  LinkUp)'
+    '==>  0x0002c903000d81f9      4    1[  ] "n1 HCA-1" ( Could be 14.0625 Gbps)\n'
+    '0x0002c903000d81fa "                      n2 HCA-1"      5    1[  ] ==( 4X          10.0 Gbps Active/  LinkUp)'
+    '==>  0x0002c9020046c588      2    4[  ] "sw1" ( )\n'
+    '0x0002c9020046c588 "                           sw1"      2    4[  ] ==( 4X          10.0 Gbps Active/  LinkUp)'
+    '==>  0x0002c903000d81fa      5    1[  ] "n2 HCA-1" ( )\n'
+    '0x0002c9020046c588 "                           sw1"      2    5[  ] ==(                Down/ Polling)==>'
+    '             [  ] "" ( )\n'
+)
+
+
+def test_synthetic_iblinkinfo_line_mode_and_its_could_be_hint(tmp_path):
+    rc, d, _ = doc(write(tmp_path, IBLINK_L))
+    assert d["format"] == "iblinkinfo" and sorted(d["nodes"]) == ["n1", "n2"] and d["levels"] == {"0": ["sw1"]}
+    assert rc == 1 and kinds(d) == ["degraded-link"]
+    assert d["findings"][0]["message"] == "link n1 HCA-1[1] - sw1[3] trained at 4xQDR: iblinkinfo says: Could be " \
+        "14.0625 Gbps"
+
+
 def test_synthetic_link_seen_from_one_end_only(tmp_path):
     # n3's own record is missing: its cable is reported by the leaf alone
     p = write(tmp_path, synth_ibnetdiscover({"leaf1": ["n1", "n2", "n3"]}, drop={"n3"}))
