@@ -13,24 +13,26 @@ from pathlib import Path
 
 import pytest
 
+from slurmkit.fabric import placement
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "unit"))
 from fabric_synth import synth_ibnetdiscover, synthetic_nvl  # noqa: E402
 
-# +7 slurmctld, +8..+10 the three slurmd: +10 is test_dev_cluster's slurmctld, never up at the same time
+# +7 slurmctld, +8..+11 the slurmd (3, or 4 for the block case): +10/+11 are test_dev_cluster's, never up at the
+# same time (tests run one at a time and each takes its cluster down)
 PORT = int(os.environ.get("SLURMKIT_DEV_PORT", "6917")) + 7
 
 
 def _generate(tmp_path, fmt):
     """topology.<fmt> from `slurmkit fabric`: fmt "conf"/"yaml" from a synthetic ibnetdiscover, "block" from
-    synthetic GB200-style `nvidia-smi -q` captures (n1 and n3 in one NVLink domain, n2 in another)."""
+    synthetic GB200-style `nvidia-smi -q` captures (n1 and n3 in one NVLink domain, n2 and n4 in another)."""
     tmp_path.mkdir()
     if fmt == "block":
         q = tmp_path / "q"
         q.mkdir()
-        for node, (uuid, clique) in {"n1": ("6f0e3a1c-5b2d-4c8e-9a7f-1d2e3f405162", 1),
-                                     "n3": ("6f0e3a1c-5b2d-4c8e-9a7f-1d2e3f405162", 1),
-                                     "n2": ("0a1b2c3d-0000-4000-8000-00000000beef", 2)}.items():
+        a, b = "6f0e3a1c-5b2d-4c8e-9a7f-1d2e3f405162", "0a1b2c3d-0000-4000-8000-00000000beef"
+        for node, (uuid, clique) in {"n1": (a, 1), "n3": (a, 1), "n2": (b, 2), "n4": (b, 2)}.items():
             (q / f"{node}.txt").write_text(synthetic_nvl(uuid, clique))
         args = ["--nvsmi-dir", str(q), "--topology-conf"]
     else:
@@ -50,7 +52,8 @@ def _up_and_place(cluster, tmp_path, fmt):
     d = tmp_path / "c"
     dev = [sys.executable, str(REPO / "dev" / "cluster.py"), "--dir", str(d)]
     option = "--topology-yaml" if fmt == "yaml" else "--topology-conf"
-    up = subprocess.run([*dev, "up", "--slurm", cluster.slurm, "--port", str(PORT), "--nodes", "3", "--gpus", "1",
+    nodes = "4" if fmt == "block" else "3"
+    up = subprocess.run([*dev, "up", "--slurm", cluster.slurm, "--port", str(PORT), "--nodes", nodes, "--gpus", "1",
                          "--hooks", "true", option, str(topo)], capture_output=True, text=True, timeout=300)
     try:
         assert up.returncode == 0, up.stderr
@@ -65,15 +68,27 @@ def _up_and_place(cluster, tmp_path, fmt):
         if fmt == "block":
             lines = {ln.split()[0]: ln for ln in show.splitlines() if ln.startswith("BlockName=")}
             assert set(lines) == {"BlockName=nvl-6f0e3a1c-1", "BlockName=nvl-0a1b2c3d-2"}, show
-            assert "Nodes=n[1,3]" in lines["BlockName=nvl-6f0e3a1c-1"] and "Nodes=n2" in lines["BlockName=nvl-0a1b2c3d-2"]
-            placement = []                               # topology/block keeps a job inside one block by itself
+            assert "Nodes=n[1,3]" in lines["BlockName=nvl-6f0e3a1c-1"]
+            assert "Nodes=n[2,4]" in lines["BlockName=nvl-0a1b2c3d-2"]
+            want = ["--segment=2"]
         else:
             lines = {ln.split()[0]: ln for ln in show.splitlines() if ln.startswith("SwitchName=")}
             assert set(lines) == {"SwitchName=leaf1", "SwitchName=leaf2", "SwitchName=spine1"}, show
             assert "Nodes=n[1,3]" in lines["SwitchName=leaf1"] and "Nodes=n2" in lines["SwitchName=leaf2"]
             assert "Switches=leaf[1-2]" in lines["SwitchName=spine1"]
-            placement = ["--switches=1"]
-        job = run("sbatch", "--parsable", "-N", "2", *placement, "-o", "/dev/null", "--wrap", "sleep 1").strip()
+            want = ["--switches=1"]
+        # what submit would add (slurmkit/fabric/placement.py), read from this Slurm's own `scontrol show topology`
+        topo = placement.parse_show_topology(show)
+        assert topo.leaves == ({"nvl-6f0e3a1c-1": 2, "nvl-0a1b2c3d-2": 2} if fmt == "block"
+                               else {"leaf1": 2, "leaf2": 1}), show
+        opts, why = placement.decide(2, topo, enabled=True)
+        assert opts == want, why
+        assert placement.decide(3, topo, enabled=True)[0] == []      # 3 nodes fit in no leaf/block: nothing asked
+        if fmt == "block":                                            # measured: Slurm refuses what decide() avoids
+            refused = subprocess.run(["sbatch", "-N", "3", "--segment=2", "--wrap", "true"], capture_output=True,
+                                     text=True, timeout=60, env=env)
+            assert refused.returncode != 0
+        job = run("sbatch", "--parsable", "-N", "2", *opts, "-o", "/dev/null", "--wrap", "sleep 1").strip()
         deadline = time.monotonic() + 60
         rec = ""
         while time.monotonic() < deadline:
@@ -81,8 +96,9 @@ def _up_and_place(cluster, tmp_path, fmt):
             if "JobState=RUNNING" in rec or "JobState=COMPLETED" in rec:
                 break
             time.sleep(0.5)
-        nodes = next(f for f in rec.split() if f.startswith("NodeList="))
-        assert nodes == "NodeList=n[1,3]", rec
+        placed = next(f for f in rec.split() if f.startswith("NodeList="))
+        # under one leaf (leaf1: the only one with 2 nodes), or inside one NVLink block (either)
+        assert placed in (("NodeList=n[1,3]", "NodeList=n[2,4]") if fmt == "block" else ("NodeList=n[1,3]",)), rec
     finally:
         subprocess.run([*dev, "down"], capture_output=True, text=True, timeout=120)
 
