@@ -281,9 +281,14 @@ def build(
                 Finding("split-node", f"node {host}'s HCAs hang from different leaves: {', '.join(leaves)}")
             )
     in_slurm = set(fab.hosts) if slurm_nodes is None else set(fab.hosts) & slurm_nodes
+    under: dict[str, list[str]] = {}
+    for h, leaf in fab.leaf_of.items():
+        if h in in_slurm:
+            under.setdefault(leaf, []).append(h)
+    leaf_keys = {sw for k in fab.hcas for sw, _p in attached.get(k, ())}
     for key, s in switches.items():
-        s.nodes = sorted(h for h in fab.hosts if fab.leaf_of[h] == s.name and h in in_slurm)
-        if any(sw == key for k in fab.hcas for sw, _p in attached.get(k, ())):
+        s.nodes = sorted(under.get(s.name, ()))
+        if key in leaf_keys:
             s.level = 0
     _levels(fab, adj)
     _degraded(fab)

@@ -110,3 +110,18 @@ def test_generated_topology_file_starts_slurmctld_and_places_a_two_node_job_unde
         _up_and_place(cluster, tmp_path / "block", "block")
     if cluster.slurm not in ("22.05", "24.11"):          # topology.yaml is Slurm 25.05+
         _up_and_place(cluster, tmp_path / "yaml", "yaml")
+
+
+@pytest.mark.compat("dev cluster")
+def test_compare_slurm_asks_the_real_cluster_which_nodes_it_has(cluster, tmp_path):
+    # SYNTHETIC fabric: n1-n3 of the dev cluster and a gpu9 Slurm does not have; n4 is missing from the fabric
+    synth = tmp_path / "ibnetdiscover-synthetic.txt"
+    synth.write_text(synth_ibnetdiscover({"leaf1": ["n1", "n3"], "leaf2": ["n2", "gpu9"]}, ["spine1"]))
+    r = cluster.slurmkit("fabric", "--ibnetdiscover", str(synth), "--compare-slurm", "--topology-conf")
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.splitlines() == ["finding: not-in-fabric: node n4 is in Slurm but the fabric does not show it",
+                                     "finding: not-in-slurm: node gpu9 is on the fabric but not in Slurm"]
+    assert "SwitchName=leaf2 Nodes=n2\n" in r.stdout
+    dead = dict(cluster.env, SLURM_CONF=str(tmp_path / "no-such-slurm.conf"))
+    r = cluster.slurmkit("fabric", "--ibnetdiscover", str(synth), "--compare-slurm", env=dead, timeout=120)
+    assert r.returncode == 3 and "could not ask Slurm for its nodes" in r.stderr

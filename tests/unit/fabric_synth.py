@@ -18,7 +18,7 @@ def synth_ibnetdiscover(leaves, spines=(), rate="4xEDR", isl_rate=None, rates=No
     rates = rates or {}
     isl_rate = isl_rate or rate
     guid = iter(range(0x0002C90300A00000, 0x0002C90300F00000, 0x10))
-    lid = iter(range(1, 10000))
+    lid = iter(range(1, 49152))  # the unicast LID space
     sw = {}
     for name in [*leaves, *spines]:
         sw[name] = {"guid": next(guid), "lid": next(lid), "ports": []}
