@@ -99,10 +99,30 @@ def _capture_live(timeout: float) -> tuple[str, str]:
     help="NVLink domains instead: one `nvidia-smi -q` capture per node in"
     " DIR (file name = node name, .txt optional) -> topology/block, one block per domain.",
 )
+@click.option(
+    "--gather",
+    "gather_hosts",
+    metavar="HOSTLIST",
+    help="First run `nvidia-smi -q` on these nodes as one"
+    " Slurm job step (srun, exclusive), each node's output into --nvsmi-dir (a directory the nodes share).",
+)
+@click.option("--partition", metavar="NAME", help="Partition of the --gather step.")
 @click.option("--json", "as_json", is_flag=True, help="Print switches, levels, nodes, links and findings as JSON.")
 @pass_ctx
 def fabric(
-    ctx: Ctx, capture, timeout, guid_map, hca, slurm_nodes, compare_slurm, conf_out, yaml_out, nvsmi_dir, as_json
+    ctx: Ctx,
+    capture,
+    timeout,
+    guid_map,
+    hca,
+    slurm_nodes,
+    compare_slurm,
+    conf_out,
+    yaml_out,
+    nvsmi_dir,
+    gather_hosts,
+    partition,
+    as_json,
 ):
     """The InfiniBand switch tree across nodes: leaves with their nodes, spines above, and findings.
 
@@ -118,9 +138,19 @@ def fabric(
     if slurm_nodes and compare_slurm:
         raise UsageError("--slurm-nodes and --compare-slurm are two answers to one question: give one")
     if nvsmi_dir:
+        from ..hostlist import expand
+
         if capture or guid_map or hca:
             raise UsageError("--nvsmi-dir builds NVLink blocks: it takes no --ibnetdiscover, --guid-map or --hca")
-        return _nvlink(nvsmi_dir, conf_out, yaml_out, as_json)
+        if gather_hosts:
+            try:
+                _gather(ctx, gather_hosts, nvsmi_dir, timeout, partition)
+            except _Unknown as e:
+                click.echo(f"slurmkit: {e}", err=True)
+                return 3
+        return _nvlink(nvsmi_dir, conf_out, yaml_out, as_json, only=set(expand(gather_hosts)) if gather_hosts else None)
+    if gather_hosts or partition:
+        raise UsageError("--gather and --partition gather nvidia-smi -q captures: give --nvsmi-dir too")
     try:
         if capture:
             text, label = _read_capture(capture), (capture if capture != "-" else "<stdin>")
@@ -168,7 +198,7 @@ def _table(fab) -> None:
 MAX_NODE_FILES = 100_000
 
 
-def _nvlink(directory: str, conf_out: bool, yaml_out: bool, as_json: bool) -> int:
+def _nvlink(directory: str, conf_out: bool, yaml_out: bool, as_json: bool, only: set[str] | None = None) -> int:
     import os
     import stat
 
@@ -190,6 +220,8 @@ def _nvlink(directory: str, conf_out: bool, yaml_out: bool, as_json: bool) -> in
         if name.startswith(".") or not stat.S_ISREG(os.lstat(path).st_mode):
             continue
         node = name[:-4] if name.endswith(".txt") else name
+        if only is not None and node not in only:
+            continue
         if not HOST.fullmatch(node):
             raise UsageError(f"{name!r} does not name a node (file name = node name)", path=path)
         per_node[node] = nvlink.parse_fabric(read_text(path, what="nvidia-smi -q capture"), path)
@@ -213,3 +245,42 @@ def _nvlink(directory: str, conf_out: bool, yaml_out: bool, as_json: bool) -> in
     for f in d.findings:
         click.echo(f"finding: {f.kind}: {printable(f.message)}", err=True)
     return 1 if d.findings else 0
+
+
+def _gather(ctx: Ctx, hosts_expr: str, directory: str, timeout: float, partition: str | None) -> None:
+    """nvidia-smi -q from each node (one srun each) into DIR/<node>.txt on this host."""
+    import os
+
+    from ..errors import UsageError
+    from ..fabric import gather
+    from ..fabric.conf import fold
+    from ..hostlist import expand
+
+    hosts = expand(hosts_expr)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot make the capture directory: {e.strerror}", path=directory) from None
+    ctx.say(f"gathering nvidia-smi -q from {len(hosts)} nodes (one srun each) into {directory}")
+    got, failed = gather.gather(hosts, ctx.settings.tools.nvidia_smi, timeout=timeout, partition=partition)
+    for host, text in got.items():
+        _write(os.path.join(directory, f".{host}.txt.tmp"), os.path.join(directory, f"{host}.txt"), text)
+    for host, why in sorted(failed.items()):
+        ctx.say(f"{host}: {why}")
+    if failed:
+        first = next(iter(sorted(failed.items())))
+        raise _Unknown(f"no nvidia-smi -q came back from {fold(list(failed))} ({first[0]}: {first[1]})")
+
+
+def _write(tmp: str, path: str, text: str) -> None:
+    """Write-then-rename, never through a symlink someone left in the directory."""
+    import os
+
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)

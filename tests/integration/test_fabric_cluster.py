@@ -6,6 +6,7 @@ n[1-2] Slurm picks without a topology. On 25.05+ the same tree as topology.yaml 
 topology/block file from synthetic GB200-style `nvidia-smi -q` captures (NVLink domains) keeps the job in one
 block."""
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ from slurmkit.fabric import placement
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "unit"))
-from fabric_synth import synth_ibnetdiscover, synthetic_nvl  # noqa: E402
+from fabric_synth import synth_ibnetdiscover, synthetic_nvl, with_fabric  # noqa: E402
 
 # +7 slurmctld, +8..+11 the slurmd (3, or 4 for the block case): +10/+11 are test_dev_cluster's, never up at the
 # same time (tests run one at a time and each takes its cluster down)
@@ -125,3 +126,29 @@ def test_compare_slurm_asks_the_real_cluster_which_nodes_it_has(cluster, tmp_pat
     dead = dict(cluster.env, SLURM_CONF=str(tmp_path / "no-such-slurm.conf"))
     r = cluster.slurmkit("fabric", "--ibnetdiscover", str(synth), "--compare-slurm", env=dead, timeout=120)
     assert r.returncode == 3 and "could not ask Slurm for its nodes" in r.stderr
+
+
+@pytest.mark.compat("dev cluster")
+def test_gather_nvidia_smi_q_by_srun_makes_one_block_per_nvlink_domain(clean, tmp_path):
+    # each node is the healthy-h100x8 scenario (its prolog passes) whose `-q` has a SYNTHETIC Fabric section per
+    # GPU (fabric_synth.with_fabric): n1 and n2 in one NVLink domain, n3 and n4 in another
+    scenarios = REPO / "dev" / "fakegpu" / "scenarios"
+    (tmp_path / "scenarios").mkdir()
+    for other in scenarios.iterdir():        # what the healthy scenario's responses reach as ../<scenario>/
+        (tmp_path / "scenarios" / other.name).symlink_to(other)
+    a, b = "6f0e3a1c-5b2d-4c8e-9a7f-1d2e3f405162", "0a1b2c3d-0000-4000-8000-00000000beef"
+    for node, (uuid, clique) in {"n1": (a, 1), "n2": (a, 1), "n3": (b, 2), "n4": (b, 2)}.items():
+        scen = tmp_path / "scenarios" / f"nvl-{node}"
+        shutil.copytree(scenarios / "healthy-h100x8", scen, symlinks=True)
+        q = scen / "nvidia-smi-q.txt"
+        q.write_text(with_fabric(q.read_text(), uuid, clique))
+        clean.set_scenario(node, str(scen))
+    q = tmp_path / "q"
+    r = clean.slurmkit("fabric", "--gather", "n[1-4]", "--nvsmi-dir", str(q), "--topology-conf", timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert [ln for ln in r.stdout.splitlines() if not ln.startswith("#")] == [
+        "BlockName=nvl-6f0e3a1c-1 Nodes=n[1-2]", "BlockName=nvl-0a1b2c3d-2 Nodes=n[3-4]", "BlockSizes=2"]
+    assert sorted(p.name for p in q.iterdir()) == ["n1.txt", "n2.txt", "n3.txt", "n4.txt"]
+    # a node Slurm does not have: srun fails, nothing came back: could not find out
+    r = clean.slurmkit("fabric", "--gather", "n9", "--nvsmi-dir", str(q), timeout=180)
+    assert r.returncode == 3 and "no nvidia-smi -q came back from n9 (n9: srun: error:" in r.stderr, r.stderr

@@ -101,3 +101,14 @@ def synthetic_nvl(uuid, clique, per_gpu=None):
             line = line.replace(ZERO_UUID, u)
         out.append(line)
     return "".join(out)
+
+
+def with_fabric(q_text, uuid, clique):
+    """SYNTHETIC: an `nvidia-smi -q` text (one without Fabric sections, such as a dev/fakegpu scenario's) with a
+    565-driver-style Fabric section added to every GPU, before its `Processes` line."""
+    block = ("    Fabric\n        State                             : Completed\n"
+             "        Status                            : Success\n"
+             f"        CliqueId                          : {clique}\n"
+             f"        ClusterUUID                       : {uuid}\n"
+             "        Health\n            Bandwidth                     : N/A\n")
+    return "".join(block + ln if ln.startswith("    Processes") else ln for ln in q_text.splitlines(keepends=True))
