@@ -28,18 +28,18 @@ def _guid_map(path: str) -> dict[str, str]:
 
     from ..bounded import read_text
     from ..errors import UsageError
-    from ..fabric.ibnet import _guid
+    from ..fabric.ibnet import norm_guid
     from ..fabric.tree import HOST
 
     out = {}
     for n, line in enumerate(read_text(path, limit=GUID_MAP_LIMIT, what="GUID map").splitlines(), 1):
-        s = line.split("#", 1)[0].strip() if not line.lstrip().startswith('"') else line.strip()
-        if not s:
+        s = line.strip()
+        if not s or s.startswith("#"):
             continue
         m = re.fullmatch(r'(?:0x)?([0-9a-fA-F]{1,16})\s+"?([^"\s]+)[^"]*"?', s)
         if not m or not HOST.fullmatch(m.group(2)):
             raise UsageError(f"not a `GUID host` line: {s[:80]!r}", path=path, line=n)
-        out[_guid(m.group(1))] = m.group(2)
+        out[norm_guid(m.group(1))] = m.group(2)
     return out
 
 
@@ -85,7 +85,7 @@ def _capture_live(timeout: float) -> tuple[str, str]:
     type=click.FloatRange(1, 3600),
     default=120,
     show_default=True,
-    help="Seconds a live `ibnetdiscover` may take.",
+    help="Seconds a live `ibnetdiscover`, or each --gather srun, may take.",
 )
 @click.option("--guid-map", metavar="FILE", help="HCA GUID -> host name (`GUID host` lines or a node-name map).")
 @click.option("--hca", metavar="NAME", help="Only HCAs whose description names this device (one rail: mlx5_0).")
@@ -103,8 +103,8 @@ def _capture_live(timeout: float) -> tuple[str, str]:
     "--gather",
     "gather_hosts",
     metavar="HOSTLIST",
-    help="First run `nvidia-smi -q` on these nodes as one"
-    " Slurm job step (srun, exclusive), each node's output into --nvsmi-dir (a directory the nodes share).",
+    help="First run `nvidia-smi -q` on these nodes (one exclusive srun each, --timeout each) and keep each"
+    " node's output in --nvsmi-dir.",
 )
 @click.option("--partition", metavar="NAME", help="Partition of the --gather step.")
 @click.option("--json", "as_json", is_flag=True, help="Print switches, levels, nodes, links and findings as JSON.")

@@ -80,7 +80,7 @@ class Capture:
     elided: list[int] = field(default_factory=list)  # lines of `...omitted` marks
 
 
-def _guid(text: str) -> str:
+def norm_guid(text: str) -> str:
     """'0x0002c903000d81f9', '2c903000d81f9' -> '0002c903000d81f9'; a redacted GUID stays as printed."""
     t = text.strip().lower()
     if t.startswith("0x"):
@@ -95,7 +95,7 @@ def _redacted(guid: str) -> bool:
 
 
 def _key(prefix: str, guid: str, desc: str) -> str:
-    g = _guid(guid)
+    g = norm_guid(guid)
     return f"{prefix}-{g}#{desc}" if _redacted(g) else f"{prefix}-{g}"
 
 
@@ -184,7 +184,7 @@ def _parse_topology(lines: list[tuple[int, str]], b: _Builder) -> None:
             kind = _KIND[m.group(3)]
             desc = m.group(5) or ""
             lid = int(m.group(6)) if m.group(6) else None
-            cur = b.node(_key(m.group(3), m.group(4), desc), kind, n, desc, _guid(m.group(4)), lid)
+            cur = b.node(_key(m.group(3), m.group(4), desc), kind, n, desc, norm_guid(m.group(4)), lid)
             pending = None
             continue
         if _TOPO_SKIP.fullmatch(s):
@@ -208,7 +208,7 @@ def _parse_topology(lines: list[tuple[int, str]], b: _Builder) -> None:
             port, _own, pk, pguid, pport, _pg, own_lid, pdesc, plid, rate, _rest = m.groups()
             b.cap.nodes[cur].lid = b.cap.nodes[cur].lid or int(own_lid)
         width, speed = _rate(rate)
-        peer = b.node(_key(pk, pguid, pdesc), _KIND[pk], n, pdesc, _guid(pguid), None)
+        peer = b.node(_key(pk, pguid, pdesc), _KIND[pk], n, pdesc, norm_guid(pguid), None)
         if _KIND[pk] == "switch":
             b.cap.nodes[peer].lid = b.cap.nodes[peer].lid or int(plid)
         b.see(Sighting(cur, int(port), peer, int(pport), width, speed, n))
@@ -232,15 +232,15 @@ def _parse_ports(lines: list[tuple[int, str]], b: _Builder) -> None:
         m = _P_LINK.fullmatch(s)
         if m:
             t, lid, port, guid, w, sp, pt, plid, pport, pguid, desc, pdesc = m.groups()
-            a = b.node(f"{t}-{_guid(guid)}", _KIND[t], n, desc, _guid(guid), int(lid))
-            z = b.node(f"{pt}-{_guid(pguid)}", _KIND[pt], n, pdesc, _guid(pguid), int(plid))
+            a = b.node(f"{t}-{norm_guid(guid)}", _KIND[t], n, desc, norm_guid(guid), int(lid))
+            z = b.node(f"{pt}-{norm_guid(pguid)}", _KIND[pt], n, pdesc, norm_guid(pguid), int(plid))
             width, speed = _rate(w + sp)
             b.see(Sighting(a, int(port), z, int(pport), width, speed, n))
             continue
         m = _P_NONE.fullmatch(s)
         if m:
             t, lid, port, guid, w, sp, desc = m.groups()
-            a = b.node(f"{t}-{_guid(guid)}", _KIND[t], n, desc, _guid(guid), int(lid))
+            a = b.node(f"{t}-{norm_guid(guid)}", _KIND[t], n, desc, norm_guid(guid), int(lid))
             width, speed = _rate(w + sp)
             b.see(Sighting(a, int(port), None, None, width, speed, n, state="down"))
             continue
@@ -272,7 +272,7 @@ def _parse_iblinkinfo(lines: list[tuple[int, str]], b: _Builder) -> None:
         m = _L_HEAD.fullmatch(s)
         if m:
             kind = {"CA": "ca", "Switch": "switch", "Router": "router"}[m.group(1)]
-            head = (kind, m.group(3), _guid(m.group(2)) if m.group(2) else None)
+            head = (kind, m.group(3), norm_guid(m.group(2)) if m.group(2) else None)
             continue
         m = _L_PORT.fullmatch(s)
         if not m:
@@ -291,7 +291,7 @@ def _parse_iblinkinfo(lines: list[tuple[int, str]], b: _Builder) -> None:
             kind = "ca" if guid else "switch"
         hd = head if head is not None and head[0] in (kind, "router") else None
         desc = ldesc.strip() if ldesc is not None else (hd[1] if hd else "")
-        own_guid = _guid(guid) if guid else (hd[2] if hd else None)
+        own_guid = norm_guid(guid) if guid else (hd[2] if hd else None)
         me = b.node(f"L{int(lid)}", hd[0] if hd else kind, n, desc, own_guid, int(lid), own=True)
         lk = _L_LINK.fullmatch(link.strip())
         if lk is None:
