@@ -45,6 +45,9 @@ def topology_conf(fab: Fabric, source: str) -> str:
         if s.level == 0:
             lines.append(f"SwitchName={s.name} Nodes={fold(s.nodes)}")
         else:
+            if s.virtual:
+                lines.append(f"# {s.name} is not on the fabric: it joins switches that share no spine, which Slurm")
+                lines.append("# would otherwise never let one job span")
             lines.append(f"SwitchName={s.name} Switches={fold(_children(s, names))}")
     return "\n".join(lines) + "\n"
 
@@ -80,6 +83,7 @@ def to_json(fab: Fabric) -> dict:
             "level": s.level,
             "nodes": s.nodes,
             "children": s.children,
+            "virtual": s.virtual,
         }
         for s in sorted(fab.switches.values(), key=lambda s: (s.level is None, s.level or 0, s.name))
     ]

@@ -58,6 +58,7 @@ class Switch:
     level: int | None = None
     nodes: list[str] = field(default_factory=list)  # hosts whose (first) HCA hangs from this leaf
     children: list[str] = field(default_factory=list)  # switch names one level down
+    virtual: bool = False  # not on the fabric: a top that joins leaves no one switch reaches (see _tops)
 
 
 @dataclass
@@ -210,6 +211,47 @@ def _levels(fab: Fabric, adj: dict[str, set[str]]) -> None:
             s.children = sorted(fab.switches[c].name for c in adj.get(k, ()) if fab.switches[c].level == s.level - 1)
 
 
+def _tops(fab: Fabric, adj: dict[str, set[str]]) -> None:
+    """A connected fabric whose leaves no one switch reaches (leaves cabled to each other, no common spine): Slurm's
+    topology/tree never lets a job span switches without a common ancestor, though the cables are there. A virtual
+    top switch over the highest switches of such a fabric joins them (slurmibtopology.sh leaves the same line
+    commented out, for the admin to add). Separate fabrics (no path between them) stay apart."""
+    reach: dict[str, set[str]] = {}
+
+    def leaves_under(s: Switch) -> set[str]:
+        if s.name not in reach:
+            reach[s.name] = {s.name} if s.level == 0 else set()
+            for c in s.children:
+                reach[s.name] |= leaves_under(by_name[c])
+        return reach[s.name]
+
+    by_name = {s.name: s for s in fab.switches.values()}
+    seen: set[str] = set()
+    for start in sorted(fab.switches):
+        if start in seen:
+            continue
+        comp, stack = set(), [start]
+        while stack:
+            k = stack.pop()
+            if k not in comp:
+                comp.add(k)
+                stack.extend(adj.get(k, ()))
+        seen |= comp
+        sws = [fab.switches[k] for k in sorted(comp) if fab.switches[k].level is not None]
+        leaves = {s.name for s in sws if s.level == 0}
+        if len(leaves) < 2 or any(leaves_under(s) >= leaves for s in sws):
+            continue
+        parented = {c for s in sws for c in s.children}
+        name, i = "fabric-top", 2
+        while name in by_name:
+            name, i = f"fabric-top-{i}", i + 1
+        top = Switch(f"virtual:{name}", name, "virtual: joins switches without a common spine", None, None)
+        top.level = max(s.level or 0 for s in sws) + 1
+        top.children = sorted(s.name for s in sws if s.name not in parented)
+        top.virtual = True
+        fab.switches[top.key] = by_name[name] = top
+
+
 def build(
     cap: Capture, *, guid_map: dict[str, str] | None = None, hca: str | None = None, slurm_nodes: set[str] | None = None
 ) -> Fabric:
@@ -291,6 +333,7 @@ def build(
         if key in leaf_keys:
             s.level = 0
     _levels(fab, adj)
+    _tops(fab, adj)
     _degraded(fab)
     if slurm_nodes is not None:
         for h in sorted(slurm_nodes - set(fab.hosts)):

@@ -152,3 +152,34 @@ def test_gather_nvidia_smi_q_by_srun_makes_one_block_per_nvlink_domain(clean, tm
     # a node Slurm does not have: srun fails, nothing came back: could not find out
     r = clean.slurmkit("fabric", "--gather", "n9", "--nvsmi-dir", str(q), timeout=180)
     assert r.returncode == 3 and "no nvidia-smi -q came back from n9 (n9: srun: error:" in r.stderr, r.stderr
+
+
+@pytest.mark.compat("dev cluster")
+def test_leaves_without_a_common_spine_still_run_a_job_across_them(cluster, tmp_path):
+    """Measured on 22.05 by hand: with only the two leaves in topology.conf, `sbatch -N3` is refused ("Requested
+    node configuration is not available"); the virtual top `slurmkit fabric` adds lets it run on n[1-3]."""
+    synth = tmp_path / "ibnetdiscover-synthetic.txt"     # SYNTHETIC: leaf1 and leaf2 cabled to each other
+    synth.write_text(synth_ibnetdiscover({"leaf1": ["n1", "n2"], "leaf2": ["n3"]}, isls=[("leaf1", "leaf2")]))
+    gen = subprocess.run([sys.executable, "-m", "slurmkit.cli", "fabric", "--ibnetdiscover", str(synth),
+                          "--topology-conf"], capture_output=True, text=True, timeout=60)
+    assert gen.returncode == 0 and "SwitchName=fabric-top Switches=leaf[1-2]" in gen.stdout, gen.stderr
+    topo = tmp_path / "topology.conf"
+    topo.write_text(gen.stdout)
+    d = tmp_path / "c"
+    dev = [sys.executable, str(REPO / "dev" / "cluster.py"), "--dir", str(d)]
+    up = subprocess.run([*dev, "up", "--slurm", cluster.slurm, "--port", str(PORT), "--nodes", "3", "--gpus", "1",
+                         "--hooks", "true", "--topology-conf", str(topo)], capture_output=True, text=True, timeout=300)
+    try:
+        assert up.returncode == 0, up.stderr
+        env = dict(os.environ, SLURM_CONF=str(d / "slurm.conf"))
+        r = subprocess.run(["sbatch", "--parsable", "-N", "3", "-o", "/dev/null", "--wrap", "sleep 1"],
+                           capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 0, r.stderr
+        deadline, rec = time.monotonic() + 60, ""
+        while time.monotonic() < deadline and "JobState=RUNNING" not in rec and "JobState=COMPLETED" not in rec:
+            time.sleep(0.5)
+            rec = subprocess.run(["scontrol", "-o", "show", "job", r.stdout.strip().split(";")[0]],
+                                 capture_output=True, text=True, timeout=60, env=env).stdout
+        assert " NodeList=n[1-3] " in rec, rec
+    finally:
+        subprocess.run([*dev, "down"], capture_output=True, text=True, timeout=120)

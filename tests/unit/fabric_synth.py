@@ -10,11 +10,11 @@ H100_Q = (Path(__file__).resolve().parents[1] / "fixtures" / "dcgm"
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 
 
-def synth_ibnetdiscover(leaves, spines=(), rate="4xEDR", isl_rate=None, rates=None, hcas=None, drop=()):
+def synth_ibnetdiscover(leaves, spines=(), rate="4xEDR", isl_rate=None, rates=None, hcas=None, drop=(), isls=()):
     """leaves: {leaf name: [host, ...]}; every leaf is cabled to every spine. rates: {(host or leaf, peer): rate}
     overrides one cable's rate on both ends; hcas: {host: [(hca name, leaf), ...]} for hosts with several HCAs
     (default: one `mlx5_0` on its leaf); drop: node names whose own record is left out (their links are then
-    seen from one end only)."""
+    seen from one end only); isls: extra (switch, switch) cables, e.g. two leaves cabled to each other."""
     rates = rates or {}
     isl_rate = isl_rate or rate
     guid = iter(range(0x0002C90300A00000, 0x0002C90300F00000, 0x10))
@@ -37,12 +37,12 @@ def synth_ibnetdiscover(leaves, spines=(), rate="4xEDR", isl_rate=None, rates=No
         r = rates.get((ca["host"], ca["leaf"]), rates.get((ca["leaf"], ca["host"]), rate))
         s["ports"].append(("ca", ca, 1, r))
         ca["sw_port"], ca["rate"] = p, r
-    for leaf in leaves:
-        for sp in spines:
-            a, b = sw[leaf], sw[sp]
-            r = rates.get((leaf, sp), rates.get((sp, leaf), isl_rate))
-            a["ports"].append(("sw", sp, len(b["ports"]) + 1, r))
-            b["ports"].append(("sw", leaf, len(a["ports"]), r))
+    pairs = [(leaf, sp) for leaf in leaves for sp in spines] + list(isls)
+    for leaf, sp in pairs:
+        a, b = sw[leaf], sw[sp]
+        r = rates.get((leaf, sp), rates.get((sp, leaf), isl_rate))
+        a["ports"].append(("sw", sp, len(b["ports"]) + 1, r))
+        b["ports"].append(("sw", leaf, len(a["ports"]), r))
     first = cas[0]
     out = [
         "#",

@@ -226,6 +226,22 @@ def test_topology_conf_and_yaml_of_a_two_level_tree(tmp_path):
         {"switch": "spine1", "children": "leaf[1-2]"}]}}]
 
 
+def test_leaves_cabled_to_each_other_without_a_spine_get_a_virtual_top(tmp_path):
+    # SYNTHETIC: leaf1 and leaf2 cabled directly; no switch reaches both, so Slurm would never let a job span them
+    p = write(tmp_path, synth_ibnetdiscover({"leaf1": ["n1", "n2"], "leaf2": ["n3"]}, isls=[("leaf1", "leaf2")]))
+    rc, out, err = fabric("--ibnetdiscover", p, "--topology-conf")
+    assert rc == 0, err
+    assert [ln for ln in out.splitlines() if not ln.startswith("#")] == [
+        "SwitchName=leaf1 Nodes=n[1-2]", "SwitchName=leaf2 Nodes=n3", "SwitchName=fabric-top Switches=leaf[1-2]"]
+    assert "# fabric-top is not on the fabric" in out
+    d = conf.to_json(tree.build(ibnet.parse(open(p).read())))
+    assert [s["virtual"] for s in d["switches"]] == [False, False, True]
+    # a fat tree's spines each reach every leaf: no virtual top; two separate fabrics: none either
+    for text in (synth_ibnetdiscover({"leaf1": ["n1"], "leaf2": ["n2"]}, ["spine1", "spine2"]),
+                 synth_ibnetdiscover({"leaf1": ["n1"], "leaf2": ["n2"]})):
+        assert not any(s.virtual for s in tree.build(ibnet.parse(text)).switches.values())
+
+
 def test_three_levels_and_json_shape(tmp_path):
     text = synth_ibnetdiscover({"l1": ["a1"], "l2": ["a2"]}, ["s1"])
     cap = ibnet.parse(text)
@@ -233,7 +249,7 @@ def test_three_levels_and_json_shape(tmp_path):
     d = conf.to_json(fab)
     assert list(d) == ["source", "format", "switches", "levels", "nodes", "unnamed_hcas", "links", "elided_at",
                        "findings", "ok"]
-    assert list(d["switches"][0]) == ["name", "guid", "lid", "description", "level", "nodes", "children"]
+    assert list(d["switches"][0]) == ["name", "guid", "lid", "description", "level", "nodes", "children", "virtual"]
     assert list(d["links"][0]) == ["a", "b", "width", "speed", "rate", "seen_from", "line"]
     assert d["levels"] == {"0": ["l1", "l2"], "1": ["s1"]}
 
