@@ -163,7 +163,7 @@ _TOPO_SW_PORT = re.compile(
     rf'#\s*"(.*)"\s+lid\s+({_D})\s+(\S+)(.*)'
 )
 _TOPO_CA_PORT = re.compile(
-    rf'\[({_D})\]\(([^)]{{1,64}})\)\s+"([SHR])-([^"]{{1,64}})"\[({_D})\](?:{_X})?(?:\s*\(([^)]{{1,64}})\))?\s*'
+    rf'\[({_D})\](?:\(([^)]{{1,64}})\))?\s+"([SHR])-([^"]{{1,64}})"\[({_D})\](?:{_X})?(?:\s*\(([^)]{{1,64}})\))?\s*'
     rf'#\s*lid\s+({_D})\s+lmc\s+\d{{1,3}}\s+"(.*)"\s+lid\s+({_D})\s+(\S+)(.*)'
 )
 _TOPO_HEADER = re.compile(r"(vendid|devid|sysimgguid|switchguid|caguid|rtguid)=\S{1,80}(?:\s+#.*)?")

@@ -211,6 +211,17 @@ def test_unnamed_hca_needs_a_guid_map(tmp_path):
     assert rc == 2 and f"{bad}:1:" in err
 
 
+def test_synthetic_port_lines_without_port_guids_still_pair_up(tmp_path):
+    # SYNTHETIC: port lines without the `(portguid)` parts (older infiniband-diags, hand-trimmed pastes)
+    text = ('Switch\t24 "S-0008f10400411f56"\t\t# "ISR9024 Voltaire" base port 0 lid 6 lmc 0\n'
+            '[1]\t"H-0002c90200213a61"[1]\t\t# "mtlx01 HCA-1" lid 1 4xDDR\n'
+            'Ca\t2 "H-0002c90200213a61"\t\t# "mtlx01 HCA-1"\n'
+            '[1]\t"S-0008f10400411f56"[1]\t\t# lid 1 lmc 0 "ISR9024 Voltaire" lid 6 4xDDR\n')
+    rc, d, _ = doc(write(tmp_path, text))
+    assert rc == 0 and list(d["nodes"]) == ["mtlx01"] and [lk["seen_from"] for lk in d["links"]] == [2]
+    assert d["nodes"]["mtlx01"]["hcas"][0]["lid"] == 1
+
+
 # ---- the topology files ----
 
 def test_topology_conf_and_yaml_of_a_two_level_tree(tmp_path):
