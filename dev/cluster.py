@@ -164,9 +164,32 @@ PrologEpilogTimeout=60
 Prolog={hooks}/prolog
 Epilog={hooks}/epilog
 PrologFlags=Alloc
-{health_lines(a, hooks)}NodeName={"n[1-%d]" % a.nodes if a.nodes > 1 else "n1"} NodeHostname={host} NodeAddr=127.0.0.1 Port={ports} CPUs={cpus} Boards=1 SocketsPerBoard={a.sockets} CoresPerSocket={a.cores_per_socket} ThreadsPerCore={a.threads_per_core} RealMemory={a.mem_mb} {gres} State=UNKNOWN
+{topology_lines(a)}{health_lines(a, hooks)}NodeName={"n[1-%d]" % a.nodes if a.nodes > 1 else "n1"} NodeHostname={host} NodeAddr=127.0.0.1 Port={ports} CPUs={cpus} Boards=1 SocketsPerBoard={a.sockets} CoresPerSocket={a.cores_per_socket} ThreadsPerCore={a.threads_per_core} RealMemory={a.mem_mb} {gres} State=UNKNOWN
 PartitionName=gpu Nodes={",".join(nodes)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 """
+
+
+def topology_lines(a) -> str:
+    """--topology-conf FILE: TopologyPlugin=topology/tree (topology/block when FILE has BlockName= lines) with FILE
+    as the cluster's topology.conf (e.g. one `slurmkit fabric --topology-conf` wrote); --topology-yaml FILE (Slurm 25.05+): FILE as topology.yaml, which
+    Slurm reads before any topology.conf and which names its plugin itself."""
+    src = getattr(a, "topology_conf", None)
+    if src:
+        # BlockName= lines (NVLink domains, Slurm 23.11+) are topology/block's; SwitchName= lines topology/tree's
+        block = any(ln.strip().lower().startswith("blockname=") for ln in Path(src).read_text().splitlines())
+        return f"TopologyPlugin=topology/{'block' if block else 'tree'}\n"
+    return ""
+
+
+def write_topology(a, d: Path) -> None:
+    """The topology file of --topology-conf/--topology-yaml beside slurm.conf (where Slurm looks), and no stale
+    one from an earlier `up` in the same directory."""
+    for name, src in (("topology.conf", getattr(a, "topology_conf", None)),
+                      ("topology.yaml", getattr(a, "topology_yaml", None))):
+        if src:
+            shutil.copyfile(src, d / name)
+        else:
+            (d / name).unlink(missing_ok=True)
 
 
 def health_lines(a, hooks: Path) -> str:
@@ -430,6 +453,7 @@ def up(a) -> None:
         (d / "spool" / node).mkdir()
     (d / "cluster.json").write_text(json.dumps({"slurm": version}) + "\n")
     (d / "slurm.conf").write_text(render_slurm_conf(a, d))
+    write_topology(a, d)
     cgroup = d / "cgroup.conf"
     if version == rootfs.HOST_SLURM:
         cgroup.unlink(missing_ok=True)
@@ -598,6 +622,10 @@ def main(argv=None) -> None:
                    help="run slurmkit's health program as Slurm's HealthCheckProgram this often (0: not at all)")
     u.add_argument("--remediate", type=int, default=0, metavar="N",
                    help="health.remediate on in the site config, flap limit N reboots (0: off, the default)")
+    u.add_argument("--topology-conf", metavar="FILE",
+                   help="TopologyPlugin=topology/tree with FILE as topology.conf (`slurmkit fabric --topology-conf`)")
+    u.add_argument("--topology-yaml", metavar="FILE",
+                   help="FILE as topology.yaml (Slurm 25.05+; `slurmkit fabric --topology-yaml`)")
     u.add_argument("--default-scenario", default="healthy-h100x8")
     u.add_argument("--scenario", action="append", default=[], metavar="NODE=SCENARIO")
     u.add_argument("--timeout", type=float, default=60)

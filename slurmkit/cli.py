@@ -20,6 +20,7 @@ COMMANDS = {
     "audit": "slurmkit.commands.audit:audit",
     "nodes": "slurmkit.commands.nodes:nodes",
     "topo": "slurmkit.commands.topo:topo",
+    "fabric": "slurmkit.commands.fabric:fabric",
     "sync": "slurmkit.commands.sync:sync",
     "render": "slurmkit.commands.submit:render_cmd",
     "submit": "slurmkit.commands.submit:submit",
