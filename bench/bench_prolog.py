@@ -6,8 +6,9 @@
 (a) The prolog's wall time on a healthy node (fake GPU tools) beside its floor: the same captures (`nvidia-smi -q`,
     `dmesg`, the tools the prolog profile runs) run back to back from a shell, and `python -c pass`; the prolog in
     its own process and through a hook agent of its own, and the CPU of a job's prolog + epilog both ways (the hook
-    processes and their tools, and the agent's children). Runs are interleaved so machine noise hits all alike.
-    Targets: prolog - floor <= 60 ms, prolog < 150 ms.
+    processes and their tools, and the agent's children), for this tree and for the tree before issue 27 (--base,
+    exported with git archive). Runs are interleaved so machine noise hits all alike. Targets (issue 27): in
+    process at most 3 interpreter start-ups; through the agent no slower than before.
 (b) N short jobs on the dev cluster with the slurmkit prolog+epilog vs `/bin/true`-like hooks
     (`dev/cluster.py up --hooks true`), one cluster after the other on the same dir/port: also hooks that only
     start Python and exit (`--hooks python`: what any hook written in Python costs at least), and the slurmkit
@@ -72,54 +73,77 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def part_a(runs: int) -> dict:
+BASE = "ef2521e"  # the tree before issue 27: its prolog is "today's figure" beside this tree's, in the same run
+
+
+def export(rev: str, into: Path) -> Path:
+    """slurmkit/, prolog/ and epilog/ of `rev` (git archive): its hook scripts find that slurmkit beside them."""
+    into.mkdir(parents=True)
+    arch = subprocess.run(["git", "-C", str(REPO), "archive", rev, "slurmkit", "prolog", "epilog"], check=True,
+                          capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=arch, check=True)
+    return into
+
+
+def _agent(tree: Path, tmp: Path, cfg: Path, tag: str):
+    """A hook agent of `tree`'s own slurmkit, on a socket of its own; returns (process, socket)."""
+    sock, pidf = tmp / f"agent-{tag}" / "agent.sock", tmp / f"agent-{tag}.pid"
+    run = "import sys, runpy; sys.path.insert(0, sys.argv.pop(1)); runpy.run_module('slurmkit.hooks.agent', run_name='__main__')"
+    p = subprocess.Popen([str(PY), "-I", "-c", run, str(tree), "--socket", str(sock), "--pid-file", str(pidf)],
+                         env=dict(os.environ, SLURMKIT_CONFIG=str(cfg), SLURMKIT_HOOK_CACHE_DIR=str(tmp / f"cache-{tag}")),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not pidf.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return p, sock
+
+
+def part_a(runs: int, base: str = BASE) -> dict:
+    """This tree's prolog (and `base`'s, where given) in its own process and through its own agent, interleaved
+    with the floor and `python -I -c pass`; ms medians keyed "<tree> <way>"."""
     tmp = Path(tempfile.mkdtemp(prefix="sk-bench-prolog-"))
     cfg = site_config(tmp)
-    # what slurmd gives a prolog: no PATH, Slurm's variables (plus what the dev cluster's wrapper exports)
-    env = {"SLURMKIT_CONFIG": str(cfg), "SLURMKIT_FAKEGPU_SCENARIO": str(SCEN), "SLURMD_NODENAME": "n1",
-           "SLURM_JOB_ID": "1", "SLURM_JOB_UID": "0", "SLURM_JOB_USER": "root", "SLURM_JOB_GPUS": "0,1",
-           "CUDA_VISIBLE_DEVICES": "0,1", "SLURMKIT_HOOK_CACHE_DIR": str(tmp / "cache"),   # warmed by the first run
-           "SLURMKIT_AGENT_SOCKET": "none", "SLURM_JOB_EXIT_CODE": "0"}
-    # the same hooks handed to a hook agent (slurmkit/hooks/agent.py) of their own
-    sock, pidf = tmp / "agent" / "agent.sock", tmp / "agent.pid"
-    agent = subprocess.Popen([str(PY), "-I", "-m", "slurmkit.hooks.agent", "--socket", str(sock), "--pid-file",
-                              str(pidf)], env=dict(os.environ, SLURMKIT_CONFIG=str(cfg),
-                                                   SLURMKIT_HOOK_CACHE_DIR=str(tmp / "cache")),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    trees = {"this": REPO}
+    if base:
+        trees["before"] = export(base, tmp / "before")
+    # what slurmd gives a prolog: no PATH, Slurm's variables (plus what the dev cluster's wrapper exports); the
+    # interpreter is the venv's, the slurmkit the one beside each tree's hook script
+    env0 = {"SLURMKIT_CONFIG": str(cfg), "SLURMKIT_FAKEGPU_SCENARIO": str(SCEN), "SLURMD_NODENAME": "n1",
+            "SLURM_JOB_ID": "1", "SLURM_JOB_UID": "0", "SLURM_JOB_USER": "root", "SLURM_JOB_GPUS": "0,1",
+            "CUDA_VISIBLE_DEVICES": "0,1", "SLURMKIT_AGENT_SOCKET": "none", "SLURM_JOB_EXIT_CODE": "0",
+            "SLURMKIT_PYTHON": str(PY)}
+    agents = {}
     try:
-        deadline = time.monotonic() + 60
-        while not pidf.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        env_agent = dict(env, SLURMKIT_AGENT_SOCKET=str(sock))
-        prolog = [str(REPO / "prolog" / "prolog")]
-        epilog = [str(REPO / "epilog" / "epilog")]
+        ways = {}
+        for tag, tree in trees.items():
+            env = dict(env0, SLURMKIT_HOOK_CACHE_DIR=str(tmp / f"cache-{tag}"))   # warmed by the first run
+            agents[tag], sock = _agent(tree, tmp, cfg, tag)
+            hooks = ([str(tree / "prolog" / "prolog")], [str(tree / "epilog" / "epilog")])
+            ways[f"{tag} in process"] = (hooks, env, None)
+            ways[f"{tag} agent"] = (hooks, dict(env, SLURMKIT_AGENT_SOCKET=str(sock)), agents[tag])
         # the floor: the very tool calls the prolog profile makes (one nvidia-smi -q shared by the GPU checks, dmesg)
         floor = ["/bin/sh", "-c", f"{FAKE}/nvidia-smi -q >/dev/null && {FAKE}/dmesg >/dev/null"]
         bare = [str(PY), "-I", "-c", "pass"]
-        for argv in (prolog, floor, bare):   # warm the page cache
-            timed(argv, env)
-        timed(prolog, env_agent)
-        t = {k: [] for k in ("prolog", "floor", "bare", "agent")}
-        cpu = {"in process": 0.0, "agent": 0.0}
+        for (prolog, _), env, _ in ways.values():   # warm the page cache and each settings cache
+            timed(prolog, env)
+        t: dict[str, list[float]] = {k: [] for k in (*ways, "floor", "bare")}
+        cpu = {k: 0.0 for k in ways}
         tick = os.sysconf("SC_CLK_TCK")
         for i in range(runs):
-            for name, e in (("in process", env), ("agent", env_agent)):
-                c0, a0 = _children_cpu(), _cpu_ticks(agent.pid)
-                t["prolog" if name == "in process" else "agent"].append(timed(prolog, dict(e, SLURM_JOB_ID=str(100 + i))))
-                timed(epilog, dict(e, SLURM_JOB_ID=str(100 + i)))
-                cpu[name] += _children_cpu() - c0 + (_cpu_ticks(agent.pid) - a0) / tick
-            t["floor"].append(timed(floor, env))
-            t["bare"].append(timed(bare, env))
+            for name, ((prolog, epilog), env, agent) in ways.items():
+                c0, a0 = _children_cpu(), _cpu_ticks(agent.pid) if agent else 0
+                t[name].append(timed(prolog, dict(env, SLURM_JOB_ID=str(100 + i))))
+                timed(epilog, dict(env, SLURM_JOB_ID=str(100 + i)))
+                cpu[name] += _children_cpu() - c0 + ((_cpu_ticks(agent.pid) - a0) / tick if agent else 0)
+            t["floor"].append(timed(floor, env0))
+            t["bare"].append(timed(bare, env0))
     finally:
-        agent.terminate()
-        agent.wait(timeout=30)
+        for p in agents.values():
+            p.terminate()
+            p.wait(timeout=30)
         stop_samplers(tmp / "state" / "efficiency")
-    med = {k: statistics.median(v) * 1000 for k, v in
-           (("prolog", t["prolog"]), ("agent", t["agent"]), ("floor", t["floor"]), ("python_pass", t["bare"]))}
-    med["added"] = med["prolog"] - med["floor"]
-    med["agent_added"] = med["agent"] - med["floor"]
-    med["cpu_in_process"] = cpu["in process"] / runs * 1000
-    med["cpu_agent"] = cpu["agent"] / runs * 1000
+    med = {k: statistics.median(v) * 1000 for k, v in t.items()}
+    med.update({f"cpu {k}": v / runs * 1000 for k, v in cpu.items()})
     return med
 
 
@@ -189,23 +213,27 @@ def main() -> None:
     ap.add_argument("--dir", default="/tmp/sk-bench")
     ap.add_argument("--port", type=int, default=7167)
     ap.add_argument("--skip-cluster", action="store_true", help="only part (a)")
+    ap.add_argument("--base", default=BASE, help="the revision part (a) measures beside this tree ('' for none)")
     ap.add_argument("--efficiency-interval", type=float, default=10.0,
                     help="the sampler's interval in part (b): 10 s is the shipped default (tests use 0.5)")
     args = ap.parse_args()
 
-    a = part_a(args.runs)
-    print(f"(a) prolog on a healthy node, median of {args.runs} interleaved runs (fake GPU tools):")
-    print(f"    prolog            {a['prolog']:7.1f} ms   (target < 150 ms: {'ok' if a['prolog'] < 150 else 'MISSED'})")
-    print(f"    floor (same tools from sh) {a['floor']:7.1f} ms")
-    print(f"    python -I -c pass {a['python_pass']:7.1f} ms")
-    print(f"    prolog - floor    {a['added']:7.1f} ms   (target <= 60 ms: {'ok' if a['added'] <= 60 else 'MISSED'});"
-          f" prolog / floor = {a['prolog'] / a['floor']:.2f}x")
-    print(f"    through the hook agent: prolog {a['agent']:7.1f} ms, - floor {a['agent_added']:7.1f} ms"
-          f"   (target <= 60 ms: {'ok' if a['agent_added'] <= 60 else 'MISSED'})")
-    print(f"    CPU of a job's prolog + epilog with their tools (in process: the detached sampler not counted;"
-          f" agent: its children, and the samplers they reaped):"
-          f" in process {a['cpu_in_process']:.1f} ms, through the agent {a['cpu_agent']:.1f} ms"
-          f" ({a['cpu_agent'] / a['cpu_in_process']:.2f}x)")
+    a = part_a(args.runs, args.base)
+    print(f"(a) prolog on a healthy node, ms medians of {args.runs} interleaved runs (fake GPU tools); 'before' is"
+          f" the tree before issue 27 ({args.base}), measured in this same run:")
+    print(f"    floor (same tools from sh) {a['floor']:7.1f}    python -I -c pass {a['bare']:7.1f}")
+    for way in ("in process", "agent"):
+        for tag in ("this", "before"):
+            k = f"{tag} {way}"
+            if k in a:
+                print(f"    {k:18s} prolog {a[k]:7.1f}  (- floor {a[k] - a['floor']:6.1f}; "
+                      f"{a[k] / a['bare']:.2f} start-ups)  CPU of prolog + epilog {a['cpu ' + k]:7.1f}")
+    n = a["this in process"] / a["bare"]
+    print(f"    in process: {n:.2f} interpreter start-ups (target <= 3: {'met' if n <= 3 else 'MISSED'})")
+    if "before agent" in a:
+        r = a["this agent"] / a["before agent"]
+        print(f"    through the agent: this / before {r:.2f} (target: no slower, <= 1.05 for noise:"
+              f" {'met' if r <= 1.05 else 'MISSED'})")
     if args.skip_cluster:
         return
     runs = {"true": jobs_throughput(args, "true"), "python": jobs_throughput(args, "python"),

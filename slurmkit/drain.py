@@ -71,6 +71,8 @@ class Action(str):
     @property
     def acted(self) -> bool:
         return self.kind in ACTED
+
+
 # what Slurm writes when a hook exits non-zero: ours to replace with the reason we could not write then
 _HOOK_ERRORS = ("Prolog error", "Epilog error")
 RETRY_DELAYS = (1.0, 2.0)  # between drain attempts inside a hook
