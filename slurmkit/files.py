@@ -16,25 +16,28 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | str, *, mode: int = 0o644, fsync: bool = False) -> None:
-    """Write `data` to `path` in one rename: the old content or the new, never a part. The temporary file is created
-    exclusively (O_EXCL: a name planted in the directory is never opened), with `mode`; fsync: the data and the
-    rename reach the disk before this returns."""
+    """Write `data` to `path` in one rename: the old content or the new, never a part. The temporary file beside
+    it is created exclusively and without following a link (O_EXCL | O_NOFOLLOW: a name planted in the directory is
+    never opened), with `mode`; fsync: the data and the rename reach the disk before this returns."""
     path = os.fspath(path)
     if isinstance(data, str):
         data = data.encode("utf-8")
     d = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=d)
+    tmp = os.path.join(d, f".{os.path.basename(path)}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), mode)
-            f.write(data)
+        try:
+            os.fchmod(fd, mode)  # the umask does not narrow what the caller asked for
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
             if fsync:
-                f.flush()
-                os.fsync(f.fileno())
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         try:
