@@ -1,6 +1,6 @@
 """The `slurmkit` command. Each subcommand is a thin function over the packages; heavy imports stay inside them.
 
-Exit codes: 0 success/healthy, 1 unhealthy or an operation failed, 2 bad usage or bad input.
+Exit codes: 0 success/healthy, 1 unhealthy or an operation failed, 2 bad usage or bad input, 3 could not find out.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ COMMANDS = {
     "health": "slurmkit.commands.health:health",
     "efficiency": "slurmkit.commands.efficiency:efficiency",
     "report": "slurmkit.commands.report:report",
+    "jobs": "slurmkit.commands.jobs:jobs",
+    "logs": "slurmkit.commands.logs:logs",
+    "cancel": "slurmkit.commands.cancel:cancel",
 }
 
 
