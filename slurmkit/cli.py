@@ -46,7 +46,33 @@ class LazyGroup(click.Group):
         import importlib
 
         mod, attr = target.split(":")
-        return getattr(importlib.import_module(mod), attr)
+        cmd = getattr(importlib.import_module(mod), attr)
+        _accept_verbose(cmd)
+        return cmd
+
+
+def _more_verbose(ctx, param, value):
+    if value:
+        obj = ctx.find_object(Ctx)
+        if obj is not None:
+            obj.verbose += value
+
+
+def _accept_verbose(cmd: click.Command) -> None:
+    """`slurmkit render X -v` as `slurmkit -v render X`: every subcommand takes -v/--verbose too (once)."""
+    if not any("-v" in p.opts or "--verbose" in p.opts for p in cmd.params):
+        cmd.params.append(
+            click.Option(
+                ["-v", "--verbose"],
+                count=True,
+                expose_value=False,
+                callback=_more_verbose,
+                help="Say more on stderr (as `slurmkit -v`).",
+            )
+        )
+    if isinstance(cmd, click.Group):
+        for sub in cmd.commands.values():
+            _accept_verbose(sub)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
