@@ -19,6 +19,7 @@ _LAZY = {
     "list_jobs": "slurmkit.api",
     "as_completed": "slurmkit.jobs.handle",
     "SlurmUnavailable": "slurmkit.jobs.handle",
+    "JobGone": "slurmkit.jobs.handle",
     "SlurmkitError": "slurmkit.errors",
     "UsageError": "slurmkit.errors",
     "SpecError": "slurmkit.errors",

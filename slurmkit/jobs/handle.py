@@ -136,10 +136,17 @@ class Slurm:
         return None
 
 
-def _default_slurm() -> Slurm:
-    from ..api import _client
+_default: Slurm | None = None
 
-    return _client(None, None).slurm()
+
+def _default_slurm() -> Slurm:
+    """For a Job made without one: the default site config's Slurm timeout and bin_dir (read once)."""
+    global _default
+    if _default is None:
+        from ..config import load
+
+        _default = Slurm.from_settings(load(None))
+    return _default
 
 
 class Job:
@@ -149,7 +156,7 @@ class Job:
     def __init__(self, job_id: int | str, *, slurm: Slurm | None = None, status: sj.JobStatus | None = None):
         text = str(job_id).strip()
         head, _, task = text.partition("_")
-        if not head.isdigit() or (task and not task.isdigit()):
+        if not (head.isascii() and head.isdigit()) or ("_" in text and not (task.isascii() and task.isdigit())):
             raise UsageError(f"{text!r} is not a job id (expected 123 or 123_4 for an array task)")
         self.id = text
         self._number = int(head) if not task else None
