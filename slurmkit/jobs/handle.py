@@ -184,8 +184,8 @@ class Job:
             return self.id == other
         return NotImplemented
 
-    def __hash__(self) -> int:
-        return hash(self.id)
+    def __hash__(self) -> int:  # as the int's for a job, so a Job finds the entry of its id in an int-keyed dict
+        return hash(self._number) if self._number is not None else hash(self.id)
 
     def __repr__(self) -> str:
         st = self._last.state if self._last else "?"

@@ -49,8 +49,8 @@ def slurm_said(slurm: Slurm) -> Iterator[None]:
             raise SlurmUnavailable(client_error(ce.argv[0] if ce.argv else "sinfo", ce.stderr)) from None
         try:
             res = slurm.run(["sinfo", "-h", "-o", "%P"])
-        except SlurmUnavailable as probe:
-            raise SlurmUnavailable(f"{probe} (the cluster check said: {e})") from None
+        except SlurmUnavailable as probe:  # the cause, not the check's "no nodes ... Unspecified error"
+            raise SlurmUnavailable(str(probe)) from None
         except SlurmkitError:
             raise e from None
         del res
