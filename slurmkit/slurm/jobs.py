@@ -154,7 +154,8 @@ def parse_squeue(text: str) -> list[JobStatus]:
         if len(parts) != n or not _int(parts[0]):
             raise ValueError(f"squeue line {lineno}: expected {n} '|'-separated fields, got {line[:200]!r}")
         f = dict(zip(SQUEUE_FIELDS, (p.strip() for p in parts)))
-        code, sig = split_exit(f["exit_code"])
+        # 22.05 prints the wait status (768: exit 3), 24.11+ CODE:SIGNAL (3:0)
+        code, sig = split_exit_pair(f["exit_code"]) if ":" in f["exit_code"] else split_exit(f["exit_code"])
         job_id = int(f["JobID"])
         task = _int(f["ArrayTaskID"])
         array = _int(f["ArrayJobID"]) if task is not None else None
@@ -182,7 +183,8 @@ def parse_squeue(text: str) -> list[JobStatus]:
         )
         st = out[-1]
         st.stdout = expand_output_pattern(f["STDOUT"], st) if f["STDOUT"] not in ("", "(null)", "N/A") else None
-        st.stderr = expand_output_pattern(f["STDERR"], st) if f["STDERR"] not in ("", "(null)", "N/A") else None
+        # 24.11+ print (null) for a job without --error: its errors go to the output file
+        st.stderr = expand_output_pattern(f["STDERR"], st) if f["STDERR"] not in ("", "(null)", "N/A") else st.stdout
     return out
 
 

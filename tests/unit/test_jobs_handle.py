@@ -55,6 +55,15 @@ def test_squeue_rows_carry_state_gpus_exit_code_and_array_ids():
     assert rows["7"].stdout == "/tmp/jh-out-7.txt" and rows["7"].gpus == 1
 
 
+def test_squeue_of_24_11_prints_exit_codes_as_code_colon_signal_and_no_error_file():
+    # `squeue -h -r -t all -j 1 -O <SQUEUE_FORMAT>` on the dev cluster's Slurm 24.11.5, a job that exited 3
+    line = ("1|1|N/A|root|FAILED|NonZeroExitCode|n1|1|0:01|UNLIMITED|gres/gpu:1|0|3:0|gpu|/tmp/jh-%j.out|(null)|"
+            "wrap\n")
+    (st,) = sj.parse_squeue(line)
+    assert (st.exit_code, st.exit_signal, st.gpus, st.stdout, st.stderr) == (3, None, 1, "/tmp/jh-1.out",
+                                                                             "/tmp/jh-1.out")
+
+
 def test_squeue_output_of_another_shape_is_an_error_naming_the_line():
     with pytest.raises(ValueError, match="squeue line 2: expected 17"):
         sj.parse_squeue(SQUEUE.splitlines()[0] + "\nslurm_load_jobs error: Invalid job id specified\n")
