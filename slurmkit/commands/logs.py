@@ -13,6 +13,7 @@ from .ctx import Ctx, pass_ctx
 @click.option("--stderr", "use_stderr", is_flag=True, help="The error file (when the job has a separate one).")
 @click.option("-n", "--lines", type=click.IntRange(0, 100000), default=100, show_default=True)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"id", "path", "lines": [...]} (not with -f).')
 @click.option(
     "--max-wait",
     type=click.FloatRange(1, 7 * 86400),
@@ -22,7 +23,7 @@ from .ctx import Ctx, pass_ctx
     help="With -f: stop following after this long even if the job still runs (exit 1).",
 )
 @pass_ctx
-def logs(ctx: Ctx, job_id, task, use_stderr, lines, follow, max_wait):
+def logs(ctx: Ctx, job_id, task, use_stderr, lines, follow, as_json, max_wait):
     """Print the last lines of a job's output; with -f, follow it until the job ends.
 
     Exit codes: 0 printed (with -f: the job ended), 1 still running at --max-wait, 2 bad id, 3 Slurm could not
@@ -32,6 +33,8 @@ def logs(ctx: Ctx, job_id, task, use_stderr, lines, follow, max_wait):
     from ..jobs.follow import follow_output
     from ..jobs.handle import Job, Slurm
 
+    if as_json and follow:
+        raise click.UsageError("--json prints the last lines once: not with -f")
     if task is not None:
         if "_" in job_id:
             raise click.UsageError("give either JOBID_TASK or --task, not both")
@@ -42,7 +45,13 @@ def logs(ctx: Ctx, job_id, task, use_stderr, lines, follow, max_wait):
         raise click.ClickException(f"job {job.id}: Slurm reports no {'error' if use_stderr else 'output'} file")
     ctx.say(f"job {job.id}: {path}")
     if not follow:
-        for line in job.tail(lines, stderr=use_stderr):
+        tail = job.tail(lines, stderr=use_stderr)
+        if as_json:
+            from ..output import emit_json
+
+            emit_json({"id": job.id, "path": path, "lines": tail})
+            return
+        for line in tail:
             click.echo(line)
         return
     ended = follow_output(job, path, lines, max_wait, write=sys.stdout.write, flush=sys.stdout.flush)

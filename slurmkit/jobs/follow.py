@@ -3,6 +3,7 @@ the job every few seconds, bounded by a maximum wait."""
 
 from __future__ import annotations
 
+import codecs
 import os
 import time
 from collections.abc import Callable
@@ -35,8 +36,9 @@ def follow_output(
     deadline = time.monotonic() + max_wait
     next_state = 0.0
     ended = False
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")  # a character split across two reads stays whole
     while True:
-        offset = _copy_new(path, offset, write)
+        offset = _copy_new(path, offset, lambda b: write(decoder.decode(b)))
         flush()
         if ended:
             return True
@@ -51,7 +53,7 @@ def follow_output(
         time.sleep(poll)
 
 
-def _copy_new(path: str, offset: int, write: Callable[[str], object]) -> int:
+def _copy_new(path: str, offset: int, write: Callable[[bytes], object]) -> int:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
@@ -65,6 +67,6 @@ def _copy_new(path: str, offset: int, write: Callable[[str], object]) -> int:
             data = f.read(CHUNK)
             if not data:
                 break
-            write(data.decode("utf-8", "replace"))
+            write(data)
             offset += len(data)
     return offset

@@ -84,6 +84,9 @@ def test_cli_jobs_logs_and_cancel(clean, tmp_path):
     r = clean.slurmkit("logs", str(int(job)), "-f", "--max-wait", "90", timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[-4:] == ["line 1", "line 2", "line 3", "line 4"]
+    r = clean.slurmkit("logs", job.id, "-n", "2", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout) == {"id": job.id, "path": str(tmp_path / "o.out"),
+                                                          "lines": ["line 3", "line 4"]}, r.stderr
     r = clean.slurmkit("jobs", "--json", "--name", "cli-probe")
     assert r.returncode == 0, r.stderr
     (row,) = json.loads(r.stdout)["jobs"]
