@@ -89,13 +89,17 @@ def test_cli_jobs_logs_and_cancel(clean, tmp_path):
                                                           "lines": ["line 3", "line 4"]}, r.stderr
     r = clean.slurmkit("jobs", "--json", "--name", "cli-probe")
     assert r.returncode == 0, r.stderr
-    (row,) = json.loads(r.stdout)["jobs"]
+    row = next(x for x in json.loads(r.stdout)["jobs"] if x["id"] == job.id)
     assert (row["id"], row["state"], row["gpus"], row["exit_code"]) == (job.id, "COMPLETED", 2, 0)
     r = clean.slurmkit("jobs")
     assert r.returncode == 0 and "cli-probe" in r.stdout and r.stdout.startswith("JOBID")
     # cancel by name: a dry run changes nothing, then the job ends CANCELLED
     long = client(clean).submit({"name": "cli-cancel", "partition": "gpu", "gpus_per_node": 1,
                                  "command": "sleep 300", "output": "/dev/null"})
+    t0 = time.monotonic()
+    r = clean.slurmkit("logs", long.id, "-f", "--max-wait", "3")          # following is bounded
+    assert r.returncode == 1 and "still " in r.stderr and "stopped following" in r.stderr, r.stderr
+    assert time.monotonic() - t0 < 30
     r = clean.slurmkit("cancel", "--name", "cli-cancel", "--dry-run", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["commands"] == [["scancel", long.id]]
     assert not long.done()
@@ -212,5 +216,5 @@ def test_cancel_preempt_requeues_and_the_job_resumes_from_its_checkpoint(clean, 
     assert resumed and int(resumed[0].split("=")[1]) >= 10, text
     assert f"toy: done step={target} value={uninterrupted(tmp_path, target)}\n" in text   # as if never stopped
     r = clean.slurmkit("jobs", "--json", "--name", "preempt-probe")
-    (row,) = json.loads(r.stdout)["jobs"]
+    row = next(x for x in json.loads(r.stdout)["jobs"] if x["id"] == job.id)
     assert row["restarts"] == 1 and row["event"].startswith("child-exit code=0"), row
