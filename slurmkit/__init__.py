@@ -3,7 +3,8 @@
 The Python API (slurmkit.api, loaded on first use: `import slurmkit` stays light for the prolog/epilog):
 
     import slurmkit
-    job_id = slurmkit.submit("job.yaml", nodes=2)      # -> int; slurmkit.render(...) -> the sbatch script
+    job = slurmkit.submit("job.yaml", nodes=2)     # -> Job (int(job): the job id); slurmkit.render(...) -> the script
+    job.wait(); job.state(); job.exit_code; slurmkit.list_jobs(name="x"); slurmkit.as_completed([...])
 """
 
 __version__ = "0.1.0"
@@ -14,6 +15,11 @@ _LAZY = {
     "render": "slurmkit.api",
     "refresh": "slurmkit.api",
     "Client": "slurmkit.api",
+    "Job": "slurmkit.jobs.handle",
+    "list_jobs": "slurmkit.api",
+    "as_completed": "slurmkit.jobs.handle",
+    "SlurmUnavailable": "slurmkit.jobs.handle",
+    "JobGone": "slurmkit.jobs.handle",
     "SlurmkitError": "slurmkit.errors",
     "UsageError": "slurmkit.errors",
     "SpecError": "slurmkit.errors",

@@ -1,8 +1,10 @@
 """The Python API: submit and render job specs from a driver script or a notebook.
 
     import slurmkit
-    job_id = slurmkit.submit("job.yaml", nodes=2, env={"LR": "3e-4"}, preemption__signal_lead=60)
+    job = slurmkit.submit("job.yaml", nodes=2, env={"LR": "3e-4"}, preemption__signal_lead=60)
+    job.wait(timeout=3600); job.state(); job.exit_code; job.tail(20)      # int(job) is the Slurm job id
     script = slurmkit.render({"command": ["python", "train.py"], "gpus_per_node": 8})
+    for j in slurmkit.as_completed(slurmkit.list_jobs(name="sweep")): print(j.id, j.state())
 
 The same path as `slurmkit submit` (slurmkit.jobs.pipeline.build): validation, templates, topology binding and the
 check against the cluster. What does not change between submissions is kept for the life of the process: the site
@@ -12,7 +14,8 @@ config, the Slurm backend and the cluster's nodes (sinfo), so the 2nd..Nth submi
 Overrides are spec keys as keyword arguments; `__` reaches into a nested key (`preemption__signal_lead=60` is
 `--set preemption.signal_lead=60`); a value is plain data (JSON-able) and is checked like a `--set` value.
 Errors: SpecError (a UsageError) for a bad spec or a request the cluster cannot hold, with `.path` and `.line`;
-UsageError for a bad site config; SlurmkitError (CommandError) when sbatch/sinfo fail.
+UsageError for a bad site config; SlurmkitError when sbatch/sinfo fail, SlurmUnavailable (exit 3) when Slurm could
+not be asked (no controller, munge refused). The Job handle is slurmkit/jobs/handle.py (docs/python-api.md).
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ import os
 import threading
 from typing import Any
 
+from .jobs.handle import Job, Slurm, as_completed
 from .jobs.pipeline import SpecSource
 
-__all__ = ["Client", "submit", "render", "refresh"]
+__all__ = ["Client", "Job", "as_completed", "list_jobs", "submit", "render", "refresh"]
 
 
 class Client:
@@ -40,6 +44,7 @@ class Client:
         self._settings = None
         self._backend = None
         self._nodes = None  # a function returning the node records (joins the first sinfo's thread)
+        self._slurm: Slurm | None = None
 
     # --- what is cached for the process ---------------------------------------------------------------------------
 
@@ -64,6 +69,14 @@ class Client:
                 self._backend = slurm.get_backend(settings)
             return self._backend
 
+    def slurm(self) -> Slurm:
+        """The job queries' runner (squeue/sacct/scontrol/scancel) with the site's Slurm timeout and bin_dir."""
+        settings = self.settings
+        with self._lock:
+            if self._slurm is None:
+                self._slurm = Slurm.from_settings(settings)
+            return self._slurm
+
     def cluster_nodes(self) -> list:
         """The cluster's node records (sinfo), asked once and kept until refresh()."""
         return self._nodes_fn()()
@@ -80,7 +93,7 @@ class Client:
     def refresh(self) -> None:
         """Forget the cached site config, backend and cluster nodes: the next call reads them again."""
         with self._lock:
-            self._settings = self._backend = self._nodes = None
+            self._settings = self._backend = self._nodes = self._slurm = None
 
     # --- the calls ------------------------------------------------------------------------------------------------
 
@@ -92,17 +105,25 @@ class Client:
         _, r = build(spec, self.settings, overrides_to_sets(overrides))
         return r.script
 
-    def submit(self, spec: SpecSource, /, **overrides: Any) -> int:
+    def submit(self, spec: SpecSource, /, **overrides: Any) -> Job:
         """Render `spec` with `overrides`, check it against the cluster (unless check is off) and sbatch it;
-        returns the job id. Raises SpecError (with .path/.line) for a bad spec or one the cluster cannot hold,
-        SlurmkitError when sbatch fails."""
+        returns the Job (`int(job)` is the job id). Raises SpecError (with .path/.line) for a bad spec or one the
+        cluster cannot hold, SlurmkitError when sbatch fails, SlurmUnavailable when Slurm cannot be asked."""
         from .jobs.pipeline import build
+        from .jobs.submitting import sbatch, slurm_said
 
         settings = self.settings
         check = settings.submit.check_cluster if self.check is None else self.check
         nodes = self._nodes_fn() if check else None  # the first sinfo runs while the spec is read and rendered
-        _, r = build(spec, settings, overrides_to_sets(overrides), nodes=nodes)
-        return self.backend.submit(r.script)
+        with slurm_said(self.slurm()):
+            _, r = build(spec, settings, overrides_to_sets(overrides), nodes=nodes)
+        return Job(sbatch(self.backend, r.script, self.slurm()), slurm=self.slurm())
+
+    def jobs(self, *, user: str | None = None, name: str | None = None, all_users: bool = False) -> list[Job]:
+        """The jobs slurmctld knows (yours unless `user` or all_users), as Jobs; see slurmkit.list_jobs()."""
+        from .jobs.handle import jobs
+
+        return jobs(user=user, name=name, all_users=all_users, slurm=self.slurm())
 
 
 def _remember(result, client: Client):
@@ -156,14 +177,23 @@ def _client(config, check) -> Client:
 
 def submit(
     spec: SpecSource, /, *, config: str | os.PathLike[str] | None = None, check: bool | None = None, **overrides: Any
-) -> int:
+) -> Job:
     """Submit a job spec (a path to a spec file, or the spec as a mapping) with keyword `overrides`; returns the
-    Slurm job id. `config`: the site config (default as the CLI); `check`: ask the cluster first (default: the
+    Job (`int(job)` is the Slurm job id). `config`: the site config (default as the CLI); `check`: ask the cluster first (default: the
     site's submit.check_cluster). The site config and the cluster's nodes are cached for the process (refresh()).
 
         slurmkit.submit("train.yaml", nodes=2, env={"LR": "3e-4"})
     """
     return _client(config, check).submit(spec, **overrides)
+
+
+def list_jobs(
+    *, user: str | None = None, name: str | None = None, all_users: bool = False, config: str | None = None
+) -> list[Job]:
+    """Your jobs that slurmctld knows (running, pending, recently ended), as Jobs with their status read;
+    `user`: another user's, `all_users`: everyone's; `name`: only jobs of that name. (Not `slurmkit.jobs`: that
+    name is the subpackage slurmkit/jobs/, which would hide a function of the same name once imported.)"""
+    return _client(config, None).jobs(user=user, name=name, all_users=all_users)
 
 
 def render(spec: SpecSource, /, *, config: str | os.PathLike[str] | None = None, **overrides: Any) -> str:

@@ -1,6 +1,6 @@
 """The `slurmkit` command. Each subcommand is a thin function over the packages; heavy imports stay inside them.
 
-Exit codes: 0 success/healthy, 1 unhealthy or an operation failed, 2 bad usage or bad input.
+Exit codes: 0 success/healthy, 1 unhealthy or an operation failed, 2 bad usage or bad input, 3 could not find out.
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ COMMANDS = {
     "health": "slurmkit.commands.health:health",
     "efficiency": "slurmkit.commands.efficiency:efficiency",
     "report": "slurmkit.commands.report:report",
+    "jobs": "slurmkit.commands.jobs:jobs",
+    "logs": "slurmkit.commands.logs:logs",
+    "cancel": "slurmkit.commands.cancel:cancel",
 }
 
 
@@ -44,7 +47,33 @@ class LazyGroup(click.Group):
         import importlib
 
         mod, attr = target.split(":")
-        return getattr(importlib.import_module(mod), attr)
+        cmd = getattr(importlib.import_module(mod), attr)
+        _accept_verbose(cmd)
+        return cmd
+
+
+def _more_verbose(ctx, param, value):
+    if value:
+        obj = ctx.find_object(Ctx)
+        if obj is not None:
+            obj.verbose += value
+
+
+def _accept_verbose(cmd: click.Command) -> None:
+    """`slurmkit render X -v` as `slurmkit -v render X`: every subcommand takes -v/--verbose too (once)."""
+    if not any("-v" in p.opts or "--verbose" in p.opts for p in cmd.params):
+        cmd.params.append(
+            click.Option(
+                ["-v", "--verbose"],
+                count=True,
+                expose_value=False,
+                callback=_more_verbose,
+                help="Say more on stderr (as `slurmkit -v`).",
+            )
+        )
+    if isinstance(cmd, click.Group):
+        for sub in cmd.commands.values():
+            _accept_verbose(sub)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})

@@ -209,6 +209,8 @@ def _convert(node, tp, key: str, path: str, lines: dict[str, int], *, budget: _B
                 return _convert(node, a, key, path, lines, budget=budget, depth=depth)
             except UsageError as e:
                 errors.append(e)
+        if len(errors) == 1 and not (isinstance(node, yaml.ScalarNode) and "expected" in str(errors[0])):
+            raise errors[0]  # one alternative besides null, and the value has its shape: say what is wrong inside
         raise UsageError(f"{label}: expected {_typename(tp)}, got {_kind(node)}", path=path, line=_line(node))
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(node, yaml.MappingNode):
@@ -230,6 +232,17 @@ def _convert(node, tp, key: str, path: str, lines: dict[str, int], *, budget: _B
                 raise UsageError(f"duplicate key '{sub}'", path=path, line=_line(knode))
             lines[sub] = _line(knode)
             kwargs[k] = _convert(vnode, hints[k], sub, path, lines, **kw)
+        missing = [
+            f.name
+            for f in dataclasses.fields(tp)
+            if f.name not in kwargs
+            and not f.metadata.get("internal")
+            and f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+        ]
+        if missing:
+            sub = f"{key}.{missing[0]}" if key else missing[0]
+            raise UsageError(f"{label}: missing key '{sub}'", path=path, line=_line(node))
         try:
             return tp(**kwargs)
         except RangeError as e:  # a number outside its valid range: the key's own line

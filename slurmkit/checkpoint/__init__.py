@@ -52,6 +52,7 @@ the signals you name (default SIGTERM) the same way.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 from dataclasses import dataclass
@@ -221,7 +222,18 @@ def save(
         final = os.path.join(dir, final_name)
         if os.path.lexists(final):
             _hide_and_remove(dir, final_name, int(step))
-        os.rename(tmp, final)
+        try:
+            os.rename(tmp, final)
+        except OSError as e:
+            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            raise OSError(
+                e.errno,
+                f"checkpoint.save: {final_name} appeared in {dir} while this process saved step {step}: another "
+                "process saves into the same directory (one writer per directory: save from rank 0 only, or give "
+                "each writer its own directory)",
+                final,
+            ) from None
     except BaseException:
         import shutil
 

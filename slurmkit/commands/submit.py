@@ -41,13 +41,17 @@ def render_cmd(ctx: Ctx, spec_path, sets):
 @pass_ctx
 def submit(ctx: Ctx, spec_path, sets, dry_run, as_json, no_check):
     """Render a job spec, check it against the cluster, and submit it; print the job id."""
+    from ..jobs.handle import Slurm
     from ..jobs.pipeline import background, build
+    from ..jobs.submitting import sbatch, slurm_said
     from ..output import emit_json
 
     backend = ctx.backend()
+    slurm = Slurm.from_settings(ctx.settings, say=ctx.say)
     check = ctx.settings.submit.check_cluster and not no_check
     nodes = background(backend.nodes) if check else None  # sinfo runs while the spec is read and rendered
-    _, r = build(spec_path, ctx.settings, sets, nodes=nodes, say=ctx.say)
+    with slurm_said(slurm):
+        _, r = build(spec_path, ctx.settings, sets, nodes=nodes, say=ctx.say)
     if dry_run:
         if as_json:
             emit_json({"job_id": None, "dry_run": True, "script": r.script})
@@ -55,7 +59,7 @@ def submit(ctx: Ctx, spec_path, sets, dry_run, as_json, no_check):
             click.echo("dry run: would submit with `sbatch --parsable` (script on stdin):", err=True)
             sys.stdout.write(r.script)
         return
-    job_id = backend.submit(r.script)
+    job_id = sbatch(backend, r.script, slurm)
     if as_json:
         emit_json({"job_id": job_id, "script": r.script})
     else:

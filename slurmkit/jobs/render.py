@@ -21,6 +21,8 @@ from .templates import TEMPLATES, render_template, template_below_spec
 
 
 q = shlex.quote
+RENDEZVOUS_LAUNCHERS = ("torchrun", "accelerate", "deepspeed")
+ARGS = ' "$@"'  # bash -c 'launcher ... "$@"' NAME ARGV...: the argv reaches the launcher unquoted by a shell
 
 
 @dataclass
@@ -130,11 +132,10 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
     partition = spec.partition or sub.default_partition
     name = spec.name or _name_from_file(spec, spec_name)
     if spec.container is not None and not sub.containers:
-        raise UsageError(
-            "container.image: this site runs no container plugin (set submit.containers: true in "
+        raise spec.error(  # `--set container...` is named as such, not as a line of the spec file
+            "container.image",
+            "this site runs no container plugin (set submit.containers: true in "
             "the site config where pyxis/enroot is installed)",
-            path=spec.source,
-            line=spec.lines.get("container.image") or spec.lines.get("container"),
         )
     tasks, gpus_per_task = _shape(spec)
     sb = _Options()
@@ -163,6 +164,9 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
         "wrapped": wrapper,
         "signal_lead": lead,
         "rdzv_port": str(torch.rdzv_port) if torch.rdzv_port else "$((20000 + SLURM_JOB_ID % 20000))",
+        # MASTER_ADDR/MASTER_PORT: every multi-node job and every rendezvous launcher, whatever else is set (a
+        # spec's own env.MASTER_ADDR wins; MASTER_PORT from the job's environment is kept)
+        "rendezvous": (spec.nodes > 1 or launcher in RENDEZVOUS_LAUNCHERS) and "MASTER_ADDR" not in spec.env,
         "nodes": spec.nodes,
         "gpus_per_node": spec.gpus_per_node,
         "tasks_per_node": tasks,
@@ -203,7 +207,7 @@ def _name_from_file(spec: JobSpec, spec_name: str) -> str:
 def _shape(spec: JobSpec) -> tuple[int, int]:
     """Tasks per node and GPUs per task (0: the GPUs do not divide evenly into the tasks)."""
     gpn = spec.gpus_per_node
-    if spec.launcher == "srun":
+    if spec.launcher in ("srun", "deepspeed"):
         tasks = spec.tasks_per_node or max(gpn, 1)
     else:
         tasks = spec.tasks_per_node or 1
@@ -380,6 +384,12 @@ def _environment_vars(spec: JobSpec, bind_env: dict[str, str], grid) -> tuple[li
 def _srun_options(spec: JobSpec, srun_bind: list[str], notes: list[str]) -> tuple[list[str], str]:
     """srun options (binding, container) and the launcher (a container needs an srun step)."""
     launcher = spec.launcher
+    if launcher == "deepspeed":
+        # every task sees all of its node's GPUs and picks LOCAL_RANK's, as under DeepSpeed's own launcher
+        kept = [o for o in srun_bind if not o.startswith(("--gpu-bind", "--gpus-per-task"))]
+        if len(kept) != len(srun_bind):
+            notes.append("launcher deepspeed: no per-task GPU binding (each rank picks its GPU by LOCAL_RANK)")
+        srun_bind = kept
     srun = [q(o) if "=" not in o else f"{o.partition('=')[0]}={q(o.partition('=')[2])}" for o in srun_bind]
     if spec.container is not None:
         c = spec.container
@@ -425,6 +435,22 @@ def _launch(spec: JobSpec, sub, launcher: str, srun: list[str], tasks: int, note
             f'--rdzv-id="$SLURM_JOB_ID" --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"'
         )
         inner = f"{trun} {user}" if not is_text else f"bash -c {q(trun + ' ' + user)}"
+        launch = " ".join(["srun", "--kill-on-bad-exit=1", *srun, inner])
+    elif launcher == "accelerate":
+        procs = spec.nodes * nproc
+        acc = (
+            f"exec accelerate launch --num_machines={spec.nodes} --num_processes={procs}"
+            + (" --multi_gpu" if procs > 1 else "")
+            + ' --machine_rank="$SLURM_NODEID" --main_process_ip="$MASTER_ADDR" --main_process_port="$MASTER_PORT"'
+            " --rdzv_backend=c10d"
+        )
+        inner = f"bash -c {q(acc + ' ' + user)}" if is_text else f"bash -c {q(acc + ARGS)} accelerate {user}"
+        launch = " ".join(["srun", "--kill-on-bad-exit=1", *srun, inner])
+    elif launcher == "deepspeed":
+        # one task per GPU under srun (Slurm's binding holds), with the variables deepspeed.init_distributed()
+        # reads; not DeepSpeed's own launcher, which reaches other nodes by ssh/pdsh and renumbers the GPUs
+        ranks = 'export RANK="$SLURM_PROCID" LOCAL_RANK="$SLURM_LOCALID" WORLD_SIZE="$SLURM_NTASKS"; exec python -u'
+        inner = f"bash -c {q(ranks + ' ' + user)}" if is_text else f"bash -c {q(ranks + ARGS)} deepspeed {user}"
         launch = " ".join(["srun", "--kill-on-bad-exit=1", *srun, inner])
     elif launcher == "srun":
         inner = user if not is_text else f"bash -c {q(user)}"

@@ -7,7 +7,7 @@
     cpus_per_gpu: auto          # an integer, or `auto`: from the partition's topology profile
     mem: 64G
     time: "04:00:00"
-    launcher: none              # none | srun | torchrun
+    launcher: none              # none | srun | torchrun | accelerate | deepspeed
     command: python train.py --lr $LR     # a string (shell text) or a list (argv, each item quoted)
     env: {HF_HOME: /scratch/hf}
     checkpoint_dir: /scratch/ckpt         # configured -> the command runs under `slurmkit run`
@@ -91,7 +91,7 @@ class JobSpec:
     cpus_per_gpu: int | Literal["auto"] = "auto"
     mem: str | None = None
     time: str | None = None
-    launcher: Literal["none", "srun", "torchrun"] = "none"
+    launcher: Literal["none", "srun", "torchrun", "accelerate", "deepspeed"] = "none"
     env: dict[str, str] = field(default_factory=dict)
     workdir: str | None = None
     output: str | None = None
@@ -438,6 +438,12 @@ def _check_resources(spec: JobSpec) -> None:
         fail("mem", f"expected a size like 64G, 512M or 0 (all of the node), got {spec.mem!r}")
     if spec.launcher == "torchrun" and spec.gpus_per_node == 0 and spec.torchrun.nproc_per_node is None:
         fail("torchrun.nproc_per_node", "torchrun with gpus_per_node: 0 needs torchrun.nproc_per_node")
+    if spec.launcher in ("accelerate", "deepspeed") and spec.gpus_per_node < 1:
+        fail("gpus_per_node", f"launcher {spec.launcher} starts one process per GPU: needs gpus_per_node of 1 or more")
+    if spec.launcher == "accelerate" and spec.tasks_per_node not in (None, 1):
+        fail("tasks_per_node", "launcher accelerate runs one `accelerate launch` per node: leave tasks_per_node unset")
+    if spec.launcher == "deepspeed" and spec.tasks_per_node not in (None, spec.gpus_per_node):
+        fail("tasks_per_node", "launcher deepspeed runs one task per GPU: leave tasks_per_node unset")
     if spec.torchrun.rdzv_port is not None and not 1024 <= spec.torchrun.rdzv_port <= 65535:
         fail("torchrun.rdzv_port", "must be between 1024 and 65535")
     if spec.torchrun.nproc_per_node is not None and spec.torchrun.nproc_per_node < 1:

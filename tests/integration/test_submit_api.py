@@ -33,7 +33,7 @@ def test_one_process_submits_n_jobs_and_they_run_with_their_values(clean, tmp_pa
                     "output: /dev/null\n")
     client = api.Client(clean.site_config)
     ids = [client.submit(spec, env={"RUN": f"run-{i}"}) for i in range(N)]
-    assert len(set(ids)) == N and all(isinstance(j, int) for j in ids)
+    assert len(set(ids)) == N and all(isinstance(j, slurmkit.Job) and int(j) == j for j in ids)
     for j in ids:
         assert clean.wait_job(j, states=("COMPLETED", "FAILED"), timeout=120).state == "COMPLETED"
     files = wait_files(out, N)

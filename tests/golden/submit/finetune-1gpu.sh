@@ -14,4 +14,4 @@
 export HF_HOME=/scratch/hf-cache
 export TOKENIZERS_PARALLELISM=false
 export SLURMKIT_CHECKPOINT_DIR=/scratch/checkpoints/finetune-llama-lora
-exec /opt/slurmkit/bin/slurmkit run --signal USR2 --checkpoint-signal TERM --grace 120 --max-requeues 5 --checkpoint-dir /scratch/checkpoints/finetune-llama-lora -- python finetune.py --model=meta-llama/Llama-3.1-8B --dataset=data/instructions.jsonl '--output-dir=/scratch/$USER/finetune'
+exec /opt/slurmkit/bin/slurmkit run --signal USR2 --checkpoint-signal TERM --grace 120 --max-requeues 5 --checkpoint-dir /scratch/checkpoints/finetune-llama-lora -- python finetune.py --model=meta-llama/Llama-3.1-8B --dataset=data/instructions.jsonl --output-dir=/scratch/finetune-llama-lora
