@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from .. import nvsmi
-from ..base import Result, to_int
+from ..base import Result, live_unreadable, to_int
 from ..context import NoData
 
 from typing import TYPE_CHECKING
@@ -125,4 +125,6 @@ def evaluate(text: str, s) -> Result:
 
 
 def run(ctx) -> Result:
-    return evaluate(ctx.text(NAME, "q"), ctx.settings.pcie)
+    text = ctx.text(NAME, "q")
+    bad = live_unreadable(ctx, NAME, "nvidia-smi -q", nvsmi.unreadable(text))
+    return bad if bad is not None else evaluate(text, ctx.settings.pcie)

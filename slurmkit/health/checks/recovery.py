@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import re
 
-from ..base import Result
+from .. import nvsmi
+from ..base import Result, live_unreadable
 from ..context import NoData
 
 NAME = "recovery"
@@ -75,4 +76,6 @@ def evaluate(text: str) -> Result:
 
 
 def run(ctx) -> Result:
-    return evaluate(ctx.text(NAME, "q"))
+    text = ctx.text(NAME, "q")
+    bad = live_unreadable(ctx, NAME, "nvidia-smi -q", nvsmi.unreadable(text))
+    return bad if bad is not None else evaluate(text)

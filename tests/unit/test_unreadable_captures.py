@@ -1,0 +1,166 @@
+"""Issue 28, items 2 and 10: output a check cannot read is a finding, never a skip (a live nvidia-smi that exits 0
+with garbage or with nothing fails every GPU check and gives the drain a reason a human can act on), and hostile
+captures (nesting 1,000 deep, one huge line, a million lines) are exit 2 with the file and line, in bounded time.
+Every input here is SYNTHETIC, made in the test or in dev/fakegpu/scenarios/nvsmi-{garbage,empty}."""
+import contextlib
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from slurmkit import config, drain
+from slurmkit.health import nvsmi
+from slurmkit.health.context import NoData
+from slurmkit.health.runner import run_checks
+
+REPO = Path(__file__).resolve().parents[2]
+SCEN = REPO / "dev" / "fakegpu" / "scenarios"
+FAKE = REPO / "dev" / "fakegpu" / "bin"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from clirun import run_cli  # noqa: E402
+
+@contextlib.contextmanager
+def no_hang(seconds=10):
+    """A parse that runs past `seconds` fails the test instead of hanging it (the old field regex took minutes)."""
+    def boom(*_):
+        raise TimeoutError(f"ran past {seconds} s")
+    old = signal.signal(signal.SIGALRM, boom)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+GPU_CHECKS = ("gpu_count", "ecc", "recovery", "driver", "pcie", "nvlink", "gpu_procs")
+
+
+@pytest.fixture
+def live(tmp_path, monkeypatch):
+    """Settings whose tools are the fake ones, answering from the scenario `use(name)` picks."""
+    s = config.Settings()
+    s.tools.nvidia_smi = str(FAKE / "nvidia-smi")
+    s.tools.dmesg = str(FAKE / "dmesg")
+    s.tools.all_reduce_perf = str(FAKE / "all_reduce_perf")
+    s.paths.state_dir = str(tmp_path / "state")
+    s.paths.health_log = str(tmp_path / "health.jsonl")
+    s.gpu_count.expected = 8
+
+    def use(scenario):
+        monkeypatch.setenv("SLURMKIT_FAKEGPU_SCENARIO", str(scenario))
+        return s
+    return use
+
+
+@pytest.mark.parametrize("scenario, why", [
+    ("nvsmi-garbage", "no GPU section in "),
+    ("nvsmi-empty", "it printed nothing"),
+])
+def test_nvidia_smi_exit_0_with_unreadable_output_fails_every_gpu_check(live, scenario, why):
+    s = live(SCEN / scenario)
+    rep = run_checks(s, "full", node="n1", only=list(GPU_CHECKS))
+    by = {r.check: r for r in rep.results}
+    assert not rep.healthy
+    for name in GPU_CHECKS:
+        r = by[name]
+        assert r.status == "fail", (name, r.status, r.reason)
+        assert "output unreadable: " in r.reason and r.code == name, r.reason
+        if name != "nvlink":   # nvlink reads `nvidia-smi nvlink -s`: "no `GPU N:` line" where -q has no GPU section
+            assert r.reason.startswith("nvidia-smi -q output unreadable: " + why), r.reason
+    # the drain reason a human reads in `sinfo -R`: the check, the tool, what was wrong
+    reason = drain.reason_for_result(s, rep.failures[0])
+    assert reason.startswith("slurmkit:gpu_count nvidia-smi -q output unreadable: " + why), reason
+    assert reason.isprintable() and reason.isascii(), reason    # the garbage's bytes never reach Slurm
+
+
+def test_the_prolog_profile_fails_on_garbage(live):
+    rep = run_checks(live(SCEN / "nvsmi-garbage"), "prolog", node="n1")
+    st = {r.check: r.status for r in rep.results}
+    assert all(st[n] == "fail" for n in ("gpu_count", "ecc", "recovery", "driver", "pcie", "gpu_procs")), st
+    assert st["xid"] == "ok"      # the kernel log is healthy: only nvidia-smi's output is wrong
+
+
+def test_a_healthy_node_is_still_healthy(live):
+    rep = run_checks(live(SCEN / "healthy-h100x8"), "full", node="n1")
+    assert rep.healthy, rep.to_dict()
+
+
+def test_a_readable_q_without_a_field_still_skips(live, tmp_path):
+    # SYNTHETIC: the healthy -q without the R550+ recovery field (an older driver): nothing to read, not a fault
+    d = tmp_path / "old-driver"
+    d.mkdir()
+    q = (SCEN / "healthy-h100x8" / "nvidia-smi-q.txt").read_text()
+    (d / "q.txt").write_text("".join(ln for ln in q.splitlines(True) if "GPU Recovery Action" not in ln))
+    (d / "responses").write_text(f"nvidia-smi\t-q\tq.txt\ndmesg\t*\t{SCEN / 'healthy-h100x8' / 'dmesg.txt'}\n")
+    (r,) = run_checks(live(d), "full", node="n1", only=["recovery"]).results
+    assert r.status == "skip", r.reason
+
+
+def test_a_captured_garbage_file_is_still_exit_2(tmp_path):
+    f = tmp_path / "garbage.txt"
+    f.write_bytes((SCEN / "nvsmi-garbage" / "nvidia-smi-garbage-synthetic.txt").read_bytes())
+    rc, _, err = run_cli(["--config", os.devnull, "check", "--capture", f"gpu_count={f}"])
+    assert rc == 2 and str(f) in err, err
+
+
+# --- item 10: hostile nvidia-smi -q captures ------------------------------------------------------------------
+
+def _deep(levels: int) -> str:
+    # SYNTHETIC: a GPU header, then `levels` sections each indented one space more than the last
+    return "GPU 00000000:3B:00.0\n" + "".join(" " * (i + 1) + f"Section {i}\n" for i in range(levels)) + \
+        " " * (levels + 1) + "Volatile Uncorrectable : 5\n"
+
+
+@pytest.mark.parametrize("check", ["gpu_count", "ecc", "pcie", "driver", "gpu_procs"])
+def test_q_nested_1000_levels_is_exit_2_with_file_and_line(tmp_path, check):
+    f = tmp_path / "deep.txt"
+    f.write_text(_deep(1000))
+    t0 = time.monotonic()
+    rc, out, err = run_cli(["--config", os.devnull, "check", "--capture", f"{check}={f}"])
+    assert time.monotonic() - t0 < 10
+    assert rc == 2 and "Traceback" not in err + out, err
+    assert f"{f}:{nvsmi.MAX_DEPTH + 2}: sections nested more than {nvsmi.MAX_DEPTH} levels deep" in err, err
+
+
+def test_q_nested_1000_levels_live_is_a_finding(live, tmp_path):
+    d = tmp_path / "deep"
+    d.mkdir()
+    (d / "q.txt").write_text(_deep(1000))
+    (d / "responses").write_text(f"nvidia-smi\t-q\tq.txt\ndmesg\t*\t{SCEN / 'healthy-h100x8' / 'dmesg.txt'}\n")
+    rep = run_checks(live(d), "prolog", node="n1", only=["gpu_count", "ecc", "gpu_procs"])
+    for r in rep.results:
+        assert r.status == "fail" and "nested more than" in r.reason, r
+
+
+def test_walk_does_not_recurse():
+    root = node = nvsmi.Node()
+    for i in range(5000):     # deeper than Python's recursion limit: built directly, past parse_q's bound
+        child = nvsmi.Node()
+        node.add(f"S{i}", child)
+        node = child
+    node.add("Leaf", "1")
+    ((path, v),) = list(root.walk())
+    assert len(path) == 5001 and v == "1"
+
+
+def test_one_huge_line_of_blanks_parses_in_linear_time():
+    # SYNTHETIC: a field-less line of 2 MB (mostly blanks); the old field regex backtracked quadratically on it
+    text = "GPU 00000000:3B:00.0\n    Product Name" + " " * 2_000_000 + "x\n    ECC Mode\n        Current : Enabled\n"
+    t0 = time.monotonic()
+    with no_hang():
+        q = nvsmi.parse_q(text)
+    assert time.monotonic() - t0 < 2
+    assert q["gpus"][0]["tree"].get_ci("ECC Mode", "Current") == "Enabled"
+
+
+def test_q_with_a_million_lines_is_refused_before_building_a_tree():
+    text = "GPU 00000000:3B:00.0\n" + "    x\n" * 1_000_000    # SYNTHETIC
+    t0 = time.monotonic()
+    with pytest.raises(NoData) as e:
+        nvsmi.parse_q(text)
+    assert time.monotonic() - t0 < 2
+    assert e.value.line == nvsmi.MAX_LINES + 1 and "lines" in e.value.message
