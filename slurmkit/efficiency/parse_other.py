@@ -7,7 +7,7 @@ import json
 import re
 
 from ..errors import UsageError
-from .cells import missing, number
+from .cells import MAX_VALUE, PERCENT, index, is_index, missing, number
 from .model import Capture
 
 _GPU_LINE = re.compile(r"^\|\s+(\d+)\s+(.+?)\s+(On|Off)\s+\|\s*([0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)")
@@ -21,7 +21,8 @@ def parse_table(text: str, *, path: str = "<capture>") -> Capture:
     for i, ln in enumerate(lines, 1):
         m = _GPU_LINE.match(ln)
         if m:
-            current = cap.gpu(int(m.group(1)), index=int(m.group(1)), name=m.group(2).strip())
+            idx = index(m.group(1), path=path, line=i, field="GPU")
+            current = cap.gpu(idx, index=idx, name=m.group(2).strip())
             continue
         m = _METRICS.match(ln)
         if m and current is not None and not current.util:
@@ -38,7 +39,7 @@ def parse_table(text: str, *, path: str = "<capture>") -> Capture:
                     line=i,
                 )
             current.add(
-                util=number(util, path=path, line=i, field="GPU-Util"),
+                util=number(util, path=path, line=i, field="GPU-Util", hi=PERCENT),
                 power=p,
                 mem_used=number(used, path=path, line=i, field="memory used"),
             )
@@ -55,6 +56,8 @@ def parse_jobstats_json(text: str, *, path: str = "<capture>") -> Capture:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise UsageError(f"not JSON: {e.msg}", path=path, line=e.lineno) from None
+    except ValueError as e:  # an integer of more than 4,300 digits: int() refuses it, json says so as a ValueError
+        raise UsageError(f"not JSON slurmkit can read: {e}", path=path) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), dict):
         raise UsageError("not a jobstats summary: no 'nodes' mapping", path=path, line=1)
     cap = Capture(format="jobstats-json", snapshot=True)
@@ -62,14 +65,16 @@ def parse_jobstats_json(text: str, *, path: str = "<capture>") -> Capture:
     for node, rec in doc["nodes"].items():
         if not isinstance(rec, dict):
             raise UsageError(f"nodes.{node}: expected a mapping", path=path)
-        util = rec.get("gpu_utilization") or {}
-        used = rec.get("gpu_used_memory") or {}
-        total = rec.get("gpu_total_memory") or {}
+        util, used, total = (_json_map(rec, k, node, path) for k in _JS_KEYS)
         for gid in sorted(set(util) | set(used) | set(total), key=str):
-            key = f"{node}:{gid}" if len(doc["nodes"]) > 1 else (int(gid) if str(gid).isdigit() else gid)
-            g = cap.gpu(key, index=int(gid) if str(gid).isdigit() and len(doc["nodes"]) == 1 else None)
-            g.add(util=float(util[gid]) if gid in util else None, mem_used=used[gid] / 2**20 if gid in used else None)
-            g.mem_total = total[gid] / 2**20 if gid in total else None
+            key = f"{node}:{gid}" if len(doc["nodes"]) > 1 else (int(gid) if is_index(str(gid)) else gid)
+            g = cap.gpu(key, index=int(gid) if is_index(str(gid)) and len(doc["nodes"]) == 1 else None)
+            where = f"nodes.{node}"
+            g.add(
+                util=_json_number(util, gid, f"{where}.gpu_utilization", path, PERCENT),
+                mem_used=_mib(_json_number(used, gid, f"{where}.gpu_used_memory", path, MAX_VALUE * 2**20)),
+            )
+            g.mem_total = _mib(_json_number(total, gid, f"{where}.gpu_total_memory", path, MAX_VALUE * 2**20))
             if gid not in util:
                 g.mig = True
                 cap.note(
@@ -81,6 +86,31 @@ def parse_jobstats_json(text: str, *, path: str = "<capture>") -> Capture:
     return cap
 
 
+_JS_KEYS = ("gpu_utilization", "gpu_used_memory", "gpu_total_memory")
+
+
+def _json_map(rec: dict, key: str, node: str, path: str) -> dict:
+    v = rec.get(key) or {}
+    if not isinstance(v, dict):
+        raise UsageError(f"nodes.{node}.{key}: expected a mapping of GPU -> number", path=path)
+    return v
+
+
+def _json_number(m: dict, gid, field: str, path: str, hi: float) -> float | None:
+    """A number from a jobstats JSON mapping: a JSON number in 0..hi (not a string, not a boolean), else exit 2."""
+    if gid not in m:
+        return None
+    v = m[gid]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= hi:
+        shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:20] + "..."
+        raise UsageError(f"{field}.{gid}: expected a number from 0 to {hi:g}, got {shown}", path=path)
+    return float(v)
+
+
+def _mib(v: float | None) -> float | None:
+    return None if v is None else v / 2**20
+
+
 _JS_UTIL = re.compile(r"^\s*(\S+) \(GPU (\d+)\): ([\d.]+)%\s*$")
 _JS_MEM = re.compile(r"^\s*(\S+) \(GPU (\d+)\): ([\d.]+)GB/([\d.]+)GB")
 _KV = re.compile(r"^\s*([A-Za-z /-]+):\s+(.*?)\s*$")
@@ -90,7 +120,7 @@ def parse_jobstats_text(text: str, *, path: str = "<capture>") -> Capture:
     cap = Capture(format="jobstats", snapshot=True)
     section = None
     nodes = set()
-    for ln in text.splitlines():
+    for i, ln in enumerate(text.splitlines(), 1):
         s = ln.strip()
         if s.startswith("GPU utilization per node"):
             section = "util"
@@ -102,15 +132,17 @@ def parse_jobstats_text(text: str, *, path: str = "<capture>") -> Capture:
             section = None if not s else section
         m = _JS_UTIL.match(ln) if section == "util" else _JS_MEM.match(ln) if section == "mem" else None
         if m:
-            node, gid = m.group(1), int(m.group(2))
+            node, gid = m.group(1), index(m.group(2), path=path, line=i, field="GPU")
             nodes.add(node)
             g = cap.gpu(f"{node}:{gid}")
             if section == "util":
-                g.add(util=float(m.group(3)))
+                g.add(util=number(m.group(3), path=path, line=i, field="GPU utilization", hi=PERCENT))
             else:
-                g.mem_total = float(m.group(4)) * 1024
+                gb = number(m.group(4), path=path, line=i, field="GPU memory total", hi=MAX_VALUE / 1024)
+                g.mem_total = None if gb is None else gb * 1024
                 if g.mem_used:
-                    g.mem_used[-1] = float(m.group(3)) * 1024
+                    gb = number(m.group(3), path=path, line=i, field="GPU memory used", hi=MAX_VALUE / 1024)
+                    g.mem_used[-1] = None if gb is None else gb * 1024
             continue
         kv = _KV.match(ln)
         if kv and kv.group(1).strip() in ("Job ID", "State", "GPUs", "Run Time", "User/Account", "NetID/Account"):

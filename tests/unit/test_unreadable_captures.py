@@ -164,3 +164,60 @@ def test_q_with_a_million_lines_is_refused_before_building_a_tree():
         nvsmi.parse_q(text)
     assert time.monotonic() - t0 < 2
     assert e.value.line == nvsmi.MAX_LINES + 1 and "lines" in e.value.message
+
+
+# --- item 10: hostile efficiency captures (`slurmkit efficiency --from-file`) ------------------------------------
+
+D5000 = "9" * 5000
+CSV_HEAD = "index, utilization.gpu [%], memory.used [MiB], power.draw [W]\n"
+DMON_HEAD = ("# gpu   pwr  gtemp  mtemp     sm    mem    enc    dec   mclk   pclk\n"
+             "# Idx     W      C      C      %      %      %      %    MHz    MHz\n")
+PMON_HEAD = ("# gpu   pid  type    sm   mem   enc   dec   command\n"
+             "# Idx     #   C/G     %     %     %     %   name\n")
+
+
+@pytest.mark.parametrize("name, text, line, says", [
+    # SYNTHETIC, each one line changed from the shape the tool prints
+    ("util-5000-digits.csv", CSV_HEAD + f"0, {D5000} %, 100 MiB, 50 W\n", 2, "utilization.gpu: "),
+    ("util-negative.csv", CSV_HEAD + "0, 90 %, 100 MiB, 300 W\n0, -50 %, 100 MiB, 300 W\n", 3, "'-50 %' is out of range"),
+    ("power-negative.csv", CSV_HEAD + "0, 90 %, 100 MiB, 300 W\n0, 90 %, 100 MiB, -300 W\n", 3, "power.draw: '-300 W'"),
+    ("util-infinite.csv", CSV_HEAD + "0, 1e400 %, 100 MiB, 50 W\n", 2, "out of range (0 to 100)"),
+    ("util-400.csv", CSV_HEAD + "0, 400 %, 100 MiB, 50 W\n", 2, "'400 %' is out of range (0 to 100)"),
+    ("index-5000-digits.csv", CSV_HEAD + f"{D5000}, 5 %, 100 MiB, 50 W\n", 2, "index: expected a whole number"),
+    ("pid-5000-digits.csv", "gpu_uuid, pid, process_name, used_gpu_memory [MiB]\n"
+                            f"GPU-1, {D5000}, python, 100 MiB\n", 2, None),
+    ("dmon-5000-digits.txt", DMON_HEAD + f"    0  {D5000}     40      -     50      0      0      0    877    135\n", 3,
+     "pwr: "),
+    ("dmon-negative.txt", DMON_HEAD + "    0  -40     40      -     -70      0      0      0    877    135\n", 3,
+     "out of range"),
+    ("pmon-negative.txt", PMON_HEAD + "    0  4242     C    -5    20     -     -   python\n", 3, "sm: '-5'"),
+    ("dcgmi-ratio-over-1.txt", "#Entity   SMACT  POWER\nID                W\nGPU 0     1.500  250.0\n", 3,
+     "SMACT: '1.500' is out of range (0 to 1)"),
+    ("jobstats-text-bad-number.txt", "                              Slurm Job Statistics\n"
+                                     "  GPU utilization per node\n      della-l01 (GPU 0): 1.2.3%\n", 3,
+     "GPU utilization: expected a number"),
+])
+def test_efficiency_hostile_numbers_are_exit_2_with_file_and_line(tmp_path, name, text, line, says):
+    f = tmp_path / name
+    f.write_text(text)
+    rc, out, err = run_cli(["--config", os.devnull, "efficiency", "--from-file", str(f)])
+    assert "Traceback" not in out + err, err
+    if says is None:    # a pid too long to be one stays text: read, never a traceback
+        assert rc in (0, 1), err
+        return
+    assert rc == 2, (rc, out, err)
+    assert err.startswith(f"slurmkit: error: {f}:{line}: ") and says in err, err
+
+
+@pytest.mark.parametrize("doc, says", [
+    ('{"nodes": {"n1": {"gpu_utilization": {"0": %s}}}}' % D5000, "not JSON slurmkit can read"),
+    ('{"nodes": {"n1": {"gpu_utilization": {"0": -5}}}}', "nodes.n1.gpu_utilization.0: expected a number from 0"),
+    ('{"nodes": {"n1": {"gpu_utilization": {"0": 1e999}}}}', "expected a number from 0 to 100, got inf"),
+    ('{"nodes": {"n1": {"gpu_utilization": {"0": 50}, "gpu_used_memory": {"0": "x"}}}}', "gpu_used_memory.0"),
+    ('{"nodes": {"n1": {"gpu_utilization": "abc"}}}', "expected a mapping"),
+])
+def test_efficiency_hostile_jobstats_json_is_exit_2(tmp_path, doc, says):
+    f = tmp_path / "jobstats.json"    # SYNTHETIC
+    f.write_text(doc + "\n")
+    rc, out, err = run_cli(["--config", os.devnull, "efficiency", "--from-file", str(f)])
+    assert rc == 2 and "Traceback" not in out + err and str(f) in err and says in err, (rc, err)
