@@ -221,3 +221,46 @@ def test_efficiency_hostile_jobstats_json_is_exit_2(tmp_path, doc, says):
     f.write_text(doc + "\n")
     rc, out, err = run_cli(["--config", os.devnull, "efficiency", "--from-file", str(f)])
     assert rc == 2 and "Traceback" not in out + err and str(f) in err and says in err, (rc, err)
+
+
+# --- item 10: 200,000 plain env keys in a job spec, a site config mapping of 20,000 keys -------------------------
+
+_MEASURE = """
+import sys, time
+from slurmkit.errors import UsageError
+from slurmkit.jobs import spec
+t0 = time.monotonic()
+try:
+    spec.load(sys.argv[1])
+    print("loaded")
+except UsageError as e:
+    print(e)
+print(time.monotonic() - t0)
+# VmHWM, this program's peak: ru_maxrss would carry the forking pytest's size across the exec
+print(next(int(ln.split()[1]) // 1024 for ln in open("/proc/self/status") if ln.startswith("VmHWM:")))
+"""
+
+
+def test_200000_env_keys_are_refused_at_once_naming_env(tmp_path):
+    f = tmp_path / "job.yaml"   # SYNTHETIC: plain keys, no anchor or alias anywhere
+    f.write_text("name: big\ncommand: [python, train.py]\ngpus_per_node: 1\nenv:\n"
+                 + "".join(f"  K{i}: v{i}\n" for i in range(200_000)))
+    t0 = time.monotonic()
+    rc, out, err = run_cli(["--config", os.devnull, "submit", "--dry-run", str(f)])
+    assert time.monotonic() - t0 < 5
+    assert rc == 2 and err.startswith(f"slurmkit: error: {f}:10005: env: more than 10000 keys"), err
+    assert "alias" not in err
+    import subprocess
+    p = subprocess.run([sys.executable, "-c", _MEASURE, str(f)], capture_output=True, text=True, timeout=120,
+                       cwd=REPO)
+    msg, secs, mib = p.stdout.splitlines()
+    assert "env: more than 10000 keys" in msg, p.stdout + p.stderr
+    assert float(secs) < 2 and int(mib) < 100, (secs, mib)    # was 4-10 s and 220-240 MB
+
+
+def test_a_site_config_mapping_of_20000_keys_is_refused_naming_it(tmp_path):
+    f = tmp_path / "site.yaml"  # SYNTHETIC
+    f.write_text("gpu_count:\n  per_node:\n" + "".join(f"    n{i}: 8\n" for i in range(20_000)))
+    with pytest.raises(config.UsageError) as e:
+        config.load(str(f))
+    assert str(e.value) == f"{f}:10003: gpu_count.per_node: more than 10000 keys"
