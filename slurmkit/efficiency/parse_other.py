@@ -10,8 +10,22 @@ from ..errors import UsageError
 from .cells import MAX_VALUE, PERCENT, index, is_index, missing, number
 from .model import Capture
 
-_GPU_LINE = re.compile(r"^\|\s+(\d+)\s+(.+?)\s+(On|Off)\s+\|\s*([0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)")
+_BUS = re.compile(r"\s*[0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d")
 _METRICS = re.compile(r"^\|\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*/\s*(\S+)\s*\|\s*(\S+)\s*/\s*(\S+)\s*\|\s*(\S+)")
+
+
+def _gpu_line(ln: str) -> tuple[str, str] | None:
+    """`|   0  NVIDIA H100 80GB HBM3     On  |   00000000:18:00.0 Off |` -> ('0', 'NVIDIA H100 80GB HBM3'), read by
+    cells (a lazy regex over the name backtracked quadratically over a long run of blanks)."""
+    if not ln.startswith("|") or ln.count("|") < 3:
+        return None
+    first, second = ln.split("|", 3)[1:3]
+    words = first.split()
+    if not first[:1].isspace() or len(words) < 3 or not words[0].isdigit() or words[-1] not in ("On", "Off"):
+        return None
+    if not _BUS.match(second):
+        return None
+    return words[0], " ".join(words[1:-1])
 
 
 def parse_table(text: str, *, path: str = "<capture>") -> Capture:
@@ -19,10 +33,10 @@ def parse_table(text: str, *, path: str = "<capture>") -> Capture:
     lines = text.splitlines()
     current = None
     for i, ln in enumerate(lines, 1):
-        m = _GPU_LINE.match(ln)
-        if m:
-            idx = index(m.group(1), path=path, line=i, field="GPU")
-            current = cap.gpu(idx, index=idx, name=m.group(2).strip())
+        gpu_line = _gpu_line(ln)
+        if gpu_line:
+            idx = index(gpu_line[0], path=path, line=i, field="GPU")
+            current = cap.gpu(idx, index=idx, name=gpu_line[1])
             continue
         m = _METRICS.match(ln)
         if m and current is not None and not current.util:
@@ -113,7 +127,8 @@ def _mib(v: float | None) -> float | None:
 
 _JS_UTIL = re.compile(r"^\s*(\S+) \(GPU (\d+)\): ([\d.]+)%\s*$")
 _JS_MEM = re.compile(r"^\s*(\S+) \(GPU (\d+)\): ([\d.]+)GB/([\d.]+)GB")
-_KV = re.compile(r"^\s*([A-Za-z /-]+):\s+(.*?)\s*$")
+# matched against the stripped line: `(.*?)\s*$` backtracked quadratically over a long run of blanks
+_KV = re.compile(r"([A-Za-z /-]+):\s+(.*)")
 
 
 def parse_jobstats_text(text: str, *, path: str = "<capture>") -> Capture:
@@ -144,7 +159,7 @@ def parse_jobstats_text(text: str, *, path: str = "<capture>") -> Capture:
                     gb = number(m.group(3), path=path, line=i, field="GPU memory used", hi=MAX_VALUE / 1024)
                     g.mem_used[-1] = None if gb is None else gb * 1024
             continue
-        kv = _KV.match(ln)
+        kv = _KV.match(ln.strip())
         if kv and kv.group(1).strip() in ("Job ID", "State", "GPUs", "Run Time", "User/Account", "NetID/Account"):
             cap.meta[kv.group(1).strip()] = kv.group(2)
     if not cap.gpus:
@@ -162,7 +177,7 @@ def parse_jobstats_text(text: str, *, path: str = "<capture>") -> Capture:
 def parse_seff(text: str, *, path: str = "<capture>") -> Capture:
     cap = Capture(format="seff", snapshot=True)
     for ln in text.splitlines():
-        kv = _KV.match(ln)
+        kv = _KV.match(ln.strip())
         if kv:
             cap.meta[kv.group(1).strip()] = kv.group(2)
     if "Job ID" not in cap.meta:

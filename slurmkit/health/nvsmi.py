@@ -19,7 +19,7 @@ MAX_DEPTH = 32
 MAX_LINES = 100_000
 
 _GPU_HDR = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
-_L_LINE = re.compile(r"^GPU\s+(\d{1,3}):\s+(.*?)\s*\(UUID:\s*([^)]*)\)\s*$")
+_L_HEAD = re.compile(r"GPU\s+(\d{1,3}):\s")
 # What nvidia-smi prints instead of data when a GPU is gone (real captures in tests/fixtures/xid and misc/): each
 # pattern with a literal every match of it contains (tests/unit/test_kernlog_anchors.py checks that), so healthy output,
 # which holds none of them, is passed by C string searches and no pattern is compiled or run
@@ -244,17 +244,28 @@ def parse_csv(text: str, columns: list[str] | None = None) -> list[dict]:
     rows = []
     header = columns
     for raw in text.splitlines():
-        line = re.sub(r"\s+#.*$", "", raw).strip()
+        line = _uncomment(raw).strip()
         if not line or line.strip("[]. …") == "":
             continue
         cells = [c.strip() for c in line.split(",")]
         if header is None:
-            header = [re.sub(r"\s*\[.*?\]$", "", c).strip() for c in cells]
+            header = [c[: c.find("[")].strip() if c.endswith("]") and "[" in c else c for c in cells]
             continue
         if len(cells) != len(header):
             continue
         rows.append(dict(zip(header, cells)))
     return rows
+
+
+def _uncomment(line: str) -> str:
+    """The line without a trailing `# comment` (a '#' after a blank). A scan, not `\\s+#.*$`: that regex backtracks
+    quadratically over a long run of blanks."""
+    i = line.find("#")
+    while i > 0:
+        if line[i - 1].isspace():
+            return line[:i]
+        i = line.find("#", i + 1)
+    return line
 
 
 def looks_like_csv(text: str) -> bool:
@@ -266,10 +277,18 @@ def looks_like_csv(text: str) -> bool:
 def parse_list(text: str) -> list[dict]:
     """`nvidia-smi -L` -> [{"index": 0, "name": ..., "uuid": ...}]."""
     out = []
-    for line in text.splitlines():
-        m = _L_LINE.match(line.strip())
-        if m:
-            out.append({"index": int(m.group(1)), "name": m.group(2), "uuid": m.group(3)})
+    for raw in text.splitlines():
+        line = raw.strip()
+        m = _L_HEAD.match(line)
+        # `GPU 0: NAME (UUID: GPU-...)`, read by position: a lazy regex over NAME backtracked on long blank runs
+        if m is None or not line.endswith(")"):
+            continue
+        u = line.find("(UUID:", m.end() - 1)
+        if u < 0:
+            continue
+        uuid = line[u + 6 : -1].strip()
+        if ")" not in uuid:
+            out.append({"index": int(m.group(1)), "name": line[m.end() : u].strip(), "uuid": uuid})
     return out
 
 

@@ -264,3 +264,53 @@ def test_a_site_config_mapping_of_20000_keys_is_refused_naming_it(tmp_path):
     with pytest.raises(config.UsageError) as e:
         config.load(str(f))
     assert str(e.value) == f"{f}:10003: gpu_count.per_node: more than 10000 keys"
+
+
+# --- item 10: one long line of blanks in any capture parses in linear time ----------------------------------------
+
+_SP = " " * 100_000
+
+
+def _eff(fmt=None):
+    from slurmkit.efficiency import parse as eparse
+    return lambda t: eparse.parse_text(t, path="capture.txt", fmt=fmt)
+
+
+def _checks():
+    from slurmkit.health.checks import driver, ecc, gpu_count, nvlink, pcie, recovery
+    s = config.Settings()
+    return {"gpu_count": lambda t: gpu_count.evaluate(t, None), "ecc": lambda t: ecc.evaluate(t, s.ecc),
+            "driver": lambda t: driver.evaluate(t, s.driver), "pcie": lambda t: pcie.evaluate(t, s.pcie),
+            "recovery": recovery.evaluate, "nvlink": lambda t: nvlink.evaluate(t, t, s.nvlink)}
+
+
+@pytest.mark.parametrize("check, text", [
+    # SYNTHETIC lines, each a real line's start with 100,000 blanks where a short field belongs
+    ("gpu_count", "GPU 0: NVIDIA H100" + _SP + "x"),                                # nvidia-smi -L
+    ("ecc", "index, ecc.errors.uncorrected.volatile.total\n0, 1" + _SP + "x"),      # CSV: a trailing `# comment`
+    ("recovery", "0, Reset" + _SP + "!"),                                            # --query-gpu CSV
+    ("recovery", "    GPU Recovery Action : None" + _SP + "!"),                      # -q
+    ("nvlink", "GPU 0: NVIDIA H100 (UUID: GPU-1)\n\t Link 0: 26.562 GB/s" + _SP + "x"),
+    ("pcie", "pci 0000:04:00.0: " * 20_000 + "limited by 8.0 GT/s PCIe x8 link at 0000:01:00.0"),
+    ("table", "|   0  NVIDIA H100" + _SP + "x  On  |   00000000:18:00.0 Off |"),      # efficiency, nvidia-smi table
+    ("seff", "Job ID: 1" + _SP + "x\nCPU Efficiency: 1%"),                           # efficiency, seff
+])
+def test_a_long_line_of_blanks_parses_in_linear_time(check, text):
+    fn = {**_checks(), "table": _eff("nvidia-smi-table"), "seff": _eff("seff")}[check]
+    t0 = time.monotonic()
+    with no_hang():
+        try:
+            fn(text)
+        except config.UsageError:
+            pass
+    assert time.monotonic() - t0 < 2
+
+
+def test_pcie_limited_by_with_a_bad_speed_is_not_a_traceback(tmp_path):
+    f = tmp_path / "dmesg.txt"   # SYNTHETIC: the kernel's line with a speed of two dots and a 5,000-digit width
+    f.write_text("pci 0000:04:00.0: 1 Gb/s available PCIe bandwidth, limited by 1.2.3 GT/s PCIe x8 link at "
+                 "0000:01:00.0 (capable of 2 Gb/s with 32.0 GT/s PCIe x16 link)\n"
+                 f"pci 0000:05:00.0: 1 Gb/s available PCIe bandwidth, limited by 8.0 GT/s PCIe x{D5000} link at "
+                 "0000:01:00.0 (capable of 2 Gb/s with 32.0 GT/s PCIe x16 link)\n")
+    rc, out, err = run_cli(["--config", os.devnull, "check", "--capture", f"pcie={f}"])
+    assert rc == 2 and "Traceback" not in out + err and str(f) in err, (rc, out, err)

@@ -21,8 +21,10 @@ ACTIONS = {
     "drain and reset": "needs draining, then a GPU reset",
 }
 _BUS = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
-_Q = re.compile(r"^\s*GPU Recovery Action\s*:\s*(.*?)\s*$")
-_CSV = re.compile(r"^\s*(\d{1,4})\s*,\s*([A-Za-z][A-Za-z0-9 /\[\]_-]*?)\s*(?:<=.*)?$")
+# both matched against the stripped line (an author's `<= note` cut off first): a lazy group followed by `\s*$`
+# backtracked quadratically over a long run of blanks (a 20 KB line took 10 s)
+_Q = re.compile(r"GPU Recovery Action\s*:\s*(.*)")
+_CSV = re.compile(r"(\d{1,4})\s*,\s*([A-Za-z][A-Za-z0-9 /\[\]_-]*)")
 _NA = {"[n/a]", "n/a", "[not supported]", "not supported"}
 
 
@@ -37,13 +39,14 @@ def parse(text: str) -> list[tuple[str, str]]:
             bus = m.group(1)
             n += 1
             continue
-        m = _Q.match(line)
+        s = line.strip()
+        m = _Q.match(s)
         if m:
             out.append((bus or f"#{n}", m.group(1)))
             continue
-        m = _CSV.match(line)
+        m = _CSV.fullmatch(s.split("<=", 1)[0].rstrip())
         if m and m.group(1).isascii():
-            out.append((m.group(1), m.group(2)))
+            out.append((m.group(1), m.group(2).rstrip()))
     return out
 
 
