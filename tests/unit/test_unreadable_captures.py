@@ -314,3 +314,17 @@ def test_pcie_limited_by_with_a_bad_speed_is_not_a_traceback(tmp_path):
                  "0000:01:00.0 (capable of 2 Gb/s with 32.0 GT/s PCIe x16 link)\n")
     rc, out, err = run_cli(["--config", os.devnull, "check", "--capture", f"pcie={f}"])
     assert rc == 2 and "Traceback" not in out + err and str(f) in err, (rc, out, err)
+
+
+def test_topo_cpu_affinity_of_131_million_ids_is_refused_at_once(tmp_path):
+    # SYNTHETIC: the 3-GPU fixture's shape, GPU0's CPU Affinity 2,000 times '0-65535' (131 million ids, gigabytes)
+    big = ",".join(["0-65535"] * 2000)
+    f = tmp_path / "topo.txt"
+    f.write_text("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+                 f"GPU0\t X \tNV4\t{big}\t0\t\tN/A\n"
+                 "GPU1\tNV4\t X \t0-7\t0\t\tN/A\n")
+    t0 = time.monotonic()
+    with no_hang():
+        rc, out, err = run_cli(["--config", os.devnull, "topo", "--topo-file", str(f)])
+    assert time.monotonic() - t0 < 5
+    assert rc == 2 and f"{f}:2: GPU0: CPU Affinity" in err, (rc, out, err)
