@@ -328,3 +328,28 @@ def test_topo_cpu_affinity_of_131_million_ids_is_refused_at_once(tmp_path):
         rc, out, err = run_cli(["--config", os.devnull, "topo", "--topo-file", str(f)])
     assert time.monotonic() - t0 < 5
     assert rc == 2 and f"{f}:2: GPU0: CPU Affinity" in err, (rc, out, err)
+
+
+# --- properties: live readability on real captures, damaged captures and junk ----------------------------------
+
+from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+
+FIX = REPO / "tests" / "fixtures"
+Q_FULL = [p for p in sorted((FIX / "ecc").glob("*.txt")) + sorted((FIX / "misc").glob("*nvidia-smi*"))
+          if any(nvsmi._GPU_HDR.match(ln.strip()) for ln in p.read_text(errors="replace").splitlines())]
+
+
+@pytest.mark.parametrize("path", Q_FULL, ids=lambda p: p.name)
+def test_every_real_q_capture_with_a_gpu_section_reads_live(path):
+    assert nvsmi.unreadable(path.read_text(errors="replace")) is None
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=400))
+def test_unreadable_never_raises_and_junk_without_a_gpu_section_is_unreadable(text):
+    with no_hang():
+        why = nvsmi.unreadable(text)
+        nvsmi.parse_list(text)
+    has_gpu = any(nvsmi._GPU_HDR.match(ln.strip()) for ln in text.splitlines())
+    if not has_gpu and not nvsmi.errors(text):
+        assert why is not None and why.isprintable()
