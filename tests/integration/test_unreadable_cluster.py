@@ -31,6 +31,7 @@ def test_unreadable_nvidia_smi_exit_0_drains_the_node_and_the_job_never_runs_the
     chk = c.slurmkit("check", "--json", "--node", "n3", env=dict(c.env, SLURMKIT_FAKE_NODE="n3"))
     res = {r["check"]: r for r in json.loads(chk.stdout)["results"]}
     assert chk.returncode == 1, chk.stdout + chk.stderr
-    assert res["nvlink"]["status"] == "fail" and "nvidia-smi nvlink -s output unreadable" in res["nvlink"]["reason"]
+    if scenario == "nvsmi-garbage":   # an empty `nvlink -s` is what a GPU without NVLink gets: the -q checks fail
+        assert res["nvlink"]["status"] == "fail" and "nvidia-smi nvlink -s output unreadable" in res["nvlink"]["reason"]
     c.run("scancel", str(jid), check=False)
     assert not out.exists()
