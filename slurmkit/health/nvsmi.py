@@ -150,11 +150,25 @@ def unreadable(text: str) -> str | None:
         q = parse_q(text)
     except UsageError as e:
         return f"{e.message} (line {e.line})" if e.line else e.message
-    if q["errors"] or any(g["bus_id"] for g in q["gpus"]):
+    named = [g for g in q["gpus"] if g["bus_id"]]
+    if q["errors"] or any(_KNOWN & {k.lower() for k in g["tree"]} for g in named):
         return None
+    if named:
+        return f"{len(named)} GPU section(s) with none of nvidia-smi's fields (Product Name, PCI, ECC Mode ...)"
     if not text.strip():
         return "it printed nothing"
     return f"no GPU section in {len(text)} bytes, first line {excerpt(text)!r}"
+
+
+# fields of a GPU section every driver prints (418 to 590), or one `-q -d SECTION` prints: a GPU section with
+# none of them holds nothing a check can read
+_KNOWN_FIELDS = (
+    "product name|product brand|product architecture|display mode|persistence mode|mig mode|driver model|"
+    "serial number|gpu uuid|minor number|vbios version|pci|fb memory usage|ecc mode|ecc errors|retired pages|"
+    "remapped rows|temperature|clocks|processes|utilization|power readings|gpu power readings|fan speed|"
+    "performance state|gpu recovery action"
+)
+_KNOWN = set(_KNOWN_FIELDS.split("|"))
 
 
 def excerpt(text: str, width: int = 40) -> str:

@@ -88,6 +88,18 @@ def test_the_prolog_profile_fails_on_garbage(live):
     assert st["xid"] == "ok"      # the kernel log is healthy: only nvidia-smi's output is wrong
 
 
+def test_gpu_sections_holding_garbage_are_unreadable_live(live, tmp_path):
+    # SYNTHETIC: nvidia-smi exits 0 with 8 GPU headers, each followed by garbage instead of its fields
+    d = tmp_path / "headers-only"
+    d.mkdir()
+    (d / "q.txt").write_text("".join(f"GPU 00000000:{0x18 + i:02X}:00.0\n    \x7f%%%% ####\n    ;; : ;;\n"
+                                     for i in range(8)))
+    (d / "responses").write_text("nvidia-smi\t-q\tq.txt\n")
+    rep = run_checks(live(d), "prolog", node="n1", only=["gpu_count", "ecc", "recovery", "driver", "pcie", "gpu_procs"])
+    for r in rep.results:
+        assert r.status == "fail" and "8 GPU section(s) with none of nvidia-smi's fields" in r.reason, r
+
+
 def test_a_healthy_node_is_still_healthy(live):
     rep = run_checks(live(SCEN / "healthy-h100x8"), "full", node="n1")
     assert rep.healthy, rep.to_dict()
