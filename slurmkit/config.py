@@ -7,7 +7,8 @@ valid key where there is one.
 
 Input bounds: the file must be a regular file of at most CONFIG_LIMIT bytes (a FIFO, a device or a 50 MB file is
 refused, via slurmkit/bounded.py; /dev/null reads as an empty config); mapping keys must be plain scalars (an alias-bomb key is refused); at most
-MAX_NODES YAML nodes are visited (aliases count each time they are expanded) and MAX_DEPTH levels of nesting;
+MAX_NODES YAML nodes are visited (aliases count each time they are expanded), at most MAX_ITEMS keys or items in
+one mapping or list (counted while libyaml reads, before a tree is built) and MAX_DEPTH levels of nesting;
 integers are at most MAX_INT_DIGITS digits. Each limit is named in its error.
 
 The names of slurmkit/settings/ are re-exported here (`config.Settings`, `config.SyncSettings`, ...).
@@ -31,6 +32,7 @@ CONFIG_LIMIT = 1 << 20  # bytes: a site config is a few KiB; 1 MiB is generous a
 MAX_NODES = 100_000  # YAML nodes visited per document, aliases counted at each use
 MAX_DEPTH = 64  # levels of nesting
 MAX_INT_DIGITS = 30  # digits of an integer setting (every integer setting's range fits in far fewer)
+MAX_ITEMS = 10_000  # keys of one mapping, items of one list (a job's env is dozens; 200,000 took 10 s and 220 MB)
 
 
 def config_path(explicit: str | None = None) -> tuple[str, bool]:
@@ -76,6 +78,7 @@ def parse_yaml(text: str, schema: type, path: str, *, top: str = "") -> Any:
     import yaml  # not at module level: most commands never read YAML
 
     try:
+        prescan(text, path)
         node = yaml.compose(text, Loader=yaml.SafeLoader)  # pure Python: deep nesting is a RecursionError, not a crash
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
@@ -94,6 +97,56 @@ def parse_yaml(text: str, schema: type, path: str, *, top: str = "") -> Any:
         obj.source = path
         obj.lines = lines
     return obj
+
+
+def prescan(text: str, path: str, *, max_nodes: int = MAX_NODES, max_items: int = MAX_ITEMS) -> None:
+    """Refuse a YAML document too big to be a config or a spec while libyaml reads it, before any tree is built:
+    more than `max_nodes` values written out, or a mapping or list of more than `max_items` (composing 200,000
+    `env` keys cost 10 s and 220 MB, then was refused as an alias bomb). The error names the key and the line.
+    Alias bombs (few nodes, billions once expanded) and deep nesting are the tree checks' job."""
+    import yaml
+
+    try:
+        _prescan(yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)), path, max_nodes, max_items)
+    except yaml.YAMLError:
+        pass  # a syntax error: the loader that follows reports it in its own words
+
+
+def _prescan(events, path: str, max_nodes: int, max_items: int) -> None:
+    import yaml
+
+    nodes = 0
+    # one frame per open collection: [is a mapping, items so far, its key path, next node is a key, last key]
+    stack: list[list] = []
+    for ev in events:
+        if isinstance(ev, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            stack.pop()
+            continue
+        if not isinstance(ev, yaml.NodeEvent):
+            continue
+        nodes += 1
+        line = ev.start_mark.line + 1 if ev.start_mark else None
+        if nodes > max_nodes:
+            raise UsageError(f"more than {max_nodes} YAML values (written out, not aliases)", path=path, line=line)
+        name = ""
+        if stack:
+            top = stack[-1]
+            where = top[2] or "the top level"
+            if top[0] and top[3]:  # a key of the open mapping
+                top[1] += 1
+                top[3], top[4] = False, ev.value if isinstance(ev, yaml.ScalarEvent) else "?"
+                if top[1] > max_items:
+                    raise UsageError(f"{where}: more than {max_items} keys", path=path, line=line)
+            elif top[0]:  # its value
+                top[3] = True
+                name = f"{top[2]}.{top[4]}" if top[2] else str(top[4])
+            else:
+                top[1] += 1
+                if top[1] > max_items:
+                    raise UsageError(f"{where}: more than {max_items} items", path=path, line=line)
+                name = f"{top[2]}[{top[1] - 1}]"
+        if isinstance(ev, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            stack.append([isinstance(ev, yaml.MappingStartEvent), 0, name, True, None])
 
 
 class _Budget:

@@ -91,7 +91,8 @@ def check(ctx: Ctx, only, captures, profile, gpus, node, as_json):
     except UsageError as e:
         name = getattr(e, "check", None)
         if name in paths:  # name the file the admin gave us
-            raise UsageError(str(e).split(": ", 1)[-1] + f" (--capture {name})", path=paths[name]) from None
+            msg = str(e).split(": ", 1)[-1] + f" (--capture {name})"
+            raise UsageError(msg, path=paths[name], line=e.line) from None
         raise
     if as_json:
         from ..output import emit_json

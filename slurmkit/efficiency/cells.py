@@ -43,14 +43,42 @@ def split_unit(cell: str) -> tuple[str, str | None]:
     return c, None
 
 
-def number(cell: str, *, path: str, line: int, field: str) -> float | None:
-    """The number in a cell (unit stripped), None for a placeholder; anything else is bad input (exit 2)."""
+# no cell these tools print is negative or larger than this (MiB, W, %, MHz): past it, it is not a measurement
+MAX_VALUE = 1e9
+PERCENT = 100.0
+
+
+def _shown(cell: str) -> str:
+    c = cell.strip()
+    return repr(c) if len(c) <= 40 else f"{c[:20]!r}...({len(c)} characters)"
+
+
+def number(cell: str, *, path: str, line: int | None, field: str, hi: float = MAX_VALUE) -> float | None:
+    """The number in a cell (unit stripped), None for a placeholder; anything else is bad input (exit 2), and so
+    is a number outside 0..`hi` (a negative utilisation or power, 5,000 digits that read as infinity): averaged,
+    it would make a verdict out of nothing."""
     if missing(cell):
         return None
     v, _ = split_unit(cell)
     if _NUM.match(v):
-        return float(v)
-    raise UsageError(f"{field}: expected a number, got {cell.strip()!r}", path=path, line=line)
+        x = float(v)
+        if not 0.0 <= x <= hi:
+            raise UsageError(f"{field}: {_shown(cell)} is out of range (0 to {hi:g})", path=path, line=line)
+        return x
+    raise UsageError(f"{field}: expected a number, got {_shown(cell)}", path=path, line=line)
+
+
+def index(cell: str, *, path: str, line: int | None, field: str) -> int:
+    """A GPU index or a pid: ASCII digits, at most 9 of them (int() refuses 4,300; '²' is a digit to isdigit)."""
+    c = cell.strip()
+    if c.isascii() and c.isdigit() and len(c) <= 9:
+        return int(c)
+    raise UsageError(f"{field}: expected a whole number of at most 9 digits, got {_shown(cell)}", path=path, line=line)
+
+
+def is_index(cell: str) -> bool:
+    c = cell.strip()
+    return c.isascii() and c.isdigit() and len(c) <= 9
 
 
 def is_number(cell: str) -> bool:

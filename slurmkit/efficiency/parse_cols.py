@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ..errors import UsageError
-from .cells import missing, number
+from .cells import MAX_VALUE, PERCENT, index, is_index, missing, number
 from .model import Capture
 
 
@@ -37,12 +37,12 @@ def parse_dmon(text: str, *, path: str = "<capture>") -> Capture:
         if len(cells) != len(cols):
             raise UsageError(f"expected {len(cols)} columns as the header, got {len(cells)}", path=path, line=i)
         row = dict(zip(cols, cells))
-        idx = number(row["gpu"], path=path, line=i, field="gpu")
-        if idx is None:
+        if missing(row["gpu"]):
             raise UsageError("a dmon row without a GPU index", path=path, line=i)
-        g = cap.gpu(int(idx), index=int(idx))
+        idx = index(row["gpu"], path=path, line=i, field="gpu")
+        g = cap.gpu(idx, index=idx)
         g.add(
-            util=number(row["sm"], path=path, line=i, field="sm") if "sm" in row else None,
+            util=number(row["sm"], path=path, line=i, field="sm", hi=PERCENT) if "sm" in row else None,
             power=number(row["pwr"], path=path, line=i, field="pwr") if "pwr" in row else None,
             mem_used=number(row["fb"], path=path, line=i, field="fb") if "fb" in row else None,
         )
@@ -82,10 +82,9 @@ def parse_pmon(text: str, *, path: str = "<capture>") -> Capture:
             raise UsageError(f"expected at least {ncmd} columns as the header, got {len(cells)}", path=path, line=i)
         row = dict(zip(cols[:-1], cells[:ncmd]))
         row[cols[-1]] = " ".join(cells[ncmd:])
-        idx_v = number(row["gpu"], path=path, line=i, field="gpu")
-        if idx_v is None:
+        if missing(row["gpu"]):
             raise UsageError("a pmon row without a GPU index", path=path, line=i)
-        idx = int(idx_v)
+        idx = index(row["gpu"], path=path, line=i, field="gpu")
         pid = row["pid"]
         if (idx, pid) in seen or idx < last_idx:
             flush()
@@ -95,9 +94,9 @@ def parse_pmon(text: str, *, path: str = "<capture>") -> Capture:
             tick.setdefault(idx, []).append(None)
             continue
         proc = {
-            "pid": int(pid) if pid.isdigit() else pid,
+            "pid": int(pid) if is_index(pid) else pid,
             "name": row.get("command") or None,
-            "sm": number(row["sm"], path=path, line=i, field="sm") if "sm" in row else None,
+            "sm": number(row["sm"], path=path, line=i, field="sm", hi=PERCENT) if "sm" in row else None,
             "fb": number(row["fb"], path=path, line=i, field="fb") if "fb" in row else None,
         }
         tick.setdefault(idx, []).append(proc)
@@ -135,17 +134,20 @@ def parse_dcgmi(text: str, *, path: str = "<capture>") -> Capture:
         if len(vals) != len(cols):
             raise UsageError(f"expected {len(cols)} values as the header, got {len(vals)}", path=path, line=i)
         row = dict(zip(cols, vals))
-        idx = int(cells[1]) if cells[1].isdigit() else ent
+        idx = int(cells[1]) if is_index(cells[1]) else ent
         g = cap.gpu(idx, index=idx if isinstance(idx, int) else None)
         sample = {}
         for col, (attr, scale) in DCGM.items():
             if col in row:
-                v = number(row[col], path=path, line=i, field=col)
+                # a percentage (GPUTL) at most 100, a ratio (SMACT, TENSO, DRAMA: scaled by 100) at most 1
+                hi = PERCENT / scale if attr.endswith(("util", "_active")) else MAX_VALUE
+                v = number(row[col], path=path, line=i, field=col, hi=hi)
                 sample[attr] = None if v is None else v * scale
         if "util" not in sample and "GRACT" in row:
-            v = number(row["GRACT"], path=path, line=i, field="GRACT")
+            ratio = "." in row["GRACT"]
+            v = number(row["GRACT"], path=path, line=i, field="GRACT", hi=1.0 if ratio else PERCENT)
             # 1001 is a ratio ("0.000"); some builds print the integer % of 203 under this name ("0")
-            sample["util"] = None if v is None else (v * 100.0 if "." in row["GRACT"] else v)
+            sample["util"] = None if v is None else (v * 100.0 if ratio else v)
         g.add(**sample)
     if not cap.gpus:
         raise UsageError("no dcgmi rows after the header", path=path, line=h)

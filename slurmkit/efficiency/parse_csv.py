@@ -11,7 +11,7 @@ import re
 from datetime import datetime
 
 from ..errors import UsageError
-from .cells import is_number, missing, number, split_unit
+from .cells import MAX_VALUE, PERCENT, index, is_index, is_number, missing, number, split_unit
 from .model import Capture
 
 _HEAD_CELL = re.compile(r"^[a-z][a-z0-9_.]*( \[[^\]]+\])?$")
@@ -150,9 +150,7 @@ def parse(text: str, *, path: str = "<capture>", fields: list[str] | None = None
 def _gpu_row(cap, row, path, i, positional, last_ts, *, cut):
     ts = _ts(row["timestamp"]) if row.get("timestamp") else None
     if "index" in row and not missing(row["index"]):
-        if not row["index"].strip().isdigit():
-            raise UsageError(f"index: expected a GPU index, got {row['index'].strip()!r}", path=path, line=i)
-        key = int(row["index"])
+        key = index(row["index"], path=path, line=i, field="index")
     elif row.get("uuid") and not missing(row["uuid"]):
         key = row["uuid"]
         # a uuid seen in an earlier table with an index: the same GPU
@@ -191,7 +189,7 @@ def _gpu_row(cap, row, path, i, positional, last_ts, *, cut):
                 gpu=key,
             )
             continue
-        v = number(cell, path=path, line=i, field=fld)
+        v = number(cell, path=path, line=i, field=fld, hi=PERCENT if fld == "utilization.gpu" else MAX_VALUE)
         if v is None:
             what = missing(cell)
             if what in ("ERR!", "Unknown Error", "GPU is lost"):
@@ -232,7 +230,7 @@ def _app_row(cap, row, path, i) -> None:
     mem = number(mem_cell, path=path, line=i, field="used_gpu_memory") if mem_cell else None
     pid = row["pid"].strip()
     name = row.get("process_name")
-    proc = {"pid": int(pid) if pid.isdigit() else pid, "name": name, "used_mib": mem}
+    proc = {"pid": int(pid) if is_index(pid) else pid, "name": name, "used_mib": mem}
     uuid = row.get("gpu_uuid") or row.get("uuid")
     key = next((k for k, g in cap.gpus.items() if uuid and g.uuid == uuid), uuid or "?")
     g = cap.gpu(key, uuid=uuid)

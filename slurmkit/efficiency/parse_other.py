@@ -7,11 +7,25 @@ import json
 import re
 
 from ..errors import UsageError
-from .cells import missing, number
+from .cells import MAX_VALUE, PERCENT, index, is_index, missing, number
 from .model import Capture
 
-_GPU_LINE = re.compile(r"^\|\s+(\d+)\s+(.+?)\s+(On|Off)\s+\|\s*([0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)")
+_BUS = re.compile(r"\s*[0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d")
 _METRICS = re.compile(r"^\|\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*/\s*(\S+)\s*\|\s*(\S+)\s*/\s*(\S+)\s*\|\s*(\S+)")
+
+
+def _gpu_line(ln: str) -> tuple[str, str] | None:
+    """`|   0  NVIDIA H100 80GB HBM3     On  |   00000000:18:00.0 Off |` -> ('0', 'NVIDIA H100 80GB HBM3'), read by
+    cells (a lazy regex over the name backtracked quadratically over a long run of blanks)."""
+    if not ln.startswith("|") or ln.count("|") < 3:
+        return None
+    first, second = ln.split("|", 3)[1:3]
+    words = first.split()
+    if not first[:1].isspace() or len(words) < 3 or not words[0].isdigit() or words[-1] not in ("On", "Off"):
+        return None
+    if not _BUS.match(second):
+        return None
+    return words[0], " ".join(words[1:-1])
 
 
 def parse_table(text: str, *, path: str = "<capture>") -> Capture:
@@ -19,9 +33,10 @@ def parse_table(text: str, *, path: str = "<capture>") -> Capture:
     lines = text.splitlines()
     current = None
     for i, ln in enumerate(lines, 1):
-        m = _GPU_LINE.match(ln)
-        if m:
-            current = cap.gpu(int(m.group(1)), index=int(m.group(1)), name=m.group(2).strip())
+        gpu_line = _gpu_line(ln)
+        if gpu_line:
+            idx = index(gpu_line[0], path=path, line=i, field="GPU")
+            current = cap.gpu(idx, index=idx, name=gpu_line[1])
             continue
         m = _METRICS.match(ln)
         if m and current is not None and not current.util:
@@ -38,7 +53,7 @@ def parse_table(text: str, *, path: str = "<capture>") -> Capture:
                     line=i,
                 )
             current.add(
-                util=number(util, path=path, line=i, field="GPU-Util"),
+                util=number(util, path=path, line=i, field="GPU-Util", hi=PERCENT),
                 power=p,
                 mem_used=number(used, path=path, line=i, field="memory used"),
             )
@@ -55,6 +70,8 @@ def parse_jobstats_json(text: str, *, path: str = "<capture>") -> Capture:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise UsageError(f"not JSON: {e.msg}", path=path, line=e.lineno) from None
+    except ValueError as e:  # an integer of more than 4,300 digits: int() refuses it, json says so as a ValueError
+        raise UsageError(f"not JSON slurmkit can read: {e}", path=path) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), dict):
         raise UsageError("not a jobstats summary: no 'nodes' mapping", path=path, line=1)
     cap = Capture(format="jobstats-json", snapshot=True)
@@ -62,14 +79,16 @@ def parse_jobstats_json(text: str, *, path: str = "<capture>") -> Capture:
     for node, rec in doc["nodes"].items():
         if not isinstance(rec, dict):
             raise UsageError(f"nodes.{node}: expected a mapping", path=path)
-        util = rec.get("gpu_utilization") or {}
-        used = rec.get("gpu_used_memory") or {}
-        total = rec.get("gpu_total_memory") or {}
+        util, used, total = (_json_map(rec, k, node, path) for k in _JS_KEYS)
         for gid in sorted(set(util) | set(used) | set(total), key=str):
-            key = f"{node}:{gid}" if len(doc["nodes"]) > 1 else (int(gid) if str(gid).isdigit() else gid)
-            g = cap.gpu(key, index=int(gid) if str(gid).isdigit() and len(doc["nodes"]) == 1 else None)
-            g.add(util=float(util[gid]) if gid in util else None, mem_used=used[gid] / 2**20 if gid in used else None)
-            g.mem_total = total[gid] / 2**20 if gid in total else None
+            key = f"{node}:{gid}" if len(doc["nodes"]) > 1 else (int(gid) if is_index(str(gid)) else gid)
+            g = cap.gpu(key, index=int(gid) if is_index(str(gid)) and len(doc["nodes"]) == 1 else None)
+            where = f"nodes.{node}"
+            g.add(
+                util=_json_number(util, gid, f"{where}.gpu_utilization", path, PERCENT),
+                mem_used=_mib(_json_number(used, gid, f"{where}.gpu_used_memory", path, MAX_VALUE * 2**20)),
+            )
+            g.mem_total = _mib(_json_number(total, gid, f"{where}.gpu_total_memory", path, MAX_VALUE * 2**20))
             if gid not in util:
                 g.mig = True
                 cap.note(
@@ -81,16 +100,42 @@ def parse_jobstats_json(text: str, *, path: str = "<capture>") -> Capture:
     return cap
 
 
+_JS_KEYS = ("gpu_utilization", "gpu_used_memory", "gpu_total_memory")
+
+
+def _json_map(rec: dict, key: str, node: str, path: str) -> dict:
+    v = rec.get(key) or {}
+    if not isinstance(v, dict):
+        raise UsageError(f"nodes.{node}.{key}: expected a mapping of GPU -> number", path=path)
+    return v
+
+
+def _json_number(m: dict, gid, field: str, path: str, hi: float) -> float | None:
+    """A number from a jobstats JSON mapping: a JSON number in 0..hi (not a string, not a boolean), else exit 2."""
+    if gid not in m:
+        return None
+    v = m[gid]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= hi:
+        shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:20] + "..."
+        raise UsageError(f"{field}.{gid}: expected a number from 0 to {hi:g}, got {shown}", path=path)
+    return float(v)
+
+
+def _mib(v: float | None) -> float | None:
+    return None if v is None else v / 2**20
+
+
 _JS_UTIL = re.compile(r"^\s*(\S+) \(GPU (\d+)\): ([\d.]+)%\s*$")
 _JS_MEM = re.compile(r"^\s*(\S+) \(GPU (\d+)\): ([\d.]+)GB/([\d.]+)GB")
-_KV = re.compile(r"^\s*([A-Za-z /-]+):\s+(.*?)\s*$")
+# matched against the stripped line: `(.*?)\s*$` backtracked quadratically over a long run of blanks
+_KV = re.compile(r"([A-Za-z /-]+):\s+(.*)")
 
 
 def parse_jobstats_text(text: str, *, path: str = "<capture>") -> Capture:
     cap = Capture(format="jobstats", snapshot=True)
     section = None
     nodes = set()
-    for ln in text.splitlines():
+    for i, ln in enumerate(text.splitlines(), 1):
         s = ln.strip()
         if s.startswith("GPU utilization per node"):
             section = "util"
@@ -102,17 +147,19 @@ def parse_jobstats_text(text: str, *, path: str = "<capture>") -> Capture:
             section = None if not s else section
         m = _JS_UTIL.match(ln) if section == "util" else _JS_MEM.match(ln) if section == "mem" else None
         if m:
-            node, gid = m.group(1), int(m.group(2))
+            node, gid = m.group(1), index(m.group(2), path=path, line=i, field="GPU")
             nodes.add(node)
             g = cap.gpu(f"{node}:{gid}")
             if section == "util":
-                g.add(util=float(m.group(3)))
+                g.add(util=number(m.group(3), path=path, line=i, field="GPU utilization", hi=PERCENT))
             else:
-                g.mem_total = float(m.group(4)) * 1024
+                gb = number(m.group(4), path=path, line=i, field="GPU memory total", hi=MAX_VALUE / 1024)
+                g.mem_total = None if gb is None else gb * 1024
                 if g.mem_used:
-                    g.mem_used[-1] = float(m.group(3)) * 1024
+                    gb = number(m.group(3), path=path, line=i, field="GPU memory used", hi=MAX_VALUE / 1024)
+                    g.mem_used[-1] = None if gb is None else gb * 1024
             continue
-        kv = _KV.match(ln)
+        kv = _KV.match(ln.strip())
         if kv and kv.group(1).strip() in ("Job ID", "State", "GPUs", "Run Time", "User/Account", "NetID/Account"):
             cap.meta[kv.group(1).strip()] = kv.group(2)
     if not cap.gpus:
@@ -130,7 +177,7 @@ def parse_jobstats_text(text: str, *, path: str = "<capture>") -> Capture:
 def parse_seff(text: str, *, path: str = "<capture>") -> Capture:
     cap = Capture(format="seff", snapshot=True)
     for ln in text.splitlines():
-        kv = _KV.match(ln)
+        kv = _KV.match(ln.strip())
         if kv:
             cap.meta[kv.group(1).strip()] = kv.group(2)
     if "Job ID" not in cap.meta:

@@ -26,6 +26,15 @@ class Result:
         return {"check": self.check, "status": self.status, "reason": self.reason, "evidence": self.evidence}
 
 
+def live_unreadable(ctx, check: str, what: str, why: str | None) -> Result | None:
+    """A live tool that exited 0 with output `check` cannot read (`why`, from the parser): a finding, never a skip
+    (garbage or nothing from nvidia-smi on a node is a node to look at). None when the output reads, when the input
+    is a captured file (its parser says exit 2), or when the tool exited non-zero (the runner reports the exit)."""
+    if why is None or not ctx.live or ctx.failed_tool(check):
+        return None
+    return Result(check, "fail", f"{what} output unreadable: {why}", {"unreadable": why, "tool": what}, code=check)
+
+
 def worst(statuses) -> str:
     out = "ok"
     for s in statuses:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 
 _GPU = re.compile(r"^\s*(?:GPU (?P<idx>\d{1,4}):|gpuId (?P<gid>\d{1,4}):|\|\s*GPU (?P<tid>\d{1,4})\s)", re.ASCII)
-_LINK = re.compile(r"^\s*Link (?P<n>\d{1,4}):\s*(?P<v>.*?)\s*$", re.ASCII)
+# matched against the stripped line: `(.*?)\s*$` backtracked quadratically over a long run of blanks
+_LINK = re.compile(r"Link (?P<n>\d{1,4}):\s*(?P<v>.*)", re.ASCII)
 _DCGM_STATES = {"U": "up", "D": "down", "X": "disabled", "_": "not present"}
 _ERR_SMI = re.compile(r"Link (?P<n>\d{1,4}):\s*(?P<name>[A-Za-z ]*Errors?)\s*:\s*(?P<v>\d+)", re.ASCII)
 _ERR_TBL = re.compile(r"->\s*(?P<name>[A-Za-z ]*Error)\s*\|\s*(?P<v>\d+)", re.ASCII)
@@ -34,7 +35,7 @@ def parse_status(text: str) -> dict[str, dict[int, str]]:
             continue
         if gpu is None:
             continue
-        m = _LINK.match(line)
+        m = _LINK.match(line.strip())
         if m and "Error" not in m.group("v"):
             v = m.group("v")
             out[gpu][int(m.group("n"))] = "inactive" if "inactive" in v.lower() else ("up" if "/s" in v else v)

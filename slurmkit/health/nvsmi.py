@@ -10,9 +10,16 @@ from __future__ import annotations
 
 import re
 
+from ..errors import UsageError
+
+# `-q` nests sections 5 deep at most (GPU > ECC Errors > Volatile > SRAM Uncorrectable > ...); a capture nested
+# deeper is not nvidia-smi output (1,000 levels made Node.walk recurse past Python's limit): refused with its line
+MAX_DEPTH = 32
+# an 8-GPU `-q` is ~2,500 lines (a thousand processes per GPU add 6 lines each); the tree costs ~1 KB a line
+MAX_LINES = 100_000
 
 _GPU_HDR = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
-_L_LINE = re.compile(r"^GPU\s+(\d{1,3}):\s+(.*?)\s*\(UUID:\s*([^)]*)\)\s*$")
+_L_HEAD = re.compile(r"GPU\s+(\d{1,3}):\s")
 # What nvidia-smi prints instead of data when a GPU is gone (real captures in tests/fixtures/xid and misc/): each
 # pattern with a literal every match of it contains (tests/unit/test_kernlog_anchors.py checks that), so healthy output,
 # which holds none of them, is passed by C string searches and no pattern is compiled or run
@@ -92,34 +99,93 @@ class Node(dict):
         return any(not is_na(v) for _, v in self.walk())
 
     def walk(self, prefix: tuple[str, ...] = ()):
-        """(path, value) for every leaf, in file order."""
-        for k, v in self.order:
-            if isinstance(v, Node):
-                yield from v.walk(prefix + (k,))
+        """(path, value) for every leaf, in file order. Iterative: no depth of nesting recurses."""
+        todo = [(prefix, iter(self.order))]
+        while todo:
+            pre, it = todo[-1]
+            for k, v in it:
+                if isinstance(v, Node):
+                    todo.append((pre + (k,), iter(v.order)))
+                    break
+                yield pre + (k,), v
             else:
-                yield prefix + (k,), v
+                todo.pop()
 
 
-_Q_CACHE: dict[str, dict] = {}
+_Q_CACHE: dict[str, dict | UsageError] = {}
 
 
 def parse_q(text: str) -> dict:
-    """Memoized: five checks read the same `nvidia-smi -q` text in one prolog. The result is shared: read-only."""
+    """Memoized: five checks read the same `nvidia-smi -q` text in one prolog. The result is shared: read-only.
+    Text that cannot be `-q` output (nested past MAX_DEPTH) raises NoData (a UsageError) naming its line."""
     got = _Q_CACHE.get(text)
     if got is None:
         if len(_Q_CACHE) > 8:
             _Q_CACHE.clear()
-        got = _Q_CACHE[text] = _parse_q(text)
+        try:
+            got = _parse_q(text)
+        except UsageError as e:
+            got = e
+        _Q_CACHE[text] = got
+    if isinstance(got, UsageError):
+        from .context import NoData
+
+        raise NoData(got.message, line=got.line)
     return got
+
+
+def _is_field(s: str) -> bool:
+    """`Key : value`, `Key :` or `Key : ` (the first ':' with blanks around it): a field, else a section title.
+    Linear: the regex this replaces (`^[^:]+?\\s+:\\s`) took seconds on one long line of blanks."""
+    i = s.find(":")
+    if i < 1:
+        return False
+    return s[i - 1].isspace() and (i + 1 == len(s) or s[i + 1].isspace())
+
+
+def unreadable(text: str) -> str | None:
+    """Why live `nvidia-smi -q` output says nothing a check can read (exit 0 with nothing printed, or with no
+    `GPU xxxx:xx:xx.x` section and none of nvidia-smi's own error lines), else None. Such output is a finding."""
+    try:
+        q = parse_q(text)
+    except UsageError as e:
+        return f"{e.message} (line {e.line})" if e.line else e.message
+    named = [g for g in q["gpus"] if g["bus_id"]]
+    if q["errors"] or any(_KNOWN & {k.lower() for k in g["tree"]} for g in named):
+        return None
+    if named:
+        return f"{len(named)} GPU section(s) with none of nvidia-smi's fields (Product Name, PCI, ECC Mode ...)"
+    if not text.strip():
+        return "it printed nothing"
+    return f"no GPU section in {len(text)} bytes, first line {excerpt(text)!r}"
+
+
+# fields of a GPU section every driver prints (418 to 590), or one `-q -d SECTION` prints: a GPU section with
+# none of them holds nothing a check can read
+_KNOWN_FIELDS = (
+    "product name|product brand|product architecture|display mode|persistence mode|mig mode|driver model|"
+    "serial number|gpu uuid|minor number|vbios version|pci|fb memory usage|ecc mode|ecc errors|retired pages|"
+    "remapped rows|temperature|clocks|processes|utilization|power readings|gpu power readings|fan speed|"
+    "performance state|gpu recovery action"
+)
+_KNOWN = set(_KNOWN_FIELDS.split("|"))
+
+
+def excerpt(text: str, width: int = 40) -> str:
+    """The first non-blank line, printable ASCII only (a drain reason and a log line must stay one plain line)."""
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return "".join(c if " " <= c <= "~" else "?" for c in first[:width]) + ("..." if len(first) > width else "")
 
 
 def _parse_q(text: str) -> dict:
     """`nvidia-smi -q` text -> {"driver_version", "cuda_version", "attached", "gpus": [{"bus_id", "tree"}],
     "errors": [...]}. A partial excerpt without `GPU xxxx:xx:xx.x` headers becomes one GPU with bus_id None."""
+    if text.count("\n") > MAX_LINES:  # counted before any line is split off
+        raise UsageError(f"more than {MAX_LINES} lines (nvidia-smi -q prints ~300 a GPU)", line=MAX_LINES + 1)
     top = Node()
     gpus: list[dict] = []
     stack: list[tuple[int, Node]] = [(-1, top)]
-    for raw in text.splitlines():
+    for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.rstrip()
         s = line.strip()
         if not s or s.startswith("====") or s in ("[...]", "...", "…"):
@@ -134,11 +200,16 @@ def _parse_q(text: str) -> dict:
         while len(stack) > 1 and stack[-1][0] >= indent:
             stack.pop()
         parent = stack[-1][1]
-        if " : " in s or s.endswith(" :") or re.match(r"^[^:]+?\s+:\s", s + " "):
+        if " : " in s or s.endswith(" :") or _is_field(s):
             key, _, value = s.partition(":")
             # keys never contain ':' in -q output; values may ("00000000:18:00.0")
             parent.add(key.strip(), value.strip())
         else:
+            if len(stack) > MAX_DEPTH:
+                raise UsageError(
+                    f"sections nested more than {MAX_DEPTH} levels deep (nvidia-smi -q nests 5): not nvidia-smi output",
+                    line=lineno,
+                )
             node = Node()
             parent.add(s, node)
             stack.append((indent, node))
@@ -187,17 +258,28 @@ def parse_csv(text: str, columns: list[str] | None = None) -> list[dict]:
     rows = []
     header = columns
     for raw in text.splitlines():
-        line = re.sub(r"\s+#.*$", "", raw).strip()
+        line = _uncomment(raw).strip()
         if not line or line.strip("[]. …") == "":
             continue
         cells = [c.strip() for c in line.split(",")]
         if header is None:
-            header = [re.sub(r"\s*\[.*?\]$", "", c).strip() for c in cells]
+            header = [c[: c.find("[")].strip() if c.endswith("]") and "[" in c else c for c in cells]
             continue
         if len(cells) != len(header):
             continue
         rows.append(dict(zip(header, cells)))
     return rows
+
+
+def _uncomment(line: str) -> str:
+    """The line without a trailing `# comment` (a '#' after a blank). A scan, not `\\s+#.*$`: that regex backtracks
+    quadratically over a long run of blanks."""
+    i = line.find("#")
+    while i > 0:
+        if line[i - 1].isspace():
+            return line[:i]
+        i = line.find("#", i + 1)
+    return line
 
 
 def looks_like_csv(text: str) -> bool:
@@ -209,10 +291,18 @@ def looks_like_csv(text: str) -> bool:
 def parse_list(text: str) -> list[dict]:
     """`nvidia-smi -L` -> [{"index": 0, "name": ..., "uuid": ...}]."""
     out = []
-    for line in text.splitlines():
-        m = _L_LINE.match(line.strip())
-        if m:
-            out.append({"index": int(m.group(1)), "name": m.group(2), "uuid": m.group(3)})
+    for raw in text.splitlines():
+        line = raw.strip()
+        m = _L_HEAD.match(line)
+        # `GPU 0: NAME (UUID: GPU-...)`, read by position: a lazy regex over NAME backtracked on long blank runs
+        if m is None or not line.endswith(")"):
+            continue
+        u = line.find("(UUID:", m.end() - 1)
+        if u < 0:
+            continue
+        uuid = line[u + 6 : -1].strip()
+        if ")" not in uuid:
+            out.append({"index": int(m.group(1)), "name": line[m.end() : u].strip(), "uuid": uuid})
     return out
 
 

@@ -124,7 +124,7 @@ def run_checks(
             res = mod.run(ctx)
         except NoData as e:
             if name in captures:
-                err = UsageError(f"--capture {name}: {e}")
+                err = UsageError(f"--capture {name}: {e}", line=e.line)  # the file's line, where the parser knows it
                 err.check = name
                 raise err from None
             res = Result(name, "skip", str(e), {})

@@ -163,6 +163,7 @@ def _loads(text: str, path: str, sets) -> JobSpec:
     from .. import config
 
     try:
+        config.prescan(text, path, max_nodes=MAX_NODES)  # 200,000 env keys: refused at once
         # libyaml's parser where PyYAML has it: same nodes and marks, less start-up
         node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except RecursionError:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import nvsmi
-from ..base import Result
+from ..base import Result, live_unreadable
 from ..context import NoData
 
 NAME = "driver"
@@ -39,4 +39,6 @@ def evaluate(text: str, s) -> Result:
 
 
 def run(ctx) -> Result:
-    return evaluate(ctx.text(NAME, "q"), ctx.settings.driver)
+    text = ctx.text(NAME, "q")
+    bad = live_unreadable(ctx, NAME, "nvidia-smi -q", nvsmi.unreadable(text))
+    return bad if bad is not None else evaluate(text, ctx.settings.driver)

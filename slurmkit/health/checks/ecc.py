@@ -6,7 +6,7 @@ memory, and ECC mode "Unknown Error". Input: `nvidia-smi -q` text (any layout, d
 from __future__ import annotations
 
 from .. import nvsmi
-from ..base import Result, is_na, is_unknown_error, is_yes, to_int
+from ..base import Result, is_na, live_unreadable, is_unknown_error, is_yes, to_int
 from ..context import NoData
 
 NAME = "ecc"
@@ -160,4 +160,6 @@ def evaluate(text: str, s, columns: list[str] | None = None) -> Result:
 
 
 def run(ctx) -> Result:
-    return evaluate(ctx.text(NAME, "q"), ctx.settings.ecc)
+    text = ctx.text(NAME, "q")
+    bad = live_unreadable(ctx, NAME, "nvidia-smi -q", nvsmi.unreadable(text))
+    return bad if bad is not None else evaluate(text, ctx.settings.ecc)

@@ -4,7 +4,7 @@ count the caller knows). Input: `nvidia-smi -q` (or `-L`) text; nvidia-smi's own
 from __future__ import annotations
 
 from .. import nvsmi
-from ..base import Result, to_int
+from ..base import Result, live_unreadable, to_int
 from ..context import NoData
 
 NAME = "gpu_count"
@@ -48,7 +48,8 @@ def evaluate(text: str, expected: int | None) -> Result:
 
 
 def run(ctx) -> Result:
-    return evaluate(
-        ctx.text(NAME, "q"),
-        ctx.expected_gpus if ctx.expected_gpus is not None else expected_for(ctx.settings, ctx.node),
-    )
+    text = ctx.text(NAME, "q")
+    bad = live_unreadable(ctx, NAME, "nvidia-smi -q", nvsmi.unreadable(text))
+    if bad is not None:
+        return bad
+    return evaluate(text, ctx.expected_gpus if ctx.expected_gpus is not None else expected_for(ctx.settings, ctx.node))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from .. import nvsmi
-from ..base import Result, to_int
+from ..base import Result, live_unreadable, to_int
 from ..context import NoData
 
 NAME = "gpu_procs"
@@ -67,13 +67,19 @@ def unknown_gpus(res: Result) -> Result:
     return res
 
 
+def _read(ctx, *, fresh: bool = False) -> Result:
+    text = ctx.text(NAME, "q", fresh=fresh)
+    bad = live_unreadable(ctx, NAME, "nvidia-smi -q", nvsmi.unreadable(text))
+    return bad if bad is not None else evaluate(text, ctx.job_gpus, ctx.settings.gpu_procs)
+
+
 def run(ctx) -> Result:
-    res = evaluate(ctx.text(NAME, "q"), ctx.job_gpus, ctx.settings.gpu_procs)
-    if ctx.profile == "epilog" and ctx.live and res.status == "fail":
+    res = _read(ctx)
+    if ctx.profile == "epilog" and ctx.live and res.status == "fail" and "unreadable" not in res.evidence:
         deadline = time.monotonic() + ctx.settings.gpu_procs.grace_seconds
         while res.status == "fail" and time.monotonic() < deadline:
             time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
-            res = evaluate(ctx.text(NAME, "q", fresh=True), ctx.job_gpus, ctx.settings.gpu_procs)
+            res = _read(ctx, fresh=True)
     if ctx.profile == "epilog" and ctx.job_gpus is None and ctx.job_id is not None:
         res = unknown_gpus(res)
     return res

@@ -4,7 +4,8 @@ Input: `nvidia-smi nvlink -s` (or `dcgmi nvlink -s`) and optionally `nvidia-smi 
 from __future__ import annotations
 
 from .. import nvlink as parse
-from ..base import Result
+from .. import nvsmi
+from ..base import Result, live_unreadable
 from ..context import NoData
 
 NAME = "nvlink"
@@ -41,7 +42,20 @@ def evaluate(status_text: str, errors_text: str, s) -> Result:
     return Result(NAME, "ok", f"{n} NVLink links up on {len(st)} GPUs", ev)
 
 
+def unreadable(text: str, *, counters: bool = False) -> str | None:
+    """Why live `nvidia-smi nvlink -s` (or `-e`: `counters`) output cannot be read: text with no `GPU N:` line. An
+    empty answer is not a finding here: the real nvidia-smi (535, on the mock NVML's L40S and T4 profiles) prints
+    nothing, exit 0, for GPUs without NVLink; the -q checks catch an nvidia-smi that prints nothing at all."""
+    if not text.strip() or (parse.parse_errors(text) if counters else parse.parse_status(text)):
+        return None
+    return f"no `GPU N:` line in {len(text)} bytes, first line {nvsmi.excerpt(text)!r}"
+
+
 def run(ctx) -> Result:
     status = ctx.text(NAME, "nvlink_s")
+    bad = live_unreadable(ctx, NAME, "nvidia-smi nvlink -s", unreadable(status))
+    if bad is not None:
+        return bad
     errors = ctx.captures[NAME] if NAME in ctx.captures else ctx.text(NAME, "nvlink_e")
-    return evaluate(status, errors, ctx.settings.nvlink)
+    bad = live_unreadable(ctx, NAME, "nvidia-smi nvlink -e", unreadable(errors, counters=True))
+    return bad if bad is not None else evaluate(status, errors, ctx.settings.nvlink)

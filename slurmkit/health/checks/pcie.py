@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from .. import nvsmi
-from ..base import Result, to_int
+from ..base import Result, live_unreadable, to_int
 from ..context import NoData
 
 from typing import TYPE_CHECKING
@@ -18,10 +18,23 @@ if TYPE_CHECKING:
     from typing import Any
 
 NAME = "pcie"
-_LIMITED = re.compile(
-    r"pci (?P<bdf>[0-9a-fA-F:.]+): .*limited by (?P<gt>[0-9.]+) GT/s PCIe x(?P<w>\d+) link at "
-    r"(?P<at>[0-9a-fA-F:.]+) \(capable of .*? with (?P<cgt>[0-9.]+) GT/s PCIe x(?P<cw>\d+) link\)"
+# the kernel's "pci BDF: ... limited by 8.0 GT/s PCIe x8 link at BDF (capable of ... with 16.0 GT/s PCIe x16 link)",
+# in two anchored pieces around the last "limited by " (one `pci X: .*limited by` search per line cost O(n) at
+# each "pci " of a hostile line); speeds are decimals and widths 1-3 digits, so float() and int() never raise
+_PCI = re.compile(r"pci (?P<bdf>[0-9a-fA-F:.]+): ")
+_GTS = r"[0-9]{1,3}(?:\.[0-9]{1,6})?"
+_TAIL = re.compile(
+    rf"limited by (?P<gt>{_GTS}) GT/s PCIe x(?P<w>[0-9]{{1,3}}) link at (?P<at>[0-9a-fA-F:.]+) "
+    rf"\(capable of [^()]*? with (?P<cgt>{_GTS}) GT/s PCIe x(?P<cw>[0-9]{{1,3}}) link\)"
 )
+
+
+def _limited(line: str) -> dict | None:
+    i = line.rfind("limited by ")
+    if i < 0:
+        return None
+    head, tail = _PCI.search(line, 0, i), _TAIL.match(line, i)
+    return {**head.groupdict(), **tail.groupdict()} if head and tail else None
 
 
 # the link figures _judge reads (CSV query names; the -q path fills the same keys)
@@ -45,23 +58,23 @@ def _judge(gid, vals: dict, s) -> list[str]:
 def evaluate(text: str, s) -> Result:
     per: list[dict] = []
     findings: list[str] = []
-    lim = [m for m in (_LIMITED.search(ln) for ln in text.splitlines()) if m]
+    lim = [m for m in (_limited(ln) for ln in text.splitlines() if "limited by " in ln) if m]
     if lim:
         for m in lim:
             per.append(
                 {
-                    "gpu": m.group("bdf"),
-                    "gts": float(m.group("gt")),
-                    "width": int(m.group("w")),
-                    "capable_gts": float(m.group("cgt")),
-                    "capable_width": int(m.group("cw")),
-                    "limited_at": m.group("at"),
+                    "gpu": m["bdf"],
+                    "gts": float(m["gt"]),
+                    "width": int(m["w"]),
+                    "capable_gts": float(m["cgt"]),
+                    "capable_width": int(m["cw"]),
+                    "limited_at": m["at"],
                 }
             )
-            if float(m.group("gt")) < float(m.group("cgt")) or int(m.group("w")) < int(m.group("cw")):
+            if float(m["gt"]) < float(m["cgt"]) or int(m["w"]) < int(m["cw"]):
                 findings.append(
-                    f"{m.group('bdf')}: {m.group('gt')} GT/s x{m.group('w')} (capable of "
-                    f"{m.group('cgt')} GT/s x{m.group('cw')}), limited at {m.group('at')}"
+                    f"{m['bdf']}: {m['gt']} GT/s x{m['w']} (capable of "
+                    f"{m['cgt']} GT/s x{m['cw']}), limited at {m['at']}"
                 )
     elif nvsmi.looks_like_csv(text):
         rows = nvsmi.parse_csv(text)
@@ -125,4 +138,6 @@ def evaluate(text: str, s) -> Result:
 
 
 def run(ctx) -> Result:
-    return evaluate(ctx.text(NAME, "q"), ctx.settings.pcie)
+    text = ctx.text(NAME, "q")
+    bad = live_unreadable(ctx, NAME, "nvidia-smi -q", nvsmi.unreadable(text))
+    return bad if bad is not None else evaluate(text, ctx.settings.pcie)

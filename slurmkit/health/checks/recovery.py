@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import re
 
-from ..base import Result
+from .. import nvsmi
+from ..base import Result, live_unreadable
 from ..context import NoData
 
 NAME = "recovery"
@@ -20,8 +21,10 @@ ACTIONS = {
     "drain and reset": "needs draining, then a GPU reset",
 }
 _BUS = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
-_Q = re.compile(r"^\s*GPU Recovery Action\s*:\s*(.*?)\s*$")
-_CSV = re.compile(r"^\s*(\d{1,4})\s*,\s*([A-Za-z][A-Za-z0-9 /\[\]_-]*?)\s*(?:<=.*)?$")
+# both matched against the stripped line (an author's `<= note` cut off first): a lazy group followed by `\s*$`
+# backtracked quadratically over a long run of blanks (a 20 KB line took 10 s)
+_Q = re.compile(r"GPU Recovery Action\s*:\s*(.*)")
+_CSV = re.compile(r"(\d{1,4})\s*,\s*([A-Za-z][A-Za-z0-9 /\[\]_-]*)")
 _NA = {"[n/a]", "n/a", "[not supported]", "not supported"}
 
 
@@ -36,13 +39,14 @@ def parse(text: str) -> list[tuple[str, str]]:
             bus = m.group(1)
             n += 1
             continue
-        m = _Q.match(line)
+        s = line.strip()
+        m = _Q.match(s)
         if m:
             out.append((bus or f"#{n}", m.group(1)))
             continue
-        m = _CSV.match(line)
+        m = _CSV.fullmatch(s.split("<=", 1)[0].rstrip())
         if m and m.group(1).isascii():
-            out.append((m.group(1), m.group(2)))
+            out.append((m.group(1), m.group(2).rstrip()))
     return out
 
 
@@ -75,4 +79,6 @@ def evaluate(text: str) -> Result:
 
 
 def run(ctx) -> Result:
-    return evaluate(ctx.text(NAME, "q"))
+    text = ctx.text(NAME, "q")
+    bad = live_unreadable(ctx, NAME, "nvidia-smi -q", nvsmi.unreadable(text))
+    return bad if bad is not None else evaluate(text)
