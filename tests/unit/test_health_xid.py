@@ -418,3 +418,24 @@ def test_a_log_file_fault_lasts_its_boot(tmp_path):
     assert xid_run(s, "full", recheck=True).code == "xid109"
     reboot(tmp_path)
     assert xid_run(s, "prolog").status == "ok"
+
+
+def test_a_previous_xid_of_thousands_of_digits_is_graded_not_a_traceback(tmp_path):
+    """Issue 28.10 (synthetic line): `caused by previous Xid <5000 digits>` raised ValueError (int() of more than
+    4300 digits). No Xid code has more than 6 digits: the line is graded as an Xid it cannot name (a warning, the
+    site's xid.unknown_status), in bounded time."""
+    import subprocess
+    import sys
+    import time
+
+    cap = tmp_path / "dmesg.txt"
+    cap.write_text("[   12.000000] NVRM: Xid (PCI:0000:3b:00): 13, pid=1, name=python, Graphics Exception caused by "
+                   f"previous Xid {'9' * 5000}\n")
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "slurmkit", "--config", "/dev/null", "check", "--json",
+                        "--capture", f"xid={cap}"], capture_output=True, text=True, timeout=60)
+    assert time.monotonic() - t0 < 30 and "Traceback" not in r.stderr, r.stderr
+    import json
+
+    (res,) = json.loads(r.stdout)["results"]
+    assert res["status"] == "warn" and "previous Xid 999999999999..." in json.dumps(res["evidence"]), res

@@ -176,6 +176,11 @@ def _grade_xid(ev: Event, ctx: Context, fatal_extra, ignore, unknown_status) -> 
     if code in fatal_extra:
         return v("fail", "fatal by xid.fatal_extra")
     m = CAUSED_RE.search(ev.message)
+    if m and len(m.group(1)) > 6:  # no Xid code has more digits (the line parser takes 1-6): not the driver's text
+        # graded as an Xid code slurmkit does not know (xid.unknown_status), never as the code it claims
+        return v(
+            unknown_status, f"names a previous Xid {m.group(1)[:12]}... ({len(m.group(1))} digits), not an Xid code"
+        )
     if m and int(m.group(1)) != code:
         prev = Event("xid", int(m.group(1)), ev.pci, "", ev.line, ev.lineno, ev.time, ev.mono)
         p = _grade_xid(prev, ctx, fatal_extra, ignore, unknown_status)
