@@ -39,3 +39,15 @@ def test_each_nvidia_smi_error_pattern_holds_its_literal():
     for lit, rx in nvsmi._ERRORS:
         required = [next(iter(o)) for o in anchors.computed(rx.pattern) if len(o) == 1]
         assert any(lit in r for r in required), (lit, rx.pattern, required)
+
+
+def test_every_built_in_signature_compiles():
+    """The built-in signatures are compiled where a line reaches them (the re module's cache), not when a hook
+    loads them: each must compile, and its anchors be in the table."""
+    import re
+
+    from slurmkit.health.kernlog import signatures
+
+    for s in signatures.builtin():
+        assert isinstance(re.compile(s.pattern), re.Pattern), s.id
+        assert anchors.needles(s.pattern) is not None, s.id

@@ -59,7 +59,7 @@ def keywords(sigs, aer: bool = True) -> tuple[str, ...] | None:
     """The literal anchors of every pattern a line is read with (the Xid/SXid patterns, the signatures in use, the
     AER fatal pattern and the `nvidia <pci>:` device lines an AER burst is tied to a GPU by): only lines holding one
     are parsed. None when a pattern has no literal anchor (a site's signature, say): then every line is."""
-    pats = [XID_RE, SXID_RE, LOOKS_XID_RE, GPU_AT_RE] + [s.regex for s in sigs]
+    pats = [XID_RE, SXID_RE, LOOKS_XID_RE, GPU_AT_RE] + [s.pattern for s in sigs]
     if aer:
         pats += [signatures.data()["aer"]["fatal"], "nvidia"]
     key = tuple(p if isinstance(p, str) else p.pattern for p in pats)
@@ -75,7 +75,9 @@ def builtin_patterns() -> list:
     """Every built-in pattern whose anchors a scan asks for (their table: anchors.TABLE_PATH)."""
     cfg = signatures.data()["aer"]
     return (
-        [XID_RE, SXID_RE, LOOKS_XID_RE, GPU_AT_RE] + [s.regex for s in signatures.builtin()] + [cfg["fatal"], "nvidia"]
+        [XID_RE, SXID_RE, LOOKS_XID_RE, GPU_AT_RE]
+        + [s.pattern for s in signatures.builtin()]
+        + [cfg["fatal"], "nvidia"]
     )
 
 
@@ -86,7 +88,7 @@ def builtin_keywords() -> tuple[str, ...] | None:
 def pieces(sigs, aer: bool = True) -> tuple[str, ...] | None:
     """The native prefilter's literals (anchors.pieces) for the same patterns as keywords(): the AER device
     pattern is left out, the device lines an AER burst names its GPU by are found in the burst's window."""
-    pats = [XID_RE, SXID_RE, LOOKS_XID_RE, GPU_AT_RE] + [s.regex for s in sigs]
+    pats = [XID_RE, SXID_RE, LOOKS_XID_RE, GPU_AT_RE] + [s.pattern for s in sigs]
     if aer:
         pats.append(signatures.data()["aer"]["fatal"])
     key = ("pieces",) + tuple(p if isinstance(p, str) else p.pattern for p in pats)
