@@ -51,6 +51,36 @@ SUFFIX_FLAGS = {
     "^": "REBOOT_ISSUED",
     "-": "PLANNED",
 }
+# The order `scontrol` prints flags in (Slurm's node_state_flags table, slurm_protocol_defs.c): Slurm's JSON lists
+# the same flags in another order (['IDLE', 'DRAIN', 'COMPLETING']), so every record puts them in this one and the
+# same moment reads the same (IDLE+COMPLETING+DRAIN) from every source. Flags not named here follow, as given.
+FLAG_ORDER = {
+    f: i
+    for i, f in enumerate(
+        [
+            "CLOUD",
+            "COMPLETING",
+            "DRAIN",
+            "DYNAMIC_FUTURE",
+            "DYNAMIC_NORM",
+            "INVALID_REG",
+            "FAIL",
+            "MAINTENANCE",
+            "POWER_DOWN",
+            "POWER_UP",
+            "PERFCTRS",
+            "POWERED_DOWN",
+            "REBOOT_REQUESTED",
+            "REBOOT_ISSUED",
+            "RESERVED",
+            "RESUME",
+            "NOT_RESPONDING",
+            "PLANNED",
+            "POWERING_UP",
+            "POWERING_DOWN",
+        ]
+    )
+}
 _REASON_RE = re.compile(r"^(?P<text>.*?)\s*\[(?P<user>[^\[\]@]+)@(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\]\s*$")
 _GRES_ITEM_RE = re.compile(r"^(?P<name>[^:(]+)(?::(?P<type>[^:(]+))?(?::(?P<count>\d+))?(?P<rest>\(.*\))?$")
 
@@ -76,6 +106,9 @@ class NodeRecord:
     # last job leaves): a reason older than both on a node that is not drained is history, not today's cause
     boot_time: str | None = None
     last_busy: str | None = None
+
+    def __post_init__(self) -> None:
+        self.flags = sorted(dict.fromkeys(self.flags), key=lambda f: FLAG_ORDER.get(f, len(FLAG_ORDER)))
 
     @property
     def drained(self) -> bool:

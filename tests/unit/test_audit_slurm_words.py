@@ -95,3 +95,19 @@ def test_draining_while_the_last_job_completes_whichever_source_says_it():
     done = rec(f"NodeName=n3 State=IDLE+DRAIN {TAIL} LastBusyTime=2026-12-02T06:55:02 "
                f"Reason={XID} [root@2026-12-02T06:56:05]")
     assert A.condition(done) == "drained"
+
+
+def test_flags_read_in_one_order_from_every_source():
+    """Issue 35.4 on 24.11/26.05: `scontrol --json` listed n3's state as ['IDLE', 'DRAIN', 'COMPLETING'] where
+    `scontrol -o` printed IDLE+COMPLETING+DRAIN (the dev cluster, this issue's run): both read IDLE+COMPLETING+DRAIN.
+    Synthetic: the real 24.11 capture with n4's state list replaced by the one 24.11 gave."""
+    import json
+
+    from slurmkit.slurm.slurm_json import parse_scontrol_nodes_json
+
+    doc = json.loads((LOCAL / "slurm-24.11" / "scontrol-json-d-show-node-drained.txt").read_text())
+    n4 = next(n for n in doc["nodes"] if n["name"] == "n4")
+    n4["state"] = ["IDLE", "DRAIN", "COMPLETING"]
+    (from_json,) = [r for r in parse_scontrol_nodes_json(json.dumps(doc)) if r.name == "n4"]
+    from_text = rec(f"NodeName=n4 State=IDLE+COMPLETING+DRAIN {TAIL} Reason={XID} [root@2026-12-02T06:56:05]")
+    assert from_json.state_text == from_text.state_text == "IDLE+COMPLETING+DRAIN"
