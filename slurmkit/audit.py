@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from collections.abc import Iterable
@@ -20,7 +20,7 @@ from typing import Any
 
 from .drain import check_of_tag
 from .errors import UsageError
-from .slurm.records import NodeRecord
+from .slurm.records import NOT_RESPONDING, NodeRecord, current_reason
 from .times import human_age, parse_time
 
 DEFAULT_CAUSES = Path(__file__).resolve().parent / "data" / "audit_causes.yaml"
@@ -153,7 +153,11 @@ def out_of_service(rec: NodeRecord) -> bool:
 
 
 def condition(rec: NodeRecord) -> str:
-    """drained | draining | down | failing | not-responding | listed (state not in the capture)."""
+    """drained | draining | down | failing | not-responding | listed (state not in the capture).
+
+    Draining as Slurm itself words it (node_state_string, what `sinfo -o %T` prints): DRAIN on a node with jobs
+    still on it, running (MIXED, ALLOCATED) or completing (the COMPLETING flag: `scontrol` says IDLE+COMPLETING+DRAIN
+    while a job's epilog runs or its slurmd is gone), so every source of the same moment gives the same condition."""
     if rec.state == "DOWN":
         return "down"
     if "NOT_RESPONDING" in rec.flags:
@@ -161,7 +165,8 @@ def condition(rec: NodeRecord) -> str:
     if "FAIL" in rec.flags:
         return "failing"
     if "DRAIN" in rec.flags:
-        return "draining" if rec.state in ("MIXED", "ALLOCATED", "COMPLETING") else "drained"
+        busy = rec.state in ("MIXED", "ALLOCATED", "COMPLETING") or "COMPLETING" in rec.flags
+        return "draining" if busy else "drained"
     return "listed"
 
 
@@ -241,6 +246,7 @@ class Entry:
     gpus_out: int
     evidence: list[dict]
     next_step: str
+    history: dict | None = None  # {reason, user, time}: an older reason Slurm kept, not the cause (current_reason)
 
     @property
     def by(self) -> str:
@@ -253,6 +259,7 @@ class Entry:
             "state": n.state_text,
             "condition": condition(n),
             "reason": n.reason,
+            "reason_history": self.history,
             "reason_user": n.reason_user,
             "reason_time": n.reason_time,
             "age_seconds": None if self.age_seconds is None else int(self.age_seconds),
@@ -290,15 +297,26 @@ def audit(
             continue
         if wanted is not None and not wanted.intersection(rec.partitions):
             continue
-        when = slurm_time(rec.reason_time)
+        text, history, old_time = current_reason(rec)
+        when = None if old_time else slurm_time(rec.reason_time)
         if since is not None and when is not None and when < since:
             continue
-        cause, tag = table.classify(rec.reason, prefix)
-        if not rec.reason and rec.state == "DOWN":
+        if not text and "NOT_RESPONDING" in rec.flags:
+            text = NOT_RESPONDING  # Slurm's own flag says why, before (or without) a reason
+        cause, tag = table.classify(text, prefix)
+        if not text and rec.state == "DOWN":
             cause = table.unknown
         check = None
         if cause.by == "slurmkit":
             check = check_of_tag(tag)
+        old = None
+        if history is not None:  # the report's reason (and the evidence's) is today's part; the rest is history
+            old = {"reason": history, "user": None, "time": None}
+            if old_time:
+                old.update(user=rec.reason_user, time=rec.reason_time)
+                rec = replace(rec, reason=text, reason_user=None, reason_time=None)
+            else:
+                rec = replace(rec, reason=text)
         ev = (
             find_evidence(rec, cause, check, health.get(rec.name, []), limit=evidence_per_node, window=evidence_window)
             if evidence_per_node > 0
@@ -321,6 +339,7 @@ def audit(
                 gpus_out=gpus_out(rec),
                 evidence=ev,
                 next_step=step,
+                history=old,
             )
         )
     out.sort(key=lambda e: (e.age_seconds is None, -(e.age_seconds or 0), e.node.name))

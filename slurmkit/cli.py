@@ -1,6 +1,7 @@
 """The `slurmkit` command. Each subcommand is a thin function over the packages; heavy imports stay inside them.
 
-Exit codes: 0 success/healthy, 1 unhealthy or an operation failed, 2 bad usage or bad input, 3 could not find out.
+Exit codes: 0 success/healthy, 1 unhealthy or an operation failed, 2 bad usage or bad input, 3 could not find out
+(Slurm or a tool did not answer: errors.NoAnswer).
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ SlurmkitError        an operation failed (exit 1)
     ParseError       input a parser cannot read (also a ValueError)
     SpecError        a job spec slurmkit will not submit
   CommandError       an external command could not run, timed out, or failed
+  NoAnswer           could not find out: Slurm or a tool did not answer, or answered with nothing readable (exit 3,
+                     the monitoring plugins' UNKNOWN), so a report never passes "could not ask" off as "unhealthy"
 """
 
 from __future__ import annotations
@@ -43,6 +45,13 @@ class ParseError(UsageError, ValueError):
 class SpecError(UsageError):
     """A job spec slurmkit will not submit (bad YAML, a wrong type, a value out of range, a request the cluster
     cannot hold): `.path` and `.line` say where (`line` is None for a `--set`/keyword override or a dict spec)."""
+
+
+class NoAnswer(SlurmkitError):
+    """Could not find out (exit 3): Slurm or a tool did not answer, or its answer could not be read. A command that
+    reports state (audit, nodes) exits 3 then, never 1, which means "out of service" / "unhealthy"."""
+
+    exit_code = 3
 
 
 class CommandError(SlurmkitError):

@@ -32,7 +32,8 @@ from ..errors import CommandError
 def audit(cctx, as_json, as_csv, partition, since, from_file, now_text):
     """Every drained, draining, down, failing or not-responding node: why, since when, by whom (slurmkit, Slurm,
     an admin), GPUs out of service, evidence from the health log, and a suggested next step; then a summary of
-    GPU-hours lost. Exit 0 when no node is out of service, 1 when some are, 2 on bad input."""
+    GPU-hours lost. Exit 0 when no node is out of service, 1 when some are, 2 on bad input, 3 when Slurm could not
+    be asked (no answer, or one slurmkit cannot read): never 1 for that."""
     if cctx.invoked_subcommand is not None:
         return None
     from .audit_core import audit_main
@@ -91,7 +92,8 @@ def _installed(s, node: str) -> dict[str, str]:
 def resume(ctx: Ctx, nodelist, recheck, force, dry_run, as_json):
     """Resume NODELIST (a hostlist), but only nodes slurmkit drained and only after the check that drained them
     passes again (a later ok in the health log, or --recheck now). Anything else needs --force, which says whose
-    reason it overrides. Exit 0 when every node was resumed (or would be), 1 otherwise."""
+    reason it overrides. Exit 0 when every node was resumed (or would be), 1 otherwise, 3 when Slurm could not be
+    asked."""
     from .. import audit as A
     from .. import drain, healthlog, proc
     from ..hostlist import expand

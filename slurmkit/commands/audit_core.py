@@ -176,7 +176,8 @@ def audit_main(
     now_text: str | None = None,
     echo: Callable[..., None],
 ) -> int:
-    """The audit report (JSON, CSV or text); the exit code: 1 when a node is out of service."""
+    """The audit report (JSON, CSV or text); the exit code: 1 when a node is out of service (3, raised as
+    errors.NoAnswer by the backend, when Slurm could not be asked)."""
     if as_json and as_csv:
         raise UsageError("--json and --csv: choose one")
     from .. import audit as A
@@ -233,6 +234,10 @@ def _print_human(entries, summary, source, echo) -> None:
     echo("")
     for e in entries:
         echo(printable(f"{e.node.name}: {e.cause.title}. Next: {e.next_step}"))
+        if e.history:
+            h = e.history
+            when = f" [{h['user'] or '?'}@{h['time']}]" if h.get("time") else ""
+            echo(printable(f"    history, not the cause: {h['reason']}{when}"))
         for r in e.evidence:
             ev = r.get("evidence") or {}
             if isinstance(ev, dict) and isinstance(ev.get("line"), str):

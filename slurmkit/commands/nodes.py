@@ -12,7 +12,8 @@ from .ctx import Ctx, pass_ctx
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (format: docs/nodes.md).")
 @pass_ctx
 def nodes(ctx: Ctx, nodelist, as_json):
-    """Nodes with their state, GPUs (used/total) and reason (who set it, when). NODELIST is a hostlist."""
+    """Nodes with their state, GPUs (used/total) and reason (who set it, when). NODELIST is a hostlist. Exit 0 when Slurm answered, 2 on
+    bad input, 3 when Slurm could not be asked (no answer, or one slurmkit cannot read)."""
     from ..output import emit_json, table
 
     recs = ctx.backend().nodes(nodelist)

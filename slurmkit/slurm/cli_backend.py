@@ -7,7 +7,7 @@ import re
 import time
 
 from .. import proc
-from ..errors import CommandError, SlurmkitError
+from ..errors import CommandError, NoAnswer, SlurmkitError
 from .records import JobRecord, NodeRecord, parse_scontrol_job_oneliner, parse_scontrol_nodes_oneliner
 from .slurm_json import SlurmFormatError, parse_scontrol_nodes_json, parse_sinfo_json
 
@@ -23,7 +23,26 @@ def _excerpt(text: str) -> str:
 
 
 class SlurmError(SlurmkitError):
-    """Slurm refused or could not be reached."""
+    """Slurm refused an operation (exit 1), or could not be asked (SlurmNoAnswer, exit 3)."""
+
+
+class SlurmNoAnswer(SlurmError, NoAnswer):
+    """Slurm could not be asked (controller down or unreachable, a tool missing or timed out) or answered a query with
+    nothing slurmkit can read: the state is unknown, exit 3. Still a SlurmError, for callers that catch that."""
+
+    exit_code = 3
+
+
+def _no_answer(e: CommandError) -> bool:
+    """Did Slurm not answer at all (rather than refuse)? A timeout, a missing tool, no controller to talk to."""
+    out = e.stderr + e.stdout
+    return (
+        e.timed_out
+        or e.missing
+        or "Unable to contact slurm controller" in out
+        or "Connection refused" in out
+        or "Zero Bytes were transmitted" in out
+    )
 
 
 class CliBackend:
@@ -36,7 +55,9 @@ class CliBackend:
         self._version: str | None = None
 
     # -- plumbing ------------------------------------------------------------------------------------------------
-    def _run(self, argv: list[str], *, input: str | None = None) -> proc.Result:
+    def _run(self, argv: list[str], *, input: str | None = None, query: bool = False) -> proc.Result:
+        """Run a Slurm tool. A failure is a SlurmNoAnswer (exit 3) when Slurm did not answer, or when `query` (the
+        call only reads state: whatever stops it, slurmkit could not find out); else a SlurmError (exit 1)."""
         if self.bin_dir:
             argv = [os.path.join(self.bin_dir, argv[0]), *argv[1:]]
         try:
@@ -47,12 +68,12 @@ class CliBackend:
                 msg += " (is slurmctld up? check SLURM_CONF and `scontrol ping`)"
             elif "Unable to contact slurm controller" in (e.stderr + e.stdout):
                 msg = f"{os.path.basename(argv[0])}: unable to contact the Slurm controller (is slurmctld up?)"
-            raise SlurmError(msg) from e
+            raise (SlurmNoAnswer if query or _no_answer(e) else SlurmError)(msg) from e
 
     # -- queries ---------------------------------------------------------------------------------------------------
     def version(self) -> str:
         if self._version is None:
-            out = self._run(["sinfo", "--version"]).stdout.strip()  # "slurm 22.05.8" / "slurm-wlm 22.05.8"
+            out = self._run(["sinfo", "--version"], query=True).stdout.strip()  # "slurm 22.05.8" / "slurm-wlm 22.05.8"
             m = re.search(r"(\d+\.\d+(?:\.\d+)?)", out)
             self._version = m.group(1) if m else out
         return self._version
@@ -64,7 +85,7 @@ class CliBackend:
         v = self.version()
         mm = _major_minor(v)
         if mm is None:
-            raise SlurmError(f"sinfo --version printed {v!r}: expected a Slurm version like 'slurm 24.11.5'")
+            raise SlurmNoAnswer(f"sinfo --version printed {v!r}: expected a Slurm version like 'slurm 24.11.5'")
         if mm >= (23, 2):
             return ["scontrol", "--json", "-d", "show", "node"], f"Slurm {v}: scontrol --json"
         if mm >= (21, 8):
@@ -72,8 +93,9 @@ class CliBackend:
         return ["scontrol", "-o", "-d", "show", "node"], f"Slurm {v}: no --json before 21.08"
 
     def nodes(self, names: str | None = None) -> list[NodeRecord]:
-        """All nodes (or those in the hostlist `names`). A controller that answers with no nodes, or with a
-        document slurmkit does not read, is a SlurmError that says what it got (exit 1), never an empty list."""
+        """All nodes (or those in the hostlist `names`). A controller that does not answer, answers with no nodes, or
+        with a document slurmkit does not read, is a SlurmNoAnswer that says what it got (exit 3: could not find
+        out), never an empty list."""
         if names:
             named = self._named_nodes(names)
             if named is not None:
@@ -82,7 +104,7 @@ class CliBackend:
         cmd = " ".join(argv)
         if self._say:
             self._say(f"nodes from `{cmd}` ({why})")
-        res = self._run(argv)
+        res = self._run(argv, query=True)
         try:
             if argv[1] == "-o":
                 records = parse_scontrol_nodes_oneliner(res.stdout)
@@ -95,8 +117,8 @@ class CliBackend:
                 records = parse_sinfo_json(res.stdout, cmd)
             else:
                 records = parse_scontrol_nodes_json(res.stdout, cmd)
-        except SlurmFormatError as e:
-            raise SlurmError(str(e)) from None
+        except SlurmFormatError as e:  # an answer slurmkit cannot read (or none: slurmctld down) says nothing
+            raise SlurmNoAnswer(str(e)) from None
         if names:
             from . import expand_hostlist
 
@@ -112,7 +134,7 @@ class CliBackend:
         if self._say:
             self._say(f"nodes from `{cmd}`")
         try:
-            res = self._run(["scontrol", "-o", "-d", "show", "node", names])
+            res = self._run(["scontrol", "-o", "-d", "show", "node", names], query=True)
         except SlurmError as e:
             cause = e.__cause__
             if isinstance(cause, CommandError) and "not found" in cause.stderr + cause.stdout:
@@ -120,7 +142,7 @@ class CliBackend:
             raise
         records = parse_scontrol_nodes_oneliner(res.stdout)
         if not records:
-            raise SlurmError(
+            raise SlurmNoAnswer(
                 f"{cmd}: no NodeName= lines in {_excerpt(res.stdout + res.stderr)}; expected one line per node"
             )
         from . import expand_hostlist

@@ -18,12 +18,13 @@ import importlib.util
 import re
 
 from ..times import slurm_local
-from .records import NodeRecord, gres_gpu_count, parse_reason, parse_state
+from .records import NodeRecord, clean_reason, gres_gpu_count, parse_state
 
 
 def _major_minor(v: str) -> str | None:
+    """'22.05.8' -> '22.05', '25.11.2' -> '25.11': as Slurm writes its releases (two-digit month), compared as such."""
     m = re.search(r"(\d+)\.(\d+)", v or "")
-    return f"{int(m.group(1))}.{int(m.group(2))}" if m else None
+    return f"{int(m.group(1))}.{int(m.group(2)):02d}" if m else None
 
 
 def usable(cli) -> tuple[bool, str]:
@@ -81,12 +82,15 @@ def gres_used_by_node(layouts) -> dict[str, dict[str, int]]:
 def node_record(name: str, n, used: dict[str, int] | None = None) -> NodeRecord:
     """One pyslurm Node (or a recorded object with its attributes) -> NodeRecord."""
     state, flags = parse_state(str(getattr(n, "state", "") or "UNKNOWN"))
-    reason, user, when = parse_reason(getattr(n, "reason", "") or "")
+    # pyslurm gives the reason as Slurm keeps it, without the `[user@time]` that scontrol/sinfo add: the text is
+    # whole (an admin's reason may itself end in `[bob@2026-01-01T00:00:00]`), user and time come from its fields
+    raw = getattr(n, "reason", None)
+    reason = clean_reason(raw if isinstance(raw, str) else None)
+    user = when = None
     if reason:
-        user = user or getattr(n, "reason_user", None) or None
-        when = when or _epoch_iso(getattr(n, "reason_time", None))
-    else:
-        user = when = None
+        u = getattr(n, "reason_user", None)
+        user = u if isinstance(u, str) and u else None
+        when = _epoch_iso(_raw_time(n, "reason_time"))
     configured = getattr(n, "configured_gres", None)
     gres = _gres_text(configured)
     # as scontrol prints GresUsed: every configured gres, 0 where no running job holds it
@@ -105,7 +109,16 @@ def node_record(name: str, n, used: dict[str, int] | None = None) -> NodeRecord:
         partitions=list(getattr(n, "partitions", None) or []),
         cpus=getattr(n, "total_cpus", None),
         cpus_alloc=getattr(n, "allocated_cpus", None),
+        boot_time=_epoch_iso(_raw_time(n, "boot_time")),
+        last_busy=_epoch_iso(_raw_time(n, "last_busy_time")),
     )
+
+
+def _raw_time(n, attr: str):
+    """An epoch time attribute: pyslurm 25.11 gives `reason_time` as an int; releases that format it give the int as
+    `<attr>_raw`."""
+    raw = getattr(n, attr + "_raw", None)
+    return raw if isinstance(raw, int) else getattr(n, attr, None)
 
 
 class PyslurmBackend:
@@ -121,7 +134,7 @@ class PyslurmBackend:
     def _load(self):
         import pyslurm
 
-        from .cli_backend import SlurmError
+        from .cli_backend import SlurmNoAnswer
 
         try:
             nodes = pyslurm.Nodes.load()
@@ -129,20 +142,20 @@ class PyslurmBackend:
             layouts = [j.get_resource_layout_per_node() for j in jobs.values() if str(j.state) == "RUNNING"]
         except Exception as e:  # noqa: BLE001 - pyslurm.core.error.RPCError and friends: a clear error, not a traceback
             msg = str(e).strip() or e.__class__.__name__
-            raise SlurmError(
+            raise SlurmNoAnswer(
                 f"pyslurm could not load nodes/jobs from slurmctld: {msg} (is slurmctld up? "
                 "check SLURM_CONF and `scontrol ping`)"
             ) from None
         return nodes, layouts
 
     def nodes(self, names: str | None = None) -> list[NodeRecord]:
-        from .cli_backend import SlurmError
+        from .cli_backend import SlurmNoAnswer
 
         nodes, layouts = self._load()
         used = gres_used_by_node(layouts)
         out = [node_record(name, n, used.get(name)) for name, n in nodes.items()]
         if not out:
-            raise SlurmError(f"pyslurm (Slurm {self._cli.version()}): slurmctld answered with no nodes")
+            raise SlurmNoAnswer(f"pyslurm (Slurm {self._cli.version()}): slurmctld answered with no nodes")
         if names:
             from . import expand_hostlist
 

@@ -51,6 +51,36 @@ SUFFIX_FLAGS = {
     "^": "REBOOT_ISSUED",
     "-": "PLANNED",
 }
+# The order `scontrol` prints flags in (Slurm's node_state_flags table, slurm_protocol_defs.c): Slurm's JSON lists
+# the same flags in another order (['IDLE', 'DRAIN', 'COMPLETING']), so every record puts them in this one and the
+# same moment reads the same (IDLE+COMPLETING+DRAIN) from every source. Flags not named here follow, as given.
+FLAG_ORDER = {
+    f: i
+    for i, f in enumerate(
+        [
+            "CLOUD",
+            "COMPLETING",
+            "DRAIN",
+            "DYNAMIC_FUTURE",
+            "DYNAMIC_NORM",
+            "INVALID_REG",
+            "FAIL",
+            "MAINTENANCE",
+            "POWER_DOWN",
+            "POWER_UP",
+            "PERFCTRS",
+            "POWERED_DOWN",
+            "REBOOT_REQUESTED",
+            "REBOOT_ISSUED",
+            "RESERVED",
+            "RESUME",
+            "NOT_RESPONDING",
+            "PLANNED",
+            "POWERING_UP",
+            "POWERING_DOWN",
+        ]
+    )
+}
 _REASON_RE = re.compile(r"^(?P<text>.*?)\s*\[(?P<user>[^\[\]@]+)@(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\]\s*$")
 _GRES_ITEM_RE = re.compile(r"^(?P<name>[^:(]+)(?::(?P<type>[^:(]+))?(?::(?P<count>\d+))?(?P<rest>\(.*\))?$")
 
@@ -72,6 +102,13 @@ class NodeRecord:
     partitions: list[str] = field(default_factory=list)
     cpus: int | None = None
     cpus_alloc: int | None = None
+    # when slurmd last booted the node, and when the node was last busy (Slurm moves it on a resume and when the
+    # last job leaves): a reason older than both on a node that is not drained is history, not today's cause
+    boot_time: str | None = None
+    last_busy: str | None = None
+
+    def __post_init__(self) -> None:
+        self.flags = sorted(dict.fromkeys(self.flags), key=lambda f: FLAG_ORDER.get(f, len(FLAG_ORDER)))
 
     @property
     def drained(self) -> bool:
@@ -129,15 +166,48 @@ def parse_state(text: str) -> tuple[str, list[str]]:
     return base, list(dict.fromkeys(f for f in flags if f))
 
 
-def parse_reason(text: str) -> tuple[str, str | None, str | None]:
-    """'Kill task failed [root@2024-01-05T10:00:00]' -> ('Kill task failed', 'root', '2024-01-05T10:00:00')."""
+def clean_reason(text: str | None) -> str:
+    """A reason as Slurm keeps it (no `[user@time]` suffix added): stripped; Slurm's words for none -> ''."""
     text = (text or "").strip()
-    if text in ("", "none", "(null)", "None"):
+    return "" if text in ("none", "(null)", "None") else text
+
+
+def parse_reason(text: str) -> tuple[str, str | None, str | None]:
+    """'Kill task failed [root@2024-01-05T10:00:00]' -> ('Kill task failed', 'root', '2024-01-05T10:00:00'): text as
+    scontrol/sinfo print it, Slurm's own `[user@time]` suffix last (only that one: a reason may end in another)."""
+    text = clean_reason(text)
+    if not text:
         return "", None, None
     m = _REASON_RE.match(text)
     if m:
         return m["text"], m["user"], m["time"]
     return text, None, None
+
+
+NOT_RESPONDING = "Not responding"
+
+
+def current_reason(rec: NodeRecord) -> tuple[str, str | None, bool]:
+    """(the part of the node's reason that explains its state now, an older reason Slurm kept as history or None,
+    whether the record's reason user/time belong to that older reason).
+
+    Slurm 24.11/25.11 keep a resumed node's reason on the idle node. When its slurmd then stops, Slurm marks it
+    NOT_RESPONDING under that old reason and, once DOWN, appends its own words with a new time
+    ("slurmkit:xid79 ... : Not responding"). So on a node that is not drained (a drain's reason is always current)
+    the reason is history when Slurm appended " : Not responding" to it, or when the node is not responding and the
+    reason is older than its last busy time (Slurm moves it on a resume) or its boot. Times compare as text: Slurm
+    prints them all the same way (ISO, the controller's local time)."""
+    reason = rec.reason
+    if not reason or "DRAIN" in rec.flags or "FAIL" in rec.flags:
+        return reason, None, False
+    head, sep, tail = reason.rpartition(" : ")
+    if sep and head.strip() and tail.strip().lower() == NOT_RESPONDING.lower():
+        return tail.strip(), head.strip(), False
+    if "NOT_RESPONDING" in rec.flags and rec.reason_time:
+        later = [t for t in (rec.last_busy, rec.boot_time) if t]
+        if later and rec.reason_time[:19] < max(t[:19] for t in later):
+            return NOT_RESPONDING, reason, True
+    return reason, None, False
 
 
 def gres_gpu_count(gres: str) -> int:
@@ -226,7 +296,14 @@ def node_from_kv(kv: dict[str, str]) -> NodeRecord:
         partitions=[p for p in kv.get("Partitions", "").split(",") if p],
         cpus=int(cpus) if cpus and cpus.isdigit() else None,
         cpus_alloc=int(alloc) if alloc and alloc.isdigit() else None,
+        boot_time=_kv_time(kv.get("BootTime")),
+        last_busy=_kv_time(kv.get("LastBusyTime")),
     )
+
+
+def _kv_time(v: str | None) -> str | None:
+    """scontrol's '2026-12-01T09:29:14' (controller local time) as printed; None/Unknown/missing -> None."""
+    return v if v and re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$", v) else None
 
 
 def _alloc_tres_gpus(tres: str) -> int:

@@ -266,6 +266,8 @@ def _node(r: _Reader, n: dict, path: str) -> NodeRecord:
         partitions=r.strs(n, "partitions", path),
         cpus=r.int(n, "cpus", path),
         cpus_alloc=r.int(n, "alloc_cpus", path),
+        boot_time=_epoch_iso(r.int(n, "boot_time", path)),
+        last_busy=_epoch_iso(r.int(n, "last_busy", path)),
     )
 
 

@@ -123,3 +123,58 @@ def test_verbose_says_which_backend_and_why(monkeypatch):
     assert said == ["using the Slurm CLI backend: pyslurm is not installed",
                     "using the Slurm CLI backend: slurm.backend is 'cli'",
                     "using the pyslurm backend: pyslurm 25.11.2 matches Slurm 25.11.7"]
+
+
+# --- issue 35: Slurm's words, read exactly -----------------------------------------------------------------------
+
+BOB = "moved to rack 4 [bob@2026-01-01T00:00:00]"   # an admin's reason that itself ends in [user@time]
+
+
+def test_a_reason_ending_in_user_at_time_is_whole_and_both_backends_agree_field_by_field():
+    """Issue 35.1. Synthetic, from the recordings: the recorded n4 object with its reason text replaced by BOB (pyslurm
+    gives the reason as Slurm keeps it, with no suffix), and the recorded scontrol line of n4 with BOB before Slurm's
+    own `[root@2026-12-01T10:06:00]` (what scontrol prints for that reason: checked on the dev cluster by
+    tests/integration/test_slurm_words.py)."""
+    from datetime import datetime, timezone
+
+    from slurmkit import audit as A
+
+    data, nodes = recorded()
+    n4 = types.SimpleNamespace(**{**vars(nodes["n4"]), "reason": BOB})
+    got = P.node_record("n4", n4, None)
+    line = next(x for x in SCONTROL.read_text().splitlines() if x.startswith("NodeName=n4 "))
+    line = line.replace("Reason=admin: PSU swap ticket 4411 [", f"Reason={BOB} [")
+    (want,) = parse_scontrol_nodes_oneliner(line)
+    assert (got.reason, got.reason_user, got.reason_time) == (BOB, "root", "2026-12-01T10:06:00")
+    for f in ("name", "state", "flags", "reason", "reason_user", "reason_time", "gres", "gres_used", "gpus_total",
+              "gpus_used", "partitions", "cpus", "cpus_alloc"):
+        assert getattr(got, f) == getattr(want, f), f
+    # what audit makes of it: an hour old, 8 GPU-hours, by an admin (not 11 months and 16,091 GPU-hours)
+    now = datetime(2026, 12, 1, 11, 6, tzinfo=timezone.utc)
+    table = A.load_causes()
+    for rec in (got, want):
+        (e,) = A.audit([rec], table=table, prefix="slurmkit:", now=now)
+        assert (e.by, e.age_seconds, e.node.reason) == ("admin", 3600, BOB)
+        assert A.summarize([e])["gpu_hours_lost"] == 8.0
+
+
+def test_version_text_keeps_slurms_two_digit_minor():
+    """Issue 35.5: 22.05, not 22.5."""
+    assert P._major_minor("22.05.8") == "22.05" and P._major_minor("25.11.2") == "25.11"
+
+
+def test_a_version_mismatch_names_22_05(monkeypatch):
+    _fake_pyslurm(monkeypatch)
+    assert P.usable(_Cli("22.05.8")) == (False, "pyslurm 25.11 does not match Slurm 22.05")
+
+
+def test_could_not_ask_is_exit_3_not_1(monkeypatch):
+    """Issue 35.2: slurmctld unreachable through pyslurm is 'could not find out' (3), not 'out of service' (1)."""
+    _fake_pyslurm(monkeypatch, error="Unable to contact slurm controller (connect failure)")
+    with pytest.raises(SlurmError) as e:
+        P.PyslurmBackend(_Cli()).nodes()
+    assert e.value.exit_code == 3
+    _fake_pyslurm(monkeypatch, nodes={})
+    with pytest.raises(SlurmError) as e:
+        P.PyslurmBackend(_Cli()).nodes()
+    assert e.value.exit_code == 3
