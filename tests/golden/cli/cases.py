@@ -4,8 +4,10 @@ that do not exist, and SLURMKIT_NODE fixes the node name.
 
     python3 tests/golden/cli/cases.py --base ef2521e     # (re)write the golden files from that revision's tree
 
-The golden files were written from the tree before issue 27 (ef2521e), so the test says the new tree answers
-exactly as the old one did.
+The golden files were written from the tree before issue 27 (ef2521e), and every commit of the redesign answered
+exactly as that tree did. Issue 35 then changed audit's answers on purpose (a `reason_history` field; a node down
+with no reason is "not-responding", by slurm): those three files were rewritten from its merge, the diff in the
+commit that did it.
 """
 
 from __future__ import annotations
