@@ -17,6 +17,16 @@ from ..errors import SlurmkitError, UsageError
 @click.option("--parallel", type=click.IntRange(min=1), help="Nodes at a time (default: install.parallel, 16).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON report (format: docs/install.md).")
 @click.option("--rollback", is_flag=True, help="Put back what each node had before the last install.")
+@click.option(
+    "--uninstall",
+    is_flag=True,
+    help="Take off each node everything install put there (hooks, config, venvs, wheels, agent unit, runtime "
+    "dir, the node's state files, the hook wrappers); refused while slurm.conf still names the hooks.",
+)
+@click.option(
+    "--remove-logs", is_flag=True, help="With --uninstall: also the node's health log files (kept by default)."
+)
+@click.option("--force", is_flag=True, help="With --uninstall: go ahead when slurm.conf cannot be read.")
 @click.option("--verify", "do_verify", is_flag=True, help="Then run `slurmkit check --json` on each node.")
 @click.option(
     "--accept-new-host-keys",
@@ -51,6 +61,9 @@ def install(
     parallel,
     as_json,
     rollback,
+    uninstall,
+    remove_logs,
+    force,
     do_verify,
     accept_new_host_keys,
     build_dir,
@@ -58,7 +71,8 @@ def install(
     hook_wrapper,
 ):
     """Put the prolog, epilog, site config and slurmkit (a venv) on nodes over SSH: staged, hash-checked,
-    renamed into place, previous version kept for --rollback. Exit 1 if any node failed."""
+    renamed into place, previous version kept for --rollback; or take it all off again (--uninstall).
+    Exit 1 if any node failed."""
     from ..install import bundle, service
     from ..install.layout import layout
 
@@ -91,6 +105,10 @@ def install(
         for line in conf["lines"]:
             click.echo(line)
         return 0
+    if (remove_logs or force) and not uninstall:
+        raise UsageError("--remove-logs and --force go with --uninstall")
+    if uninstall and (rollback or do_verify):
+        raise UsageError("--uninstall cannot be combined with --rollback or --verify")
     nodes = service.target_nodes(nodelist, partition, lambda: ctx.backend().nodes())
     report = service.install(
         settings,
@@ -102,6 +120,9 @@ def install(
         parallel=parallel,
         progress=None if not as_json else False,
         config_arg=ctx.config_arg,
+        uninstall=uninstall,
+        remove_logs=remove_logs,
+        force=force,
         say=ctx.say,
         warn=lambda m: click.echo(f"slurmkit: {m}", err=True),
     )
@@ -110,7 +131,9 @@ def install(
 
         emit_json(report.to_dict())
     else:
-        _print_text(report.results, dry_run, report.slurm_conf)
+        _print_text(report.results, dry_run, None if uninstall else report.slurm_conf)
+        if uninstall and report.slurm_conf is not None:
+            _print_removal(report.slurm_conf)
         if report.failed:
             click.echo(
                 f"slurmkit: retry the failed nodes ({report.retry['hostlist']}): {report.retry['command']}", err=True
@@ -146,6 +169,17 @@ def _print_text(results, dry_run, conf) -> None:
     failed = [r for r in results if not r.ok]
     if failed:
         click.echo(f"slurmkit: {len(failed)} of {len(results)} nodes failed", err=True)
+
+
+def _print_removal(conf: dict) -> None:
+    click.echo("\nslurm.conf: take out these lines (on the controller and every node), then `scontrol reconfigure`:")
+    for line in conf["remove"]:
+        click.echo(f"  {line}")
+    click.echo(f"  ({conf['also']})")
+    if conf["still_configured"]:
+        click.echo(f"slurmkit: warning: the cluster still has {', '.join(conf['still_configured'])}", err=True)
+    if conf["error"]:
+        click.echo(f"slurmkit: warning: {conf['error']}", err=True)
 
 
 def _print_conf(conf: dict) -> None:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 @dataclass
 class NodeResult:
     node: str
-    status: str  # unchanged | changed | would-change | rolled-back | failed | refused
+    status: str  # unchanged | changed | would-change | rolled-back | removed | failed | refused
     changes: list[Change] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
@@ -390,6 +390,7 @@ class Job:
     dry_run: bool = False
     do_verify: bool = False
     do_rollback: bool = False
+    uninstall: object | None = None  # uninstall.Options: take everything off the node instead
 
 
 def run_node(node: str, job: Job) -> NodeResult:
@@ -401,7 +402,11 @@ def run_node(node: str, job: Job) -> NodeResult:
     try:
         t = job.connect(node)
         lay = layout(job.install, node)
-        if job.do_rollback:
+        if job.uninstall is not None:
+            from .uninstall import uninstall_node
+
+            uninstall_node(t, lay, job, res)
+        elif job.do_rollback:
             _rollback_node(t, lay, job, res)
         else:
             _install_node(t, lay, job, res)

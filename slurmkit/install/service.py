@@ -86,6 +86,7 @@ class Report:
     retry: dict
     slurm_conf: dict | None
     by_status: dict[str, int] = field(default_factory=dict)
+    uninstall: bool = False
 
     @property
     def failed(self) -> list:
@@ -101,6 +102,7 @@ class Report:
             "ok": self.ok,
             "dry_run": self.dry_run,
             "rollback": self.rollback,
+            "uninstall": self.uninstall,
             "bundle": {
                 "id": wh.bundle_id,  # type: ignore[attr-defined]
                 "slurmkit_version": wh.version,  # type: ignore[attr-defined]
@@ -141,16 +143,45 @@ def install(
     parallel: int | None = None,
     progress: bool | None = None,
     config_arg: str | None = None,
+    uninstall: bool = False,
+    remove_logs: bool = False,
+    force: bool = False,
     say: Callable[[str], None] = lambda m: None,
     warn: Callable[[str], None] = lambda m: None,
 ) -> Report:
-    """Install (or roll back) `nodes`, `parallel` at a time; every failure is a node's result, never an exception."""
+    """Install (or roll back, or uninstall) `nodes`, `parallel` at a time; every failure is a node's result, never
+    an exception. An uninstall is refused (SlurmkitError) while slurm.conf still names the hooks, unless `force`."""
     from . import fanout, ssh
     from .layout import layout
     from .push import Job, run_node
 
     inst = settings.install
-    b = Bundle() if rollback else prepare(settings, say)
+    uopts, conf = None, None
+    if uninstall:
+        from . import uninstall as un
+
+        conf = slurm_conf_removal(settings, nodes[0])
+        if not dry_run and not force:
+            if conf["error"]:
+                raise SlurmkitError(
+                    f"{conf['error']}: cannot tell whether slurm.conf still names the hooks (a node without them "
+                    "would fail every job's prolog); check it, then rerun with --force"
+                )
+            if conf["still_configured"]:
+                raise SlurmkitError(
+                    "slurm.conf still names slurmkit's hooks ("
+                    + ", ".join(conf["still_configured"])
+                    + "): without them every job's prolog fails. Take these lines out (on the controller and every "
+                    "node), `scontrol reconfigure`, then uninstall"
+                )
+        per_node = "{node}" in inst.root
+        uopts = un.Options(
+            paths_for=lambda n: (settings.paths.state_dir, settings.paths.health_log),
+            wrappers=wrappers(settings),
+            remove_logs=remove_logs,
+            per_node_root=per_node,
+        )
+    b = Bundle() if rollback or uninstall else prepare(settings, say)
     connect = functools.partial(ssh.connect, install=inst, accept_new=accept_new_host_keys, say=warn)
     job = Job(
         inst,
@@ -164,25 +195,83 @@ def install(
         do_rollback=rollback,
         health=b.health,
         payload=b.payload,  # type: ignore[arg-type]
+        uninstall=uopts,
     )
     width = parallel or inst.parallel
     waves = -(-len(nodes) // width)
     if len(nodes) > width:
         say(f"{len(nodes)} nodes, {width} at a time: {waves} waves")
     t0 = time.monotonic()
-    results = fanout.fan_out(
-        nodes, lambda n: run_node(n, job), width, progress=progress, label="rollback" if rollback else "install"
-    )
-    conf = None if rollback else slurm_conf_advice(settings, layout(inst, nodes[0]))
+    label = "uninstall" if uninstall else "rollback" if rollback else "install"
+    results = fanout.fan_out(nodes, lambda n: run_node(n, job), width, progress=progress, label=label)
+    if not (rollback or uninstall):
+        conf = slurm_conf_advice(settings, layout(inst, nodes[0]))
     counts: dict[str, int] = {}
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1
     failed = [r.node for r in results if not r.ok]
-    retry = retry_command(failed, config_arg, rollback=rollback, dry_run=dry_run, verify=verify)
-    return Report(results, b, dry_run, rollback, time.monotonic() - t0, width, waves, retry, conf, counts)
+    retry = retry_command(
+        failed, config_arg, rollback=rollback, dry_run=dry_run, verify=verify, uninstall=uninstall, force=force
+    )
+    return Report(results, b, dry_run, rollback, time.monotonic() - t0, width, waves, retry, conf, counts, uninstall)
 
 
-def retry_command(failed: list[str], config_arg: str | None, *, rollback: bool, dry_run: bool, verify: bool) -> dict:
+def wrappers(settings) -> dict[str, str]:
+    """slurm.conf's hook paths (install.slurm_prolog/slurm_epilog) -> the wrapper `--hook-wrapper` prints for
+    each: what uninstall removes where the file is exactly that."""
+    from .layout import layout
+    from .slurmconf import wrapper_script
+
+    inst = settings.install
+    lay = layout(inst, "{node}")
+    out = {}
+    for which, path, hook in (("prolog", inst.slurm_prolog, lay.prolog), ("epilog", inst.slurm_epilog, lay.epilog)):
+        if path:
+            out[path] = wrapper_script(which, hook)
+    return out
+
+
+def slurm_conf_removal(settings, node: str) -> dict:
+    """The slurm.conf lines that name what uninstall removes (Prolog=, Epilog=, HealthCheckProgram= of ours), and
+    which of them the running cluster still has (`scontrol show config`)."""
+    from . import slurmconf
+    from .layout import layout
+
+    inst = settings.install
+    lay = layout(inst, "{node}" if "{node}" in inst.root else node)
+    ours = {
+        "Prolog": inst.slurm_prolog or lay.prolog,
+        "Epilog": inst.slurm_epilog or lay.epilog,
+        "HealthCheckProgram": lay.health,
+    }
+    out: dict = {
+        "remove": [f"{k}={v}" for k, v in ours.items()],
+        "also": "HealthCheckInterval=/HealthCheckNodeState= go with HealthCheckProgram=; PrologFlags=Alloc, "
+        "PrologEpilogTimeout= and nohold_on_prolog_fail may stay",
+        "still_configured": [],
+        "error": None,
+    }
+    try:
+        have = slurmconf.cluster_config(settings)
+    except (CommandError, SlurmkitError) as e:
+        out["error"] = f"cannot read the cluster's config (scontrol show config): {e}"
+        return out
+    for k, v in ours.items():
+        if v in (slurmconf.scripts(have, k) if k in ("Prolog", "Epilog") else [have.get(k)]):
+            out["still_configured"].append(f"{k}={v}")
+    return out
+
+
+def retry_command(
+    failed: list[str],
+    config_arg: str | None,
+    *,
+    rollback: bool,
+    dry_run: bool,
+    verify: bool,
+    uninstall: bool = False,
+    force: bool = False,
+) -> dict:
     """The failed nodes as one hostlist, and the command that runs the same install on them only (quoted to paste)."""
     from ..slurm import fold_hostlist
 
@@ -196,6 +285,8 @@ def retry_command(failed: list[str], config_arg: str | None, *, rollback: bool, 
         "--nodes",
         hl,
         *(["--rollback"] if rollback else []),
+        *(["--uninstall"] if uninstall else []),
+        *(["--force"] if force else []),
         *(["--dry-run"] if dry_run else []),
         *(["--verify"] if verify else []),
     ]

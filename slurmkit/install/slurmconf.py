@@ -67,7 +67,7 @@ def parse_show_config(text: str) -> dict[str, str]:
     return out
 
 
-def _scripts(conf: dict[str, str], key: str) -> list[str]:
+def scripts(conf: dict[str, str], key: str) -> list[str]:
     """Every script configured under `key` (Prolog, Epilog), in Slurm's order: 24.11+ prints several indexed
     (`Prolog[0] = ...`, `Prolog[1] = ...`), 22.05 one `Prolog = ...`."""
     index = {
@@ -95,7 +95,7 @@ def _has(ln: Line, have: str | None) -> bool:
 def _have(conf: dict[str, str], key: str) -> str | None:
     """What the cluster has for `key`; for Prolog/Epilog every configured script, comma-separated."""
     if key in ("Prolog", "Epilog"):
-        return ", ".join(_scripts(conf, key)) or None
+        return ", ".join(scripts(conf, key)) or None
     return conf.get(key)
 
 
@@ -105,7 +105,7 @@ def missing(lines: list[Line], conf: dict[str, str]) -> list[tuple[Line, str]]:
     out = []
     for ln in lines:
         have = _have(conf, ln.key)
-        ok = ln.value in _scripts(conf, ln.key) if ln.key in ("Prolog", "Epilog") else _has(ln, have)
+        ok = ln.value in scripts(conf, ln.key) if ln.key in ("Prolog", "Epilog") else _has(ln, have)
         if not ok:
             out.append((ln, have or "(not set)"))
     return out

@@ -166,6 +166,9 @@ class InstallSettings(Section):
     # the hook agent's systemd unit (slurmkit/hooks/agent.py: the prolog and epilog run in a child of it, at a
     # fraction of their CPU); "" installs none, and the hooks run in their own processes as before
     agent_unit: str = "/etc/systemd/system/slurmkit-agent.service"
+    # slurmkit's runtime directory on the node (the hooks' settings cache, the agent's socket): `--uninstall`
+    # removes it
+    run_dir: str = "/run/slurmkit"
     python: str = "python3"  # the node's Python that creates the venv
     # build the node venv once on this host and ship it as one tarball (unpacked on the node) to every node
     # whose Python matches this one (version, ABI, machine); the others get the wheels and build it themselves
@@ -198,7 +201,7 @@ class InstallSettings(Section):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("root", "hooks_dir", "config_path", "venv_dir", "wheel_dir", "stamp_path"):
+        for name in ("root", "hooks_dir", "config_path", "venv_dir", "wheel_dir", "stamp_path", "run_dir"):
             v = getattr(self, name)
             if "\n" in v or "\0" in v:
                 raise ValueError(f"{name}: a path cannot contain a newline")
