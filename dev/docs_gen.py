@@ -39,6 +39,8 @@ def type_text(tp) -> str:
         return f"list of {type_text(args[0])}" if args else "list"
     if origin is dict:
         return f"map of {type_text(args[0])} to {type_text(args[1])}"
+    if tp is typing.Any:
+        return "a value of that key's type"
     return {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}.get(tp, str(tp))
 
 
@@ -85,7 +87,11 @@ def sections():
     hints = settings_mod.type_hints(config.Settings)
     for f in dataclasses.fields(config.Settings):
         if not f.metadata.get("internal"):
-            yield f.name, hints[f.name]
+            tp = hints[f.name]
+            if typing.get_origin(tp) is list:      # overrides: a list of entries, each key as `overrides[].key`
+                yield f.name + "[]", typing.get_args(tp)[0]
+            else:
+                yield f.name, tp
 
 
 def default_text(f) -> str:
@@ -104,6 +110,8 @@ def config_rows():
         hints = settings_mod.type_hints(cls)
         notes = comments(cls)
         for f in dataclasses.fields(cls):
+            if f.metadata.get("internal"):
+                continue
             yield f"{sec}.{f.name}", type_text(hints[f.name]), default_text(f), notes.get(f.name, "")
 
 
@@ -125,6 +133,8 @@ def config_page() -> str:
         hints = settings_mod.type_hints(cls)
         notes = comments(cls)
         for f in dataclasses.fields(cls):
+            if f.metadata.get("internal"):
+                continue
             note = notes.get(f.name, "").replace("|", "\\|")
             out.append(f"| `{sec}.{f.name}` | {type_text(hints[f.name])} | {default_text(f)} | {note} |")
         out.append("")

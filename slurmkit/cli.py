@@ -30,6 +30,7 @@ COMMANDS = {
     "health": "slurmkit.commands.health:health",
     "efficiency": "slurmkit.commands.efficiency:efficiency",
     "report": "slurmkit.commands.report:report",
+    "config": "slurmkit.commands.config:config_cmd",
 }
 
 

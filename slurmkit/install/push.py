@@ -391,6 +391,7 @@ class Job:
     do_verify: bool = False
     do_rollback: bool = False
     uninstall: object | None = None  # uninstall.Options: take everything off the node instead
+    configs: dict[str, bytes] | None = None  # node -> its own config (site overrides); None: site_config for all
 
 
 def run_node(node: str, job: Job) -> NodeResult:
@@ -434,7 +435,8 @@ def _plan(t: Transport, lay: Layout, job: Job, pl: Payload | None) -> tuple[list
     wh = job.wheelhouse
     assert wh is not None  # an install (not a rollback) always has its bundle
     bundle_id = wh.bundle_id
-    arts = artifacts(lay, wh, job.prolog, job.epilog, job.site_config, job.health, payload=pl, bundle_id=bundle_id)
+    cfg = job.configs[lay.node] if job.configs is not None else job.site_config
+    arts = artifacts(lay, wh, job.prolog, job.epilog, cfg, job.health, payload=pl, bundle_id=bundle_id)
     venv = lay.venv_for(bundle_id)
     dirs = sorted({posixpath.dirname(a.path) for a in arts} | {posixpath.dirname(lay.venv)})
     remote = gather(

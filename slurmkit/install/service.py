@@ -176,12 +176,15 @@ def install(
                 )
         per_node = "{node}" in inst.root
         uopts = un.Options(
-            paths_for=lambda n: (settings.paths.state_dir, settings.paths.health_log),
+            paths_for=functools.partial(node_paths, settings, nodes),
             wrappers=wrappers(settings),
             remove_logs=remove_logs,
             per_node_root=per_node,
         )
     b = Bundle() if rollback or uninstall else prepare(settings, say)
+    node_configs = None
+    if not (rollback or uninstall):
+        node_configs = per_node_configs(settings, b.site_config, nodes)
     connect = functools.partial(ssh.connect, install=inst, accept_new=accept_new_host_keys, say=warn)
     job = Job(
         inst,
@@ -196,6 +199,7 @@ def install(
         health=b.health,
         payload=b.payload,  # type: ignore[arg-type]
         uninstall=uopts,
+        configs=node_configs,
     )
     width = parallel or inst.parallel
     waves = -(-len(nodes) // width)
@@ -214,6 +218,33 @@ def install(
         failed, config_arg, rollback=rollback, dry_run=dry_run, verify=verify, uninstall=uninstall, force=force
     )
     return Report(results, b, dry_run, rollback, time.monotonic() - t0, width, waves, retry, conf, counts, uninstall)
+
+
+def per_node_configs(settings, site_bytes: bytes, nodes: list[str]) -> dict[str, bytes] | None:
+    """Each node's config when the site config has `overrides:` (None: every node gets the site config as is)."""
+    from . import nodeconfig
+
+    src = settings.install.site_config_src
+    if src:
+        from .. import config
+
+        site = config.load(str(Path(src).expanduser()))
+    else:
+        site = settings
+    if not site.overrides:
+        return None
+    return nodeconfig.configs(site, site_bytes, nodes, nodeconfig.features_for(site, nodes))
+
+
+def node_paths(settings, nodes: list[str], node: str) -> tuple[str, str]:
+    """(paths.state_dir, paths.health_log) as `node` has them (its overrides applied)."""
+    if not settings.overrides:
+        return settings.paths.state_dir, settings.paths.health_log
+    from ..settings.overrides import merge
+    from .nodeconfig import features_for
+
+    merged, _ = merge(settings, node, features_for(settings, [node])[node])
+    return merged.paths.state_dir, merged.paths.health_log
 
 
 def wrappers(settings) -> dict[str, str]:
