@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from .bundle import Artifact, Wheelhouse, artifacts
 from .layout import COMPLETE, PREV, Layout
 from .payload import IMPORT_CHECK as PAYLOAD_CHECK
-from .payload import PROBE, Payload, PyId, misfit, parse_probe, pyvenv_cfg
+from .payload import PROBE, Payload, PyId, parse_probe, pyvenv_cfg, venv_choice
 from .plan import Change, NodePlan, RemoteFile, RollbackPlan, parse_sha256sum, parse_stamp, plan_node, plan_rollback
 from .ssh import HostKeyRefused, NodeError, Transport
 
@@ -450,14 +450,16 @@ def _install_node(t: Transport, lay: Layout, job: Job, res: NodeResult) -> None:
     assert wh is not None  # an install (not a rollback) always has its bundle
     arts, remote, plan = _plan(t, lay, job, job.payload)
     node_py = None
-    if job.payload is not None and plan.changed:
-        # the node's Python decides: the prebuilt venv where it fits, else the wheels and a build on the node
+    if plan.build_venv or (job.payload is not None and plan.changed):
+        # the node's Python decides: the prebuilt venv where it fits, else the wheels where they fit, else refused
         node_py = probe_python(t, job.install.python, job.install.command_timeout)
-        why = misfit(job.payload.python, node_py)
-        if why:
-            res.note = f"venv built on the node from the wheels: {why}"
+        try:
+            fits, res.note = venv_choice(job.payload, wh.to_install, node_py)
+        except ValueError as e:
+            raise NodeError(str(e)) from None
+        if not fits:
+            arts, remote, plan = _plan(t, lay, job, None) if job.payload is not None else (arts, remote, plan)
             node_py = None
-            arts, remote, plan = _plan(t, lay, job, None)
     res.changes = plan.changes
     if plan.problems:
         raise NodeError("; ".join(plan.problems))
