@@ -49,8 +49,9 @@ from ..errors import SlurmkitError, UsageError
 )
 @click.option(
     "--hook-wrapper",
-    type=click.Choice(["prolog", "epilog"]),
-    help="Only print the wrapper script slurm.conf must name when install.root contains {node}.",
+    type=click.Choice(["prolog", "epilog", "health"]),
+    help="Only print the wrapper script slurm.conf's Prolog=, Epilog= or HealthCheckProgram= must name when "
+    "install.root contains {node} (it runs this node's installed hook, by $SLURMD_NODENAME).",
 )
 @pass_ctx
 def install(
@@ -90,15 +91,17 @@ def install(
         from ..install.slurmconf import wrapper_script
 
         lay = layout(inst, "{node}")
-        click.echo(wrapper_script(hook_wrapper, lay.prolog if hook_wrapper == "prolog" else lay.epilog), nl=False)
+        hook = {"prolog": lay.prolog, "epilog": lay.epilog, "health": lay.health}[hook_wrapper]
+        click.echo(wrapper_script(hook_wrapper, hook), nl=False)
         return 0
     if conf_only:
         conf = service.slurm_conf_advice(settings, layout(inst, "{node}"))
         if conf["wrapper_needed"]:
             raise UsageError(
-                "install.root contains {node}, and one slurm.conf names one Prolog=/Epilog= for every "
-                "node: save `slurmkit install --hook-wrapper prolog` (and epilog) at one path on every "
-                "node and set install.slurm_prolog / install.slurm_epilog to those paths"
+                "install.root contains {node}, and one slurm.conf names one Prolog=/Epilog=/HealthCheckProgram= "
+                "for every node: save `slurmkit install --hook-wrapper prolog` (and epilog, health) at one path "
+                "on every node and set install.slurm_prolog / slurm_epilog / slurm_health to those paths "
+                "(or install.health_check_interval: 0 for no HealthCheckProgram)"
             )
         if conf["error"]:
             raise SlurmkitError(conf["error"] + "; without it the lines cannot be merged with the cluster's own values")
@@ -194,8 +197,8 @@ def _print_conf(conf: dict) -> None:
     if conf["wrapper_needed"]:
         click.echo(
             f"install.root depends on the node (hook paths above as on {conf['node']}), and slurm.conf names "
-            "one path for all: save `slurmkit install --hook-wrapper prolog` (and epilog) at one path on "
-            "every node, and set install.slurm_prolog / install.slurm_epilog to it"
+            "one path for all: save `slurmkit install --hook-wrapper prolog` (and epilog, health) at one path on "
+            "every node, and set install.slurm_prolog / slurm_epilog / slurm_health to it"
         )
     if conf.get("agent_unit"):
         click.echo(

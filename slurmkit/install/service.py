@@ -256,7 +256,11 @@ def wrappers(settings) -> dict[str, str]:
     inst = settings.install
     lay = layout(inst, "{node}")
     out = {}
-    for which, path, hook in (("prolog", inst.slurm_prolog, lay.prolog), ("epilog", inst.slurm_epilog, lay.epilog)):
+    for which, path, hook in (
+        ("prolog", inst.slurm_prolog, lay.prolog),
+        ("epilog", inst.slurm_epilog, lay.epilog),
+        ("health", inst.slurm_health, lay.health),
+    ):
         if path:
             out[path] = wrapper_script(which, hook)
     return out
@@ -273,7 +277,7 @@ def slurm_conf_removal(settings, node: str) -> dict:
     ours = {
         "Prolog": inst.slurm_prolog or lay.prolog,
         "Epilog": inst.slurm_epilog or lay.epilog,
-        "HealthCheckProgram": lay.health,
+        "HealthCheckProgram": inst.slurm_health or lay.health,
     }
     out: dict = {
         "remove": [f"{k}={v}" for k, v in ours.items()],
@@ -331,13 +335,15 @@ def slurm_conf_advice(settings, lay) -> dict:
     inst = settings.install
     per_node = "{node}" in inst.root
     prolog, epilog = inst.slurm_prolog or lay.prolog, inst.slurm_epilog or lay.epilog
+    # one slurm.conf names one path: a per-node root needs the health wrapper too (install.slurm_health)
+    health = (inst.slurm_health or lay.health) if inst.health_check_interval else None
     lines = slurmconf.required_lines(
         prolog,
         epilog,
         inst.prolog_epilog_timeout,
-        # one slurm.conf names one path: no per-node health script
-        health=lay.health if inst.health_check_interval and not per_node else None,
+        health=health,
         health_interval=inst.health_check_interval,
+        health_state=inst.health_check_node_state,
     )
     out = {
         "lines": [ln.text for ln in lines],
@@ -345,7 +351,8 @@ def slurm_conf_advice(settings, lay) -> dict:
         "error": None,
         "node": lay.node,
         "per_node": per_node,
-        "wrapper_needed": per_node and not (inst.slurm_prolog and inst.slurm_epilog),
+        "wrapper_needed": per_node
+        and not (inst.slurm_prolog and inst.slurm_epilog and (inst.slurm_health or not health)),
         "configless": None,
         # the hook agent's unit, installed with the hooks; systemd starts it once told to
         "agent_unit": lay.agent_unit or None,

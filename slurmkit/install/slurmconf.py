@@ -29,7 +29,13 @@ class Line:
 
 
 def required_lines(
-    prolog: str, epilog: str, timeout: int, *, health: str | None = None, health_interval: int = 300
+    prolog: str,
+    epilog: str,
+    timeout: int,
+    *,
+    health: str | None = None,
+    health_interval: int = 300,
+    health_state: str = "ANY,CYCLE",
 ) -> list[Line]:
     """The lines the installed hooks need; with `health`, slurmkit's health script as the HealthCheckProgram."""
     extra = (
@@ -38,6 +44,11 @@ def required_lines(
         else [
             Line("HealthCheckProgram", health, "check every node between jobs, draining one that broke while idle"),
             Line("HealthCheckInterval", str(health_interval), "how often (seconds) the health program runs"),
+            Line(
+                "HealthCheckNodeState",
+                health_state,
+                "which nodes it runs on (ANY: busy ones too); CYCLE spreads the runs over the interval",
+            ),
         ]
     )
     return [
@@ -89,6 +100,10 @@ def _has(ln: Line, have: str | None) -> bool:
         return ln.value.lower() in {i.split("=")[0].lower() for i in _items(have)}
     if ln.key == "PrologEpilogTimeout":
         return have not in NO_TIMEOUT
+    if ln.key == "HealthCheckInterval":  # scontrol prints `300 sec`
+        return (have or "").split(" ")[0] == ln.value
+    if ln.key == "HealthCheckNodeState":  # scontrol prints the flags in its own order: CYCLE,ANY
+        return {i.upper() for i in _items(have)} == {i.upper() for i in _items(ln.value)}
     return have == ln.value
 
 

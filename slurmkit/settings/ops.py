@@ -179,6 +179,9 @@ class InstallSettings(Section):
     # HealthCheckInterval= the printed slurm.conf lines ask for, with HealthCheckProgram= the installed health
     # script (seconds; 0: no HealthCheckProgram advice)
     health_check_interval: int = num(300, 0, 86400)
+    # HealthCheckNodeState= the printed lines ask for: ANY (idle and busy nodes; the checks are non-disruptive),
+    # CYCLE (spread over the interval instead of every node at once); see docs/health-program.md
+    health_check_node_state: str = "ANY,CYCLE"
     site_config_src: str | None = None  # local config to push (default: the one slurmkit loaded)
     wheelhouse: str | None = None  # prebuilt wheels (slurmkit + node_packages); default: build
     # what the node venv gets beside slurmkit (at the versions installed on the admin host)
@@ -196,6 +199,7 @@ class InstallSettings(Section):
     # what slurm.conf's Prolog= names when it is not the installed hook: a site wrapper (needed when root contains {node})
     slurm_prolog: str | None = None
     slurm_epilog: str | None = None  # the same for Epilog=
+    slurm_health: str | None = None  # the same for HealthCheckProgram= (`--hook-wrapper health`)
     prolog_epilog_timeout: int = num(300, 1, 65535)  # the PrologEpilogTimeout= the printed slurm.conf lines ask
     verify_timeout: float = num(120.0, 0, DAY, lo_open=True)  # seconds for `slurmkit check --json` on a node
 
