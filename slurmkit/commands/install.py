@@ -27,6 +27,11 @@ from ..errors import SlurmkitError, UsageError
     "--remove-logs", is_flag=True, help="With --uninstall: also the node's health log files (kept by default)."
 )
 @click.option("--force", is_flag=True, help="With --uninstall: go ahead when slurm.conf cannot be read.")
+@click.option(
+    "--forward",
+    is_flag=True,
+    help="Install over a --rollback: a rolled-back node is held (not changed) until this is given.",
+)
 @click.option("--verify", "do_verify", is_flag=True, help="Then run `slurmkit check --json` on each node.")
 @click.option(
     "--accept-new-host-keys",
@@ -65,6 +70,7 @@ def install(
     uninstall,
     remove_logs,
     force,
+    forward,
     do_verify,
     accept_new_host_keys,
     build_dir,
@@ -110,6 +116,8 @@ def install(
         return 0
     if (remove_logs or force) and not uninstall:
         raise UsageError("--remove-logs and --force go with --uninstall")
+    if forward and (rollback or uninstall):
+        raise UsageError("--forward goes with an install, not with --rollback or --uninstall")
     if uninstall and (rollback or do_verify):
         raise UsageError("--uninstall cannot be combined with --rollback or --verify")
     nodes = service.target_nodes(nodelist, partition, lambda: ctx.backend().nodes())
@@ -126,6 +134,7 @@ def install(
         uninstall=uninstall,
         remove_logs=remove_logs,
         force=force,
+        forward=forward,
         say=ctx.say,
         warn=lambda m: click.echo(f"slurmkit: {m}", err=True),
     )

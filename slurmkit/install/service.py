@@ -146,6 +146,7 @@ def install(
     uninstall: bool = False,
     remove_logs: bool = False,
     force: bool = False,
+    forward: bool = False,
     say: Callable[[str], None] = lambda m: None,
     warn: Callable[[str], None] = lambda m: None,
 ) -> Report:
@@ -200,6 +201,7 @@ def install(
         payload=b.payload,  # type: ignore[arg-type]
         uninstall=uopts,
         configs=node_configs,
+        forward=forward,
     )
     width = parallel or inst.parallel
     waves = -(-len(nodes) // width)
@@ -215,7 +217,14 @@ def install(
         counts[r.status] = counts.get(r.status, 0) + 1
     failed = [r.node for r in results if not r.ok]
     retry = retry_command(
-        failed, config_arg, rollback=rollback, dry_run=dry_run, verify=verify, uninstall=uninstall, force=force
+        failed,
+        config_arg,
+        rollback=rollback,
+        dry_run=dry_run,
+        verify=verify,
+        uninstall=uninstall,
+        force=force,
+        forward=forward,
     )
     return Report(results, b, dry_run, rollback, time.monotonic() - t0, width, waves, retry, conf, counts, uninstall)
 
@@ -306,6 +315,7 @@ def retry_command(
     verify: bool,
     uninstall: bool = False,
     force: bool = False,
+    forward: bool = False,
 ) -> dict:
     """The failed nodes as one hostlist, and the command that runs the same install on them only (quoted to paste)."""
     from ..slurm import fold_hostlist
@@ -322,6 +332,7 @@ def retry_command(
         *(["--rollback"] if rollback else []),
         *(["--uninstall"] if uninstall else []),
         *(["--force"] if force else []),
+        *(["--forward"] if forward else []),
         *(["--dry-run"] if dry_run else []),
         *(["--verify"] if verify else []),
     ]

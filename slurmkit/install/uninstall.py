@@ -63,7 +63,8 @@ class UninstallPlan:
 
 def owned_files(lay: Layout) -> list[str]:
     """The single files `install` writes on a node (without their PREV twins)."""
-    return [p for p in (lay.prolog, lay.epilog, lay.health, lay.config, lay.agent_unit, lay.stamp) if p]
+    mark = posixpath.join(posixpath.dirname(lay.stamp), "rolled-back.json")  # pin.NAME: a rollback's mark
+    return [p for p in (lay.prolog, lay.epilog, lay.health, lay.config, lay.agent_unit, mark, lay.stamp) if p]
 
 
 def owned_dirs(lay: Layout, run_dir: str) -> list[str]:

@@ -240,10 +240,24 @@ def test_rollback_restores_the_previous_version(site):
         assert site.path(n, "/etc/slurmkit/config.yaml").read_bytes() == v1_cfg
         assert site.path(n, "/etc/slurmkit/installed.json").read_bytes() == v1[n]
         assert staged_leftovers(site.root(n)) == []
-    # and installing again brings v2 back
-    r, doc = site.install("--nodes", "n[1-3]", "--json")
-    assert {n["status"] for n in doc["nodes"]} == {"changed"}
+    # the rollback sticks: installing again (here: only the site config changed) is held on every node, dry run
+    # included, until the admin moves forward on purpose
+    site.write_config(extra="# v3: only the config changed\n")
+    for dry in ([], ["--dry-run"]):
+        r, doc = site.install("--nodes", "n[1-3]", "--json", *dry)
+        assert r.returncode == 1 and {n["status"] for n in doc["nodes"]} == {"held"}, doc["nodes"]
+        assert "rolled back to slurmkit" in doc["nodes"][0]["error"] and "--forward" in doc["nodes"][0]["error"]
+        assert "--forward" not in doc["summary"]["retry"]
+    assert "v1" in site.path("n3", "/etc/slurm/slurmkit/prolog").read_text()
+    assert site.path("n3", "/etc/slurmkit/config.yaml").read_bytes() == v1_cfg
+    r = site.install("--nodes", "n[1-3]")[0]
+    assert "held" in next(ln for ln in r.stdout.splitlines() if ln.startswith("n1 ")), r.stdout
+    r, doc = site.install("--nodes", "n[1-3]", "--forward", "--json")
+    assert r.returncode == 0 and {n["status"] for n in doc["nodes"]} == {"changed"}, doc["nodes"]
     assert "v2" in site.path("n3", "/etc/slurm/slurmkit/prolog").read_text()
+    assert not site.path("n3", "/etc/slurmkit/rolled-back.json").exists()
+    r, doc = site.install("--nodes", "n[1-3]", "--json")          # forward again: installs as before
+    assert r.returncode == 0 and {n["status"] for n in doc["nodes"]} == {"unchanged"}
 
 
 def test_a_new_bundle_gets_a_new_venv_and_rollback_switches_back(site, tmp_path):
