@@ -161,6 +161,9 @@ def ops_page(current: str) -> str:
     return head + OPS_MARK + "\n\n" + ops_table() + "\n"
 
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # dev/manpages.py
+
+
 def main(argv: list[str]) -> int:
     check = "--check" in argv
     missing = [k for k, _, _, note in config_rows() if not note]
@@ -170,11 +173,20 @@ def main(argv: list[str]) -> int:
         if check:
             return 1
     stale = []
-    for page, text in ((CONFIG_PAGE, config_page()), (OPS_PAGE, ops_page(OPS_PAGE.read_text()))):
+    import manpages  # dev/manpages.py: the man pages, from the CLI itself
+
+    man = [(manpages.MAN_DIR / name, text) for name, text in manpages.pages().items()]
+    extra = sorted(set(manpages.MAN_DIR.glob("*.1")) - {p for p, _ in man})
+    for page, text in ((CONFIG_PAGE, config_page()), (OPS_PAGE, ops_page(OPS_PAGE.read_text())), *man):
         if not page.exists() or page.read_text() != text:
             stale.append(page)
             if not check:
+                page.parent.mkdir(exist_ok=True)
                 page.write_text(text)
+    for p in extra:                     # a command that is gone: its page goes too
+        stale.append(p)
+        if not check:
+            p.unlink()
     if check and stale:
         print("stale (run python3 dev/docs_gen.py): " + ", ".join(str(p) for p in stale), file=sys.stderr)
         return 1
