@@ -83,6 +83,13 @@ def test_deploy_page_from_a_wheel_to_drain_and_resume(clean, tmp_path):
                                 "import slurmkit.install.bundle as b; print(b.source_tree(), b.__file__)"],
                                capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
         assert where.stdout.split()[0] == "None" and str(admin) in where.stdout   # not the checkout
+        # a fault replayed from the wheel alone (docs/fakegpu.md): its fake tools and a real capture, no checkout
+        fake = admin / "share" / "slurmkit" / "fakegpu"
+        trial = tmp_path / "trial.yaml"
+        trial.write_text(f"tools:\n  dmesg: [env, SLURMKIT_FAKEGPU_SCENARIO={fake}/scenarios/xid79, {fake}/bin/dmesg]\n")
+        r = subprocess.run(["slurmkit", "--config", str(trial), "check", "--only", "xid", "--node", "trial01"],
+                           capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+        assert r.returncode == 1 and "GPU 0000:5d:00 fell off the bus" in r.stdout, r.stdout + r.stderr
 
         r = step("override")           # one node's own setting: shown with where it came from
         row = next(ln for ln in r.stdout.splitlines() if ln.startswith("nvlink.error_threshold "))
