@@ -404,8 +404,11 @@ def test_the_dev_clusters_slurmd_runs_the_installed_prolog(site, clean):
     # the cluster's real config (scontrol show config) runs the dev wrappers, not the installed hooks: warned;
     # the rest of the lines the hooks need are there
     missing = {m["line"].split("=")[0]: m["have"] for m in doc["slurm_conf"]["missing"]}
+    # and the health program's lines, which a per-node root no longer leaves out silently (issue 31)
     assert missing == {"Prolog": str(cluster.dir / "hooks" / "prolog"),
-                       "Epilog": str(cluster.dir / "hooks" / "epilog")}
+                       "Epilog": str(cluster.dir / "hooks" / "epilog"),
+                       "HealthCheckProgram": "(null)", "HealthCheckInterval": "0 sec", "HealthCheckNodeState": "ANY"}
+    assert doc["slurm_conf"]["wrapper_needed"]
     # --from-slurm: the partition's nodes (n1..n4, which the ssh config maps to the sshds)
     r, doc = site.install("--from-slurm", "gpu", "--dry-run", "--json")
     assert r.returncode == 0 and [n["node"] for n in doc["nodes"]] == NODES

@@ -51,6 +51,7 @@ def write_site(tmp_path: Path, fleet: Fleet, **install) -> Path:
     return cfg
 
 
+@pytest.mark.compat("install")
 def test_uninstall_takes_off_everything_of_that_node_only_and_a_rerun_changes_nothing(fleet, tmp_path):
     cfg = write_site(tmp_path, fleet)
     wrappers = tmp_path / "wrappers"
@@ -114,6 +115,7 @@ def test_uninstall_takes_off_everything_of_that_node_only_and_a_rerun_changes_no
     assert sorted(p.name for p in logs.iterdir()) == ["n1.jsonl", "n1.jsonl.1"]
 
 
+@pytest.mark.compat("install")
 def test_uninstall_is_refused_while_slurm_conf_names_the_hooks(fleet, tmp_path):
     show = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=60).stdout
     prolog = next(ln.split("=", 1)[1].strip() for ln in show.splitlines() if ln.split("=")[0].strip() == "Prolog")
