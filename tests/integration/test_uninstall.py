@@ -118,7 +118,9 @@ def test_uninstall_takes_off_everything_of_that_node_only_and_a_rerun_changes_no
 @pytest.mark.compat("install")
 def test_uninstall_is_refused_while_slurm_conf_names_the_hooks(fleet, tmp_path):
     show = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=60).stdout
-    prolog = next(ln.split("=", 1)[1].strip() for ln in show.splitlines() if ln.split("=")[0].strip() == "Prolog")
+    from slurmkit.install.slurmconf import parse_show_config, scripts
+
+    prolog = scripts(parse_show_config(show), "Prolog")[0]      # 24.11+ prints `Prolog[0] = ...`
     cfg = write_site(tmp_path, fleet, slurm_prolog=prolog)   # the site named its hook path as slurm.conf does
     assert cli(cfg, "install", "--nodes", "n1", "--json")[0].returncode == 0
     before = everything(fleet.node_root("n1"))
