@@ -9,8 +9,14 @@ from __future__ import annotations
 from ..errors import CommandError, SlurmkitError, UsageError
 
 
+class FeaturesUnknown(SlurmkitError):
+    """Slurm did not answer: which overrides apply cannot be known (exit 3, "could not find out")."""
+
+    exit_code = 3
+
+
 def node_features(settings) -> dict[str, list[str]]:
-    """node -> its Slurm features (`sinfo -h -N -o '%N|%f'`, AvailableFeatures); raises SlurmkitError."""
+    """node -> its Slurm features (`sinfo -h -N -o '%N|%f'`, AvailableFeatures); raises FeaturesUnknown."""
     import os
 
     from .. import proc
@@ -19,7 +25,9 @@ def node_features(settings) -> dict[str, list[str]]:
     try:
         out = proc.run([sinfo, "-h", "-N", "-o", "%N|%f"], timeout=settings.slurm.timeout).stdout
     except CommandError as e:
-        raise SlurmkitError(f"overrides select nodes by feature, and sinfo did not answer: {e}") from None
+        raise FeaturesUnknown(
+            f"overrides select nodes by feature, and sinfo did not answer: {e} (offline: slurmkit config --features)"
+        ) from None
     return parse_features(out)
 
 

@@ -54,6 +54,11 @@ def prepare(settings, say: Callable[[str], None] = lambda m: None) -> Bundle:
 
     inst = settings.install
     psrc, esrc, hsrc = bundle.hook_sources(inst)
+    if inst.site_config_src and "{node}" in inst.site_config_src:
+        raise UsageError(
+            "install.site_config_src: {node} is not expanded (one site config for all nodes); give the nodes that "
+            "differ their settings with `overrides:` in it (docs/config.md), and install writes each node its own"
+        )
     cfg = inst.site_config_src or settings.source
     if not cfg:
         raise UsageError("no site config to push: give --config FILE (or set install.site_config_src)")

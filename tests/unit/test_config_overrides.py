@@ -83,3 +83,25 @@ def test_features_come_from_sinfo_and_an_unknown_node_is_refused():
     assert nodeconfig.features_for(s, ["gpu1"], lookup=lambda _: {"gpu1": ["h100"]}) == {"gpu1": ["h100"]}
     with pytest.raises(UsageError, match="Slurm does not know gpu9"):
         nodeconfig.features_for(s, ["gpu9"], lookup=lambda _: {"gpu1": []})
+
+
+def test_config_node_says_it_could_not_find_out_when_slurm_does_not_answer(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "site.yaml"
+    cfg.write_text(SITE + "slurm:\n  bin_dir: " + str(tmp_path / "no-slurm-here") + "\n")
+    run = [sys.executable, "-c", "from slurmkit.cli import main; main()", "--config", str(cfg), "config"]
+    env = {k: v for k, v in os.environ.items() if k != "SLURMKIT_CONFIG"}
+    r = subprocess.run([*run, "--node", "gpu001"], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 3 and "sinfo did not answer" in r.stderr and "--features" in r.stderr, r.stderr
+    r = subprocess.run([*run, "--node", "gpu001", "--features", "", "--changed"], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 0 and "gpu_count.expected  4" in r.stdout, r.stdout + r.stderr
+    site = cfg.with_name("x.yaml")
+    site.write_text("install:\n  site_config_src: /etc/slurmkit/{node}.yaml\n")
+    r = subprocess.run([sys.executable, "-c", "from slurmkit.cli import main; main()", "--config", str(site),
+                        "install", "--nodes", "gpu001", "--dry-run"], capture_output=True, text=True, timeout=60,
+                       env=env)
+    assert r.returncode == 2 and "{node} is not expanded" in r.stderr and "`overrides:`" in r.stderr, r.stderr
