@@ -39,6 +39,8 @@ def type_text(tp) -> str:
         return f"list of {type_text(args[0])}" if args else "list"
     if origin is dict:
         return f"map of {type_text(args[0])} to {type_text(args[1])}"
+    if tp is typing.Any:
+        return "a value of that key's type"
     return {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}.get(tp, str(tp))
 
 
@@ -85,7 +87,11 @@ def sections():
     hints = settings_mod.type_hints(config.Settings)
     for f in dataclasses.fields(config.Settings):
         if not f.metadata.get("internal"):
-            yield f.name, hints[f.name]
+            tp = hints[f.name]
+            if typing.get_origin(tp) is list:      # overrides: a list of entries, each key as `overrides[].key`
+                yield f.name + "[]", typing.get_args(tp)[0]
+            else:
+                yield f.name, tp
 
 
 def default_text(f) -> str:
@@ -104,6 +110,8 @@ def config_rows():
         hints = settings_mod.type_hints(cls)
         notes = comments(cls)
         for f in dataclasses.fields(cls):
+            if f.metadata.get("internal"):
+                continue
             yield f"{sec}.{f.name}", type_text(hints[f.name]), default_text(f), notes.get(f.name, "")
 
 
@@ -125,6 +133,8 @@ def config_page() -> str:
         hints = settings_mod.type_hints(cls)
         notes = comments(cls)
         for f in dataclasses.fields(cls):
+            if f.metadata.get("internal"):
+                continue
             note = notes.get(f.name, "").replace("|", "\\|")
             out.append(f"| `{sec}.{f.name}` | {type_text(hints[f.name])} | {default_text(f)} | {note} |")
         out.append("")
@@ -151,6 +161,9 @@ def ops_page(current: str) -> str:
     return head + OPS_MARK + "\n\n" + ops_table() + "\n"
 
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # dev/manpages.py
+
+
 def main(argv: list[str]) -> int:
     check = "--check" in argv
     missing = [k for k, _, _, note in config_rows() if not note]
@@ -160,11 +173,20 @@ def main(argv: list[str]) -> int:
         if check:
             return 1
     stale = []
-    for page, text in ((CONFIG_PAGE, config_page()), (OPS_PAGE, ops_page(OPS_PAGE.read_text()))):
+    import manpages  # dev/manpages.py: the man pages, from the CLI itself
+
+    man = [(manpages.MAN_DIR / name, text) for name, text in manpages.pages().items()]
+    extra = sorted(set(manpages.MAN_DIR.glob("*.1")) - {p for p, _ in man})
+    for page, text in ((CONFIG_PAGE, config_page()), (OPS_PAGE, ops_page(OPS_PAGE.read_text())), *man):
         if not page.exists() or page.read_text() != text:
             stale.append(page)
             if not check:
+                page.parent.mkdir(exist_ok=True)
                 page.write_text(text)
+    for p in extra:                     # a command that is gone: its page goes too
+        stale.append(p)
+        if not check:
+            p.unlink()
     if check and stale:
         print("stale (run python3 dev/docs_gen.py): " + ", ".join(str(p) for p in stale), file=sys.stderr)
         return 1

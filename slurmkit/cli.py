@@ -34,6 +34,7 @@ COMMANDS = {
     "jobs": "slurmkit.commands.jobs:jobs",
     "logs": "slurmkit.commands.logs:logs",
     "cancel": "slurmkit.commands.cancel:cancel",
+    "config": "slurmkit.commands.config:config_cmd",
 }
 
 

@@ -62,7 +62,12 @@ def load(explicit: str | None = None) -> Settings:
 
 
 def loads(text: str, path: str = "<config>") -> Settings:
-    return parse_yaml(text, Settings, path)
+    s = parse_yaml(text, Settings, path)
+    if s.overrides:  # per-node entries: each key checked like the same key at the top level
+        from .settings import overrides
+
+        overrides.check(s, lambda one: parse_yaml(one, Settings, path))
+    return s
 
 
 # --- a small typed YAML loader that keeps line numbers -------------------------------------------------------

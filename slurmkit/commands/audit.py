@@ -12,7 +12,7 @@ from ..errors import CommandError
 
 
 @click.group(invoke_without_command=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (see README for the format).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (format: docs/audit.md).")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV, one row per node.")
 @click.option("--partition", "-p", metavar="P[,P]", help="Only nodes in these partitions.")
 @click.option(

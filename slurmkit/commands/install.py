@@ -17,6 +17,21 @@ from ..errors import SlurmkitError, UsageError
 @click.option("--parallel", type=click.IntRange(min=1), help="Nodes at a time (default: install.parallel, 16).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON report (format: docs/install.md).")
 @click.option("--rollback", is_flag=True, help="Put back what each node had before the last install.")
+@click.option(
+    "--uninstall",
+    is_flag=True,
+    help="Take off each node everything install put there (hooks, config, venvs, wheels, agent unit, runtime "
+    "dir, the node's state files, the hook wrappers); refused while slurm.conf still names the hooks.",
+)
+@click.option(
+    "--remove-logs", is_flag=True, help="With --uninstall: also the node's health log files (kept by default)."
+)
+@click.option("--force", is_flag=True, help="With --uninstall: go ahead when slurm.conf cannot be read.")
+@click.option(
+    "--forward",
+    is_flag=True,
+    help="Install over a --rollback: a rolled-back node is held (not changed) until this is given.",
+)
 @click.option("--verify", "do_verify", is_flag=True, help="Then run `slurmkit check --json` on each node.")
 @click.option(
     "--accept-new-host-keys",
@@ -39,8 +54,9 @@ from ..errors import SlurmkitError, UsageError
 )
 @click.option(
     "--hook-wrapper",
-    type=click.Choice(["prolog", "epilog"]),
-    help="Only print the wrapper script slurm.conf must name when install.root contains {node}.",
+    type=click.Choice(["prolog", "epilog", "health"]),
+    help="Only print the wrapper script slurm.conf's Prolog=, Epilog= or HealthCheckProgram= must name when "
+    "install.root contains {node} (it runs this node's installed hook, by $SLURMD_NODENAME).",
 )
 @pass_ctx
 def install(
@@ -51,6 +67,10 @@ def install(
     parallel,
     as_json,
     rollback,
+    uninstall,
+    remove_logs,
+    force,
+    forward,
     do_verify,
     accept_new_host_keys,
     build_dir,
@@ -58,7 +78,8 @@ def install(
     hook_wrapper,
 ):
     """Put the prolog, epilog, site config and slurmkit (a venv) on nodes over SSH: staged, hash-checked,
-    renamed into place, previous version kept for --rollback. Exit 1 if any node failed."""
+    renamed into place, previous version kept for --rollback; or take it all off again (--uninstall).
+    Exit 1 if any node failed."""
     from ..install import bundle, service
     from ..install.layout import layout
 
@@ -76,21 +97,29 @@ def install(
         from ..install.slurmconf import wrapper_script
 
         lay = layout(inst, "{node}")
-        click.echo(wrapper_script(hook_wrapper, lay.prolog if hook_wrapper == "prolog" else lay.epilog), nl=False)
+        hook = {"prolog": lay.prolog, "epilog": lay.epilog, "health": lay.health}[hook_wrapper]
+        click.echo(wrapper_script(hook_wrapper, hook), nl=False)
         return 0
     if conf_only:
         conf = service.slurm_conf_advice(settings, layout(inst, "{node}"))
         if conf["wrapper_needed"]:
             raise UsageError(
-                "install.root contains {node}, and one slurm.conf names one Prolog=/Epilog= for every "
-                "node: save `slurmkit install --hook-wrapper prolog` (and epilog) at one path on every "
-                "node and set install.slurm_prolog / install.slurm_epilog to those paths"
+                "install.root contains {node}, and one slurm.conf names one Prolog=/Epilog=/HealthCheckProgram= "
+                "for every node: save `slurmkit install --hook-wrapper prolog` (and epilog, health) at one path "
+                "on every node and set install.slurm_prolog / slurm_epilog / slurm_health to those paths "
+                "(or install.health_check_interval: 0 for no HealthCheckProgram)"
             )
         if conf["error"]:
             raise SlurmkitError(conf["error"] + "; without it the lines cannot be merged with the cluster's own values")
         for line in conf["lines"]:
             click.echo(line)
         return 0
+    if (remove_logs or force) and not uninstall:
+        raise UsageError("--remove-logs and --force go with --uninstall")
+    if forward and (rollback or uninstall):
+        raise UsageError("--forward goes with an install, not with --rollback or --uninstall")
+    if uninstall and (rollback or do_verify):
+        raise UsageError("--uninstall cannot be combined with --rollback or --verify")
     nodes = service.target_nodes(nodelist, partition, lambda: ctx.backend().nodes())
     report = service.install(
         settings,
@@ -102,6 +131,10 @@ def install(
         parallel=parallel,
         progress=None if not as_json else False,
         config_arg=ctx.config_arg,
+        uninstall=uninstall,
+        remove_logs=remove_logs,
+        force=force,
+        forward=forward,
         say=ctx.say,
         warn=lambda m: click.echo(f"slurmkit: {m}", err=True),
     )
@@ -110,7 +143,9 @@ def install(
 
         emit_json(report.to_dict())
     else:
-        _print_text(report.results, dry_run, report.slurm_conf)
+        _print_text(report.results, dry_run, None if uninstall else report.slurm_conf)
+        if uninstall and report.slurm_conf is not None:
+            _print_removal(report.slurm_conf)
         if report.failed:
             click.echo(
                 f"slurmkit: retry the failed nodes ({report.retry['hostlist']}): {report.retry['command']}", err=True
@@ -148,6 +183,17 @@ def _print_text(results, dry_run, conf) -> None:
         click.echo(f"slurmkit: {len(failed)} of {len(results)} nodes failed", err=True)
 
 
+def _print_removal(conf: dict) -> None:
+    click.echo("\nslurm.conf: take out these lines (on the controller and every node), then `scontrol reconfigure`:")
+    for line in conf["remove"]:
+        click.echo(f"  {line}")
+    click.echo(f"  ({conf['also']})")
+    if conf["still_configured"]:
+        click.echo(f"slurmkit: warning: the cluster still has {', '.join(conf['still_configured'])}", err=True)
+    if conf["error"]:
+        click.echo(f"slurmkit: warning: {conf['error']}", err=True)
+
+
 def _print_conf(conf: dict) -> None:
     where = (
         "on the controller only (configless: the nodes fetch it from there)"
@@ -160,8 +206,8 @@ def _print_conf(conf: dict) -> None:
     if conf["wrapper_needed"]:
         click.echo(
             f"install.root depends on the node (hook paths above as on {conf['node']}), and slurm.conf names "
-            "one path for all: save `slurmkit install --hook-wrapper prolog` (and epilog) at one path on "
-            "every node, and set install.slurm_prolog / install.slurm_epilog to it"
+            "one path for all: save `slurmkit install --hook-wrapper prolog` (and epilog, health) at one path on "
+            "every node, and set install.slurm_prolog / slurm_epilog / slurm_health to it"
         )
     if conf.get("agent_unit"):
         click.echo(

@@ -22,6 +22,7 @@ class Layout:
     wheel_dir: str
     stamp: str
     agent_unit: str = ""  # the hook agent's systemd unit; "" when the site installs none
+    run_dir: str = ""  # slurmkit's runtime directory (the hooks' settings cache, the agent's socket)
 
     def venv_for(self, bundle_id: str) -> str:
         return f"{self.venv}-{bundle_id}"
@@ -65,4 +66,5 @@ def layout(install, node: str) -> Layout:
         wheel_dir=p(install.wheel_dir),
         stamp=p(install.stamp_path),
         agent_unit=p(install.agent_unit) if install.agent_unit else "",
+        run_dir=p(install.run_dir),
     )

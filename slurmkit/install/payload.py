@@ -39,9 +39,17 @@ _EPOCH = int(SOURCE_DATE_EPOCH)
 # node's interpreter is. Fixed code, no argument.
 PROBE = """\
 import json, os, sys, sysconfig
+exe = getattr(sys, "_base_executable", "") or sys.executable
+def shut(p):  # the file other users cannot run, or the first directory on its way they cannot enter
+    p = os.path.realpath(p)
+    while os.stat(p).st_mode & 0o001:
+        if p == "/":
+            return ""
+        p = os.path.dirname(p)
+    return p
 print(json.dumps({"cache_tag": sys.implementation.cache_tag, "soabi": sysconfig.get_config_var("SOABI") or "",
                   "machine": os.uname().machine, "version": ".".join(map(str, sys.version_info[:3])),
-                  "base_executable": getattr(sys, "_base_executable", "") or sys.executable}))
+                  "base_executable": exe, "shut": shut(exe) or shut(sys.base_prefix)}))
 """
 
 # the first lines of every console script: sh runs the python next to the (resolved) script; Python reads them
@@ -58,6 +66,7 @@ class PyId:
     machine: str  # x86_64
     version: str  # 3.11.7
     base_executable: str  # the interpreter a venv's bin/python links to
+    shut: str = ""  # a directory on its way (or itself) that other users cannot enter (run): jobs cannot use it
 
     @property
     def minor(self) -> str:
@@ -80,7 +89,8 @@ def parse_probe(text: str) -> PyId:
         raise ValueError(f"the Python probe named interpreter {doc['base_executable']!r}: not an absolute path")
     if len(doc["version"].split(".")) != 3:
         raise ValueError(f"the Python probe reported version {doc['version']!r}")
-    return PyId(*(doc[k] for k in keys))
+    cache_tag, soabi, machine, version, exe = (doc[k] for k in keys)
+    return PyId(cache_tag, soabi, machine, version, exe, str(doc.get("shut") or ""))
 
 
 def here() -> PyId:
@@ -104,6 +114,53 @@ def misfit(built: PyId, node: PyId) -> str | None:
         if a != b:
             return f"the node's {node.describe()} differs from the admin's {built.describe()} ({what})"
     return None
+
+
+def wheel_misfit(name: str, node: PyId) -> str | None:
+    """Why the wheel file `name` cannot run on the node's Python (None: it can). pypa/installer installs any wheel
+    it is given: a cp311 PyYAML in a 3.12 venv imports only its pure-Python fallback, so the tags are checked here.
+    name-version(-build)-PYTAG-ABITAG-PLATTAG.whl; each tag may be a dotted set (py2.py3)."""
+    parts = name[: -len(".whl")].split("-") if name.endswith(".whl") else []
+    if len(parts) < 5:
+        return f"{name}: not a wheel file name"
+    pys, abis, plats = (set(parts[-3].split(".")), set(parts[-2].split(".")), set(parts[-1].split(".")))
+    minor = node.minor.replace(".", "")
+    cpython = node.cache_tag.startswith("cpython-")
+    abi3 = "abi3" in abis and any(p[:3] == "cp3" and p[3:].isdigit() and int(p[3:]) <= int(minor[1:]) for p in pys)
+    if "none" in abis:
+        ok = bool(pys & {"py3", f"py{minor}"} or (cpython and f"cp{minor}" in pys))
+    else:
+        ok = cpython and (abi3 or bool(abis & {f"cp{minor}", f"cp{minor}m"}))
+    if ok and ("any" in plats or any(p.endswith("_" + node.machine) for p in plats)):
+        return None
+    return f"built for {parts[-3]}-{parts[-2]}-{parts[-1]}, the node runs {node.describe()}"
+
+
+def venv_choice(payload, wheels: list, node: PyId) -> tuple[bool, str]:
+    """(unpack the prebuilt venv, the note for the node's row). Raises ValueError with the reason when neither the
+    prebuilt venv nor every wheel fits the node's Python: a venv that "works" on pure-Python fallbacks is refused."""
+    fits, note = _venv_choice(payload, wheels, node)
+    if node.shut:
+        note += (
+            f"; warning: other users cannot run {node.base_executable} ({node.shut} is closed to them), so jobs "
+            "cannot run the node venv's python: set install.python to a system Python such as /usr/bin/python3"
+        )
+    return fits, note
+
+
+def _venv_choice(payload, wheels: list, node: PyId) -> tuple[bool, str]:
+    if payload is not None and misfit(payload.python, node) is None:
+        return True, f"prebuilt venv unpacked: it fits the node's {node.describe()}"
+    bad = [(w.name, why) for w in wheels if (why := wheel_misfit(w.name, node))]
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise ValueError(
+            f"refused: the node's {node.describe()} cannot use {bad[0][0]}: {bad[0][1]}{more}. Set install.python "
+            f"to a Python {here().minor} on the node, or give install.wheelhouse wheels for Python {node.minor}"
+        )
+    if payload is None:
+        return False, f"venv built on the node from the wheels ({node.describe()})"
+    return False, f"venv built on the node from the wheels: {misfit(payload.python, node)}"
 
 
 def pyvenv_cfg(node: PyId) -> bytes:

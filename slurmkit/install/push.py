@@ -23,12 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from . import pin
 from .bundle import Artifact, Wheelhouse, artifacts
 from .layout import COMPLETE, PREV, Layout
 from .payload import IMPORT_CHECK as PAYLOAD_CHECK
-from .payload import PROBE, Payload, PyId, misfit, parse_probe, pyvenv_cfg
+from .payload import PROBE, Payload, PyId, parse_probe, pyvenv_cfg, venv_choice
 from .plan import Change, NodePlan, RemoteFile, RollbackPlan, parse_sha256sum, parse_stamp, plan_node, plan_rollback
 from .ssh import HostKeyRefused, NodeError, Transport
+from .verify import verify, verify_reason  # noqa: F401 - verify_reason: re-exported for callers of push
 
 if TYPE_CHECKING:
     from ..settings import InstallSettings
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
 @dataclass
 class NodeResult:
     node: str
-    status: str  # unchanged | changed | would-change | rolled-back | failed | refused
+    status: str  # unchanged | changed | would-change | rolled-back | removed | held | failed | refused
     changes: list[Change] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
@@ -47,7 +49,7 @@ class NodeResult:
 
     @property
     def ok(self) -> bool:
-        return self.status not in ("failed", "refused") and (self.verify is None or self.verify["ok"])
+        return self.status not in ("failed", "refused", "held") and (self.verify is None or self.verify["ok"])
 
     def to_dict(self) -> dict:
         return {
@@ -335,43 +337,6 @@ def rollback(t: Transport, lay: Layout, rb: RollbackPlan, remote: dict[str, Remo
         swap(t, lay.stamp, token)
 
 
-def verify(t: Transport, lay: Layout, timeout: float) -> dict:
-    """Run the node's own `slurmkit check --json --node NODE` (the installed venv, the installed config)."""
-    argv = ["env", f"SLURMKIT_CONFIG={lay.config}", lay.slurmkit, "check", "--json", "--node", lay.node]
-    r = t.run(argv, timeout=timeout)
-    report = None
-    try:
-        import json
-
-        report = json.loads(r.stdout) if r.stdout.strip() else None
-    except ValueError:
-        pass
-    err = r.stderr.strip().splitlines()
-    return {
-        "ok": r.returncode == 0,
-        "argv": argv[2:],
-        "returncode": r.returncode,
-        "report": report,
-        "error": err[-1] if err and r.returncode != 0 else None,
-        "why": verify_reason(r.returncode, report, err),
-    }
-
-
-def verify_reason(returncode: int, report, stderr_lines: list[str]) -> str | None:
-    """What an admin needs from a failed verify, in one line: the failing checks and their reasons, else the
-    last line the command printed on stderr, else its exit code."""
-    if returncode == 0:
-        return None
-    bad = []
-    if isinstance(report, dict):
-        bad = [r for r in report.get("results") or [] if isinstance(r, dict) and r.get("status") == "fail"]
-    if bad:
-        return "; ".join(f"{r.get('check')}: {r.get('reason') or 'fail'}" for r in bad)
-    if stderr_lines:
-        return stderr_lines[-1]
-    return f"slurmkit check exited {returncode}"
-
-
 # -- the whole job for one node ---------------------------------------------------------------------------------
 
 
@@ -390,6 +355,9 @@ class Job:
     dry_run: bool = False
     do_verify: bool = False
     do_rollback: bool = False
+    uninstall: object | None = None  # uninstall.Options: take everything off the node instead
+    configs: dict[str, bytes] | None = None  # node -> its own config (site overrides); None: site_config for all
+    forward: bool = False  # install over a rollback's mark (pin.py): the admin moves the node forward on purpose
 
 
 def run_node(node: str, job: Job) -> NodeResult:
@@ -401,7 +369,11 @@ def run_node(node: str, job: Job) -> NodeResult:
     try:
         t = job.connect(node)
         lay = layout(job.install, node)
-        if job.do_rollback:
+        if job.uninstall is not None:
+            from .uninstall import uninstall_node
+
+            uninstall_node(t, lay, job, res)
+        elif job.do_rollback:
             _rollback_node(t, lay, job, res)
         else:
             _install_node(t, lay, job, res)
@@ -411,6 +383,8 @@ def run_node(node: str, job: Job) -> NodeResult:
                 res.error = f"verify (exit {res.verify['returncode']}): {res.verify['why']}"
     except HostKeyRefused as e:
         res.status, res.error = "refused", str(e)
+    except pin.Held as e:
+        res.status, res.error = "held", str(e)
     except NodeError as e:
         res.status, res.error = "failed", str(e)
     except Exception as e:  # noqa: BLE001 - one broken node never stops the others; the report says what happened
@@ -429,7 +403,8 @@ def _plan(t: Transport, lay: Layout, job: Job, pl: Payload | None) -> tuple[list
     wh = job.wheelhouse
     assert wh is not None  # an install (not a rollback) always has its bundle
     bundle_id = wh.bundle_id
-    arts = artifacts(lay, wh, job.prolog, job.epilog, job.site_config, job.health, payload=pl, bundle_id=bundle_id)
+    cfg = job.configs[lay.node] if job.configs is not None else job.site_config
+    arts = artifacts(lay, wh, job.prolog, job.epilog, cfg, job.health, payload=pl, bundle_id=bundle_id)
     venv = lay.venv_for(bundle_id)
     dirs = sorted({posixpath.dirname(a.path) for a in arts} | {posixpath.dirname(lay.venv)})
     remote = gather(
@@ -443,17 +418,22 @@ def _install_node(t: Transport, lay: Layout, job: Job, res: NodeResult) -> None:
     assert wh is not None  # an install (not a rollback) always has its bundle
     arts, remote, plan = _plan(t, lay, job, job.payload)
     node_py = None
-    if job.payload is not None and plan.changed:
-        # the node's Python decides: the prebuilt venv where it fits, else the wheels and a build on the node
+    if plan.build_venv or (job.payload is not None and plan.changed):
+        # the node's Python decides: the prebuilt venv where it fits, else the wheels where they fit, else refused
         node_py = probe_python(t, job.install.python, job.install.command_timeout)
-        why = misfit(job.payload.python, node_py)
-        if why:
-            res.note = f"venv built on the node from the wheels: {why}"
+        try:
+            fits, res.note = venv_choice(job.payload, wh.to_install, node_py)
+        except ValueError as e:
+            raise NodeError(str(e)) from None
+        if not fits:
+            arts, remote, plan = _plan(t, lay, job, None) if job.payload is not None else (arts, remote, plan)
             node_py = None
-            arts, remote, plan = _plan(t, lay, job, None)
     res.changes = plan.changes
     if plan.problems:
         raise NodeError("; ".join(plan.problems))
+    mark = pin.parse(read_file(t, pin.path(lay)))
+    if mark is not None and plan.changed and not job.forward:
+        raise pin.Held(pin.refusal(mark))
     if not plan.changed:
         res.status, res.version = "unchanged", wh.version
         return
@@ -461,6 +441,8 @@ def _install_node(t: Transport, lay: Layout, job: Job, res: NodeResult) -> None:
         res.status = "would-change"
         return
     apply(t, lay, plan, wh, remote, job.install, job.payload if node_py else None, node_py)
+    if mark is not None:
+        pin.clear(t, lay)
     res.status, res.version = "changed", wh.version
 
 
@@ -487,4 +469,6 @@ def _rollback_node(t: Transport, lay: Layout, job: Job, res: NodeResult) -> None
         res.status = "would-change"
         return
     rollback(t, lay, rb, remote)
+    if rb.swap_stamp:  # a real rollback (not the repair of a half install): it holds until --forward
+        pin.write(t, lay, pin.text(rb.target, current))
     res.status, res.version = "rolled-back", rb.target.get("slurmkit_version")

@@ -54,6 +54,11 @@ def prepare(settings, say: Callable[[str], None] = lambda m: None) -> Bundle:
 
     inst = settings.install
     psrc, esrc, hsrc = bundle.hook_sources(inst)
+    if inst.site_config_src and "{node}" in inst.site_config_src:
+        raise UsageError(
+            "install.site_config_src: {node} is not expanded (one site config for all nodes); give the nodes that "
+            "differ their settings with `overrides:` in it (docs/config.md), and install writes each node its own"
+        )
     cfg = inst.site_config_src or settings.source
     if not cfg:
         raise UsageError("no site config to push: give --config FILE (or set install.site_config_src)")
@@ -86,6 +91,7 @@ class Report:
     retry: dict
     slurm_conf: dict | None
     by_status: dict[str, int] = field(default_factory=dict)
+    uninstall: bool = False
 
     @property
     def failed(self) -> list:
@@ -101,6 +107,7 @@ class Report:
             "ok": self.ok,
             "dry_run": self.dry_run,
             "rollback": self.rollback,
+            "uninstall": self.uninstall,
             "bundle": {
                 "id": wh.bundle_id,  # type: ignore[attr-defined]
                 "slurmkit_version": wh.version,  # type: ignore[attr-defined]
@@ -141,16 +148,49 @@ def install(
     parallel: int | None = None,
     progress: bool | None = None,
     config_arg: str | None = None,
+    uninstall: bool = False,
+    remove_logs: bool = False,
+    force: bool = False,
+    forward: bool = False,
     say: Callable[[str], None] = lambda m: None,
     warn: Callable[[str], None] = lambda m: None,
 ) -> Report:
-    """Install (or roll back) `nodes`, `parallel` at a time; every failure is a node's result, never an exception."""
+    """Install (or roll back, or uninstall) `nodes`, `parallel` at a time; every failure is a node's result, never
+    an exception. An uninstall is refused (SlurmkitError) while slurm.conf still names the hooks, unless `force`."""
     from . import fanout, ssh
     from .layout import layout
     from .push import Job, run_node
 
     inst = settings.install
-    b = Bundle() if rollback else prepare(settings, say)
+    uopts, conf = None, None
+    if uninstall:
+        from . import uninstall as un
+
+        conf = slurm_conf_removal(settings, nodes[0])
+        if not dry_run and not force:
+            if conf["error"]:
+                raise SlurmkitError(
+                    f"{conf['error']}: cannot tell whether slurm.conf still names the hooks (a node without them "
+                    "would fail every job's prolog); check it, then rerun with --force"
+                )
+            if conf["still_configured"]:
+                raise SlurmkitError(
+                    "slurm.conf still names slurmkit's hooks ("
+                    + ", ".join(conf["still_configured"])
+                    + "): without them every job's prolog fails. Take these lines out (on the controller and every "
+                    "node), `scontrol reconfigure`, then uninstall"
+                )
+        per_node = "{node}" in inst.root
+        uopts = un.Options(
+            paths_for=functools.partial(node_paths, settings, nodes),
+            wrappers=wrappers(settings),
+            remove_logs=remove_logs,
+            per_node_root=per_node,
+        )
+    b = Bundle() if rollback or uninstall else prepare(settings, say)
+    node_configs = None
+    if not (rollback or uninstall):
+        node_configs = per_node_configs(settings, b.site_config, nodes)
     connect = functools.partial(ssh.connect, install=inst, accept_new=accept_new_host_keys, say=warn)
     job = Job(
         inst,
@@ -164,25 +204,124 @@ def install(
         do_rollback=rollback,
         health=b.health,
         payload=b.payload,  # type: ignore[arg-type]
+        uninstall=uopts,
+        configs=node_configs,
+        forward=forward,
     )
     width = parallel or inst.parallel
     waves = -(-len(nodes) // width)
     if len(nodes) > width:
         say(f"{len(nodes)} nodes, {width} at a time: {waves} waves")
     t0 = time.monotonic()
-    results = fanout.fan_out(
-        nodes, lambda n: run_node(n, job), width, progress=progress, label="rollback" if rollback else "install"
-    )
-    conf = None if rollback else slurm_conf_advice(settings, layout(inst, nodes[0]))
+    label = "uninstall" if uninstall else "rollback" if rollback else "install"
+    results = fanout.fan_out(nodes, lambda n: run_node(n, job), width, progress=progress, label=label)
+    if not (rollback or uninstall):
+        conf = slurm_conf_advice(settings, layout(inst, nodes[0]))
     counts: dict[str, int] = {}
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1
     failed = [r.node for r in results if not r.ok]
-    retry = retry_command(failed, config_arg, rollback=rollback, dry_run=dry_run, verify=verify)
-    return Report(results, b, dry_run, rollback, time.monotonic() - t0, width, waves, retry, conf, counts)
+    retry = retry_command(
+        failed,
+        config_arg,
+        rollback=rollback,
+        dry_run=dry_run,
+        verify=verify,
+        uninstall=uninstall,
+        force=force,
+        forward=forward,
+    )
+    return Report(results, b, dry_run, rollback, time.monotonic() - t0, width, waves, retry, conf, counts, uninstall)
 
 
-def retry_command(failed: list[str], config_arg: str | None, *, rollback: bool, dry_run: bool, verify: bool) -> dict:
+def per_node_configs(settings, site_bytes: bytes, nodes: list[str]) -> dict[str, bytes] | None:
+    """Each node's config when the site config has `overrides:` (None: every node gets the site config as is)."""
+    from . import nodeconfig
+
+    src = settings.install.site_config_src
+    if src:
+        from .. import config
+
+        site = config.load(str(Path(src).expanduser()))
+    else:
+        site = settings
+    if not site.overrides:
+        return None
+    return nodeconfig.configs(site, site_bytes, nodes, nodeconfig.features_for(site, nodes))
+
+
+def node_paths(settings, nodes: list[str], node: str) -> tuple[str, str]:
+    """(paths.state_dir, paths.health_log) as `node` has them (its overrides applied)."""
+    if not settings.overrides:
+        return settings.paths.state_dir, settings.paths.health_log
+    from ..settings.overrides import merge
+    from .nodeconfig import features_for
+
+    merged, _ = merge(settings, node, features_for(settings, [node])[node])
+    return merged.paths.state_dir, merged.paths.health_log
+
+
+def wrappers(settings) -> dict[str, str]:
+    """slurm.conf's hook paths (install.slurm_prolog/slurm_epilog) -> the wrapper `--hook-wrapper` prints for
+    each: what uninstall removes where the file is exactly that."""
+    from .layout import layout
+    from .slurmconf import wrapper_script
+
+    inst = settings.install
+    lay = layout(inst, "{node}")
+    out = {}
+    for which, path, hook in (
+        ("prolog", inst.slurm_prolog, lay.prolog),
+        ("epilog", inst.slurm_epilog, lay.epilog),
+        ("health", inst.slurm_health, lay.health),
+    ):
+        if path:
+            out[path] = wrapper_script(which, hook)
+    return out
+
+
+def slurm_conf_removal(settings, node: str) -> dict:
+    """The slurm.conf lines that name what uninstall removes (Prolog=, Epilog=, HealthCheckProgram= of ours), and
+    which of them the running cluster still has (`scontrol show config`)."""
+    from . import slurmconf
+    from .layout import layout
+
+    inst = settings.install
+    lay = layout(inst, "{node}" if "{node}" in inst.root else node)
+    ours = {
+        "Prolog": inst.slurm_prolog or lay.prolog,
+        "Epilog": inst.slurm_epilog or lay.epilog,
+        "HealthCheckProgram": inst.slurm_health or lay.health,
+    }
+    out: dict = {
+        "remove": [f"{k}={v}" for k, v in ours.items()],
+        "also": "HealthCheckInterval=/HealthCheckNodeState= go with HealthCheckProgram=; PrologFlags=Alloc, "
+        "PrologEpilogTimeout= and nohold_on_prolog_fail may stay",
+        "still_configured": [],
+        "error": None,
+    }
+    try:
+        have = slurmconf.cluster_config(settings)
+    except (CommandError, SlurmkitError) as e:
+        out["error"] = f"cannot read the cluster's config (scontrol show config): {e}"
+        return out
+    for k, v in ours.items():
+        if v in (slurmconf.scripts(have, k) if k in ("Prolog", "Epilog") else [have.get(k)]):
+            out["still_configured"].append(f"{k}={v}")
+    return out
+
+
+def retry_command(
+    failed: list[str],
+    config_arg: str | None,
+    *,
+    rollback: bool,
+    dry_run: bool,
+    verify: bool,
+    uninstall: bool = False,
+    force: bool = False,
+    forward: bool = False,
+) -> dict:
     """The failed nodes as one hostlist, and the command that runs the same install on them only (quoted to paste)."""
     from ..slurm import fold_hostlist
 
@@ -196,6 +335,9 @@ def retry_command(failed: list[str], config_arg: str | None, *, rollback: bool, 
         "--nodes",
         hl,
         *(["--rollback"] if rollback else []),
+        *(["--uninstall"] if uninstall else []),
+        *(["--force"] if force else []),
+        *(["--forward"] if forward else []),
         *(["--dry-run"] if dry_run else []),
         *(["--verify"] if verify else []),
     ]
@@ -209,13 +351,15 @@ def slurm_conf_advice(settings, lay) -> dict:
     inst = settings.install
     per_node = "{node}" in inst.root
     prolog, epilog = inst.slurm_prolog or lay.prolog, inst.slurm_epilog or lay.epilog
+    # one slurm.conf names one path: a per-node root needs the health wrapper too (install.slurm_health)
+    health = (inst.slurm_health or lay.health) if inst.health_check_interval else None
     lines = slurmconf.required_lines(
         prolog,
         epilog,
         inst.prolog_epilog_timeout,
-        # one slurm.conf names one path: no per-node health script
-        health=lay.health if inst.health_check_interval and not per_node else None,
+        health=health,
         health_interval=inst.health_check_interval,
+        health_state=inst.health_check_node_state,
     )
     out = {
         "lines": [ln.text for ln in lines],
@@ -223,7 +367,8 @@ def slurm_conf_advice(settings, lay) -> dict:
         "error": None,
         "node": lay.node,
         "per_node": per_node,
-        "wrapper_needed": per_node and not (inst.slurm_prolog and inst.slurm_epilog),
+        "wrapper_needed": per_node
+        and not (inst.slurm_prolog and inst.slurm_epilog and (inst.slurm_health or not health)),
         "configless": None,
         # the hook agent's unit, installed with the hooks; systemd starts it once told to
         "agent_unit": lay.agent_unit or None,

@@ -29,7 +29,13 @@ class Line:
 
 
 def required_lines(
-    prolog: str, epilog: str, timeout: int, *, health: str | None = None, health_interval: int = 300
+    prolog: str,
+    epilog: str,
+    timeout: int,
+    *,
+    health: str | None = None,
+    health_interval: int = 300,
+    health_state: str = "ANY,CYCLE",
 ) -> list[Line]:
     """The lines the installed hooks need; with `health`, slurmkit's health script as the HealthCheckProgram."""
     extra = (
@@ -38,6 +44,11 @@ def required_lines(
         else [
             Line("HealthCheckProgram", health, "check every node between jobs, draining one that broke while idle"),
             Line("HealthCheckInterval", str(health_interval), "how often (seconds) the health program runs"),
+            Line(
+                "HealthCheckNodeState",
+                health_state,
+                "which nodes it runs on (ANY: busy ones too); CYCLE spreads the runs over the interval",
+            ),
         ]
     )
     return [
@@ -67,7 +78,7 @@ def parse_show_config(text: str) -> dict[str, str]:
     return out
 
 
-def _scripts(conf: dict[str, str], key: str) -> list[str]:
+def scripts(conf: dict[str, str], key: str) -> list[str]:
     """Every script configured under `key` (Prolog, Epilog), in Slurm's order: 24.11+ prints several indexed
     (`Prolog[0] = ...`, `Prolog[1] = ...`), 22.05 one `Prolog = ...`."""
     index = {
@@ -89,13 +100,17 @@ def _has(ln: Line, have: str | None) -> bool:
         return ln.value.lower() in {i.split("=")[0].lower() for i in _items(have)}
     if ln.key == "PrologEpilogTimeout":
         return have not in NO_TIMEOUT
+    if ln.key == "HealthCheckInterval":  # scontrol prints `300 sec`
+        return (have or "").split(" ")[0] == ln.value
+    if ln.key == "HealthCheckNodeState":  # scontrol prints the flags in its own order: CYCLE,ANY
+        return {i.upper() for i in _items(have)} == {i.upper() for i in _items(ln.value)}
     return have == ln.value
 
 
 def _have(conf: dict[str, str], key: str) -> str | None:
     """What the cluster has for `key`; for Prolog/Epilog every configured script, comma-separated."""
     if key in ("Prolog", "Epilog"):
-        return ", ".join(_scripts(conf, key)) or None
+        return ", ".join(scripts(conf, key)) or None
     return conf.get(key)
 
 
@@ -105,7 +120,7 @@ def missing(lines: list[Line], conf: dict[str, str]) -> list[tuple[Line, str]]:
     out = []
     for ln in lines:
         have = _have(conf, ln.key)
-        ok = ln.value in _scripts(conf, ln.key) if ln.key in ("Prolog", "Epilog") else _has(ln, have)
+        ok = ln.value in scripts(conf, ln.key) if ln.key in ("Prolog", "Epilog") else _has(ln, have)
         if not ok:
             out.append((ln, have or "(not set)"))
     return out

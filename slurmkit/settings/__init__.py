@@ -45,6 +45,7 @@ from .ops import (
     ToolsSettings,
     TopologySettings,
 )
+from .overrides import Override
 
 if TYPE_CHECKING:
     from typing import Any
@@ -77,6 +78,8 @@ class Settings(Section):
     nccl: NcclSettings = field(default_factory=NcclSettings)
     dcgm: DcgmSettings = field(default_factory=DcgmSettings)
     efficiency: EfficiencySettings = field(default_factory=EfficiencySettings)
+    # per-node settings: entries selecting nodes by hostlist or Slurm feature (settings/overrides.py)
+    overrides: list[Override] = field(default_factory=list, metadata={"not_section": True})
     # where the settings came from, and the line of each key ("slurm.timeout" -> 3), for messages
     source: str | None = field(default=None, metadata={"internal": True})
     lines: dict[str, int] = field(default_factory=dict, metadata={"internal": True})
@@ -85,7 +88,7 @@ class Settings(Section):
 SECTIONS: dict[str, type] = {
     f.name: f.default_factory  # type: ignore[misc]
     for f in dataclasses.fields(Settings)
-    if not f.metadata.get("internal")
+    if not f.metadata.get("internal") and not f.metadata.get("not_section")
 }
 
 

@@ -166,6 +166,9 @@ class InstallSettings(Section):
     # the hook agent's systemd unit (slurmkit/hooks/agent.py: the prolog and epilog run in a child of it, at a
     # fraction of their CPU); "" installs none, and the hooks run in their own processes as before
     agent_unit: str = "/etc/systemd/system/slurmkit-agent.service"
+    # slurmkit's runtime directory on the node (the hooks' settings cache, the agent's socket): `--uninstall`
+    # removes it
+    run_dir: str = "/run/slurmkit"
     python: str = "python3"  # the node's Python that creates the venv
     # build the node venv once on this host and ship it as one tarball (unpacked on the node) to every node
     # whose Python matches this one (version, ABI, machine); the others get the wheels and build it themselves
@@ -176,6 +179,9 @@ class InstallSettings(Section):
     # HealthCheckInterval= the printed slurm.conf lines ask for, with HealthCheckProgram= the installed health
     # script (seconds; 0: no HealthCheckProgram advice)
     health_check_interval: int = num(300, 0, 86400)
+    # HealthCheckNodeState= the printed lines ask for: ANY (idle and busy nodes; the checks are non-disruptive),
+    # CYCLE (spread over the interval instead of every node at once); see docs/health-program.md
+    health_check_node_state: str = "ANY,CYCLE"
     site_config_src: str | None = None  # local config to push (default: the one slurmkit loaded)
     wheelhouse: str | None = None  # prebuilt wheels (slurmkit + node_packages); default: build
     # what the node venv gets beside slurmkit (at the versions installed on the admin host)
@@ -193,12 +199,13 @@ class InstallSettings(Section):
     # what slurm.conf's Prolog= names when it is not the installed hook: a site wrapper (needed when root contains {node})
     slurm_prolog: str | None = None
     slurm_epilog: str | None = None  # the same for Epilog=
+    slurm_health: str | None = None  # the same for HealthCheckProgram= (`--hook-wrapper health`)
     prolog_epilog_timeout: int = num(300, 1, 65535)  # the PrologEpilogTimeout= the printed slurm.conf lines ask
     verify_timeout: float = num(120.0, 0, DAY, lo_open=True)  # seconds for `slurmkit check --json` on a node
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("root", "hooks_dir", "config_path", "venv_dir", "wheel_dir", "stamp_path"):
+        for name in ("root", "hooks_dir", "config_path", "venv_dir", "wheel_dir", "stamp_path", "run_dir"):
             v = getattr(self, name)
             if "\n" in v or "\0" in v:
                 raise ValueError(f"{name}: a path cannot contain a newline")

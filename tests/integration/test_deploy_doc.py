@@ -19,7 +19,7 @@ sys.path.insert(0, str(REPO / "dev"))
 from sshfleet import Fleet  # noqa: E402
 
 NODES = ["n1", "n2", "n3", "n4"]
-STEPS = ["admin-venv", "dry-run", "wrappers", "install", "slurm-conf", "job", "audit"]
+STEPS = ["admin-venv", "override", "dry-run", "wrappers", "install", "slurm-conf", "job", "audit", "uninstall"]
 BASE_PORT = int(os.environ.get("SLURMKIT_TEST_SSH_PORT", "7474")) + 10   # beside test_install.py's fleet
 
 
@@ -46,7 +46,8 @@ def site_config(cluster, fleet: Fleet, wrappers: Path) -> str:
     doc["audit"].pop("recheck_command")
     doc["install"] = {**yaml.safe_load(fleet.install_config())["install"],
                       "slurm_prolog": str(wrappers / "slurmkit-prolog"),
-                      "slurm_epilog": str(wrappers / "slurmkit-epilog")}
+                      "slurm_epilog": str(wrappers / "slurmkit-epilog"),
+                      "slurm_health": str(wrappers / "slurmkit-health")}
     return yaml.safe_dump(doc, sort_keys=False)
 
 
@@ -82,6 +83,17 @@ def test_deploy_page_from_a_wheel_to_drain_and_resume(clean, tmp_path):
                                 "import slurmkit.install.bundle as b; print(b.source_tree(), b.__file__)"],
                                capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
         assert where.stdout.split()[0] == "None" and str(admin) in where.stdout   # not the checkout
+        # a fault replayed from the wheel alone (docs/fakegpu.md): its fake tools and a real capture, no checkout
+        fake = admin / "share" / "slurmkit" / "fakegpu"
+        trial = tmp_path / "trial.yaml"
+        trial.write_text(f"tools:\n  dmesg: [env, SLURMKIT_FAKEGPU_SCENARIO={fake}/scenarios/xid79, {fake}/bin/dmesg]\n")
+        r = subprocess.run(["slurmkit", "--config", str(trial), "check", "--only", "xid", "--node", "trial01"],
+                           capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+        assert r.returncode == 1 and "GPU 0000:5d:00 fell off the bus" in r.stdout, r.stdout + r.stderr
+
+        r = step("override")           # one node's own setting: shown with where it came from
+        row = next(ln for ln in r.stdout.splitlines() if ln.startswith("nvlink.error_threshold "))
+        assert row.split()[1] == "5000" and row.endswith("(overrides[0] nodes n1)"), r.stdout
 
         r = step("dry-run")
         assert [ln.split()[1] for ln in r.stdout.splitlines() if ln.split()[:1] and ln.split()[0] in NODES] == ["would-change"] * 4
@@ -95,10 +107,19 @@ def test_deploy_page_from_a_wheel_to_drain_and_resume(clean, tmp_path):
         # the installed prolog is the one the wheel carries, behind its install preamble
         prolog = (fleet.node_root("n3") / "etc/slurm/slurmkit/prolog").read_text()
         assert prolog.endswith((REPO / "prolog" / "prolog").read_text().split("\n", 1)[1])
+        # the override took effect on n1 only: each node's installed slurmkit reads its own merged config
+        for n, want in (("n1", "5000"), ("n2", "1000")):
+            root = fleet.node_root(n)
+            got = subprocess.run([str(root / "opt/slurmkit/venv/bin/slurmkit"), "--config",
+                                  str(root / "etc/slurmkit/config.yaml"), "config", "--node", n, "--features", ""],
+                                 capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+            row = next(ln for ln in got.stdout.splitlines() if ln.startswith("nvlink.error_threshold "))
+            assert row.split()[1] == want, (n, got.stdout, got.stderr)
 
         r = step("slurm-conf")
         conf = c.conf.read_text()
         assert f"Prolog={wrappers}/slurmkit-prolog\n" in conf and f"Epilog={wrappers}/slurmkit-epilog\n" in conf
+        assert f"HealthCheckProgram={wrappers}/slurmkit-health\n" in conf and "HealthCheckNodeState=ANY,CYCLE\n" in conf
         sched = [ln for ln in conf.splitlines() if ln.startswith("SchedulerParameters=")]
         assert sched == ["SchedulerParameters=sched_min_interval=0,batch_sched_delay=0,sched_interval=2,"
                          "nohold_on_prolog_fail"]                 # the cluster's own parameters kept
@@ -128,6 +149,13 @@ def test_deploy_page_from_a_wheel_to_drain_and_resume(clean, tmp_path):
         c.wait_node("n2", lambda r: not r.drained, timeout=30)
         assert rec.reason.startswith("slurmkit:xid79")
         c.run("scancel", str(job), check=False)
+
+        r = step("uninstall")
+        assert "would-change" in r.stdout and r.stdout.count(" removed ") == 4, r.stdout
+        for n in NODES:
+            assert not fleet.node_root(n).exists(), n       # nothing of slurmkit left on any node
+        assert list(wrappers.iterdir()) == []
+        assert c.conf.read_text() == conf_before
     finally:
         c.conf.write_text(conf_before)
         c.run("scontrol", "reconfigure", check=False)

@@ -240,10 +240,24 @@ def test_rollback_restores_the_previous_version(site):
         assert site.path(n, "/etc/slurmkit/config.yaml").read_bytes() == v1_cfg
         assert site.path(n, "/etc/slurmkit/installed.json").read_bytes() == v1[n]
         assert staged_leftovers(site.root(n)) == []
-    # and installing again brings v2 back
-    r, doc = site.install("--nodes", "n[1-3]", "--json")
-    assert {n["status"] for n in doc["nodes"]} == {"changed"}
+    # the rollback sticks: installing again (here: only the site config changed) is held on every node, dry run
+    # included, until the admin moves forward on purpose
+    site.write_config(extra="# v3: only the config changed\n")
+    for dry in ([], ["--dry-run"]):
+        r, doc = site.install("--nodes", "n[1-3]", "--json", *dry)
+        assert r.returncode == 1 and {n["status"] for n in doc["nodes"]} == {"held"}, doc["nodes"]
+        assert "rolled back to slurmkit" in doc["nodes"][0]["error"] and "--forward" in doc["nodes"][0]["error"]
+        assert "--forward" not in doc["summary"]["retry"]
+    assert "v1" in site.path("n3", "/etc/slurm/slurmkit/prolog").read_text()
+    assert site.path("n3", "/etc/slurmkit/config.yaml").read_bytes() == v1_cfg
+    r = site.install("--nodes", "n[1-3]")[0]
+    assert "held" in next(ln for ln in r.stdout.splitlines() if ln.startswith("n1 ")), r.stdout
+    r, doc = site.install("--nodes", "n[1-3]", "--forward", "--json")
+    assert r.returncode == 0 and {n["status"] for n in doc["nodes"]} == {"changed"}, doc["nodes"]
     assert "v2" in site.path("n3", "/etc/slurm/slurmkit/prolog").read_text()
+    assert not site.path("n3", "/etc/slurmkit/rolled-back.json").exists()
+    r, doc = site.install("--nodes", "n[1-3]", "--json")          # forward again: installs as before
+    assert r.returncode == 0 and {n["status"] for n in doc["nodes"]} == {"unchanged"}
 
 
 def test_a_new_bundle_gets_a_new_venv_and_rollback_switches_back(site, tmp_path):
@@ -390,8 +404,11 @@ def test_the_dev_clusters_slurmd_runs_the_installed_prolog(site, clean):
     # the cluster's real config (scontrol show config) runs the dev wrappers, not the installed hooks: warned;
     # the rest of the lines the hooks need are there
     missing = {m["line"].split("=")[0]: m["have"] for m in doc["slurm_conf"]["missing"]}
+    # and the health program's lines, which a per-node root no longer leaves out silently (issue 31)
     assert missing == {"Prolog": str(cluster.dir / "hooks" / "prolog"),
-                       "Epilog": str(cluster.dir / "hooks" / "epilog")}
+                       "Epilog": str(cluster.dir / "hooks" / "epilog"),
+                       "HealthCheckProgram": "(null)", "HealthCheckInterval": "0 sec", "HealthCheckNodeState": "ANY"}
+    assert doc["slurm_conf"]["wrapper_needed"]
     # --from-slurm: the partition's nodes (n1..n4, which the ssh config maps to the sshds)
     r, doc = site.install("--from-slurm", "gpu", "--dry-run", "--json")
     assert r.returncode == 0 and [n["node"] for n in doc["nodes"]] == NODES

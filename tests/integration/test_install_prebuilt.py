@@ -42,7 +42,8 @@ def test_a_node_whose_python_fits_gets_the_tarball_and_a_working_venv(built, tmp
     inst = config.loads(f"install:\n  root: {tmp_path}/nodes/{{node}}\n  python: {sys.executable}\n").install
     job = Job(inst, wh, b"#!/bin/sh\n", b"#!/bin/sh\n", b"slurm: {}\n", lambda n: LocalTransport(n), payload=pl)
     r = run_node("n1", job)
-    assert r.status == "changed" and r.note == "", r.error
+    assert r.status == "changed", r.error
+    assert r.note.startswith(f"prebuilt venv unpacked: it fits the node's {pl.python.describe()}"), r.note
     lay = layout(inst, "n1")
     assert Path(lay.payload).read_bytes() == pl.data and not list(Path(lay.wheel_dir).glob("*.whl"))
     assert json.loads(Path(lay.stamp).read_text())["venv_from"] == "prebuilt"
@@ -50,3 +51,22 @@ def test_a_node_whose_python_fits_gets_the_tarball_and_a_working_venv(built, tmp
     v = subprocess.run([f"{lay.venv}/bin/slurmkit", "--version"], capture_output=True, text=True, timeout=60)
     assert v.stdout.strip() == f"slurmkit, version {wh.version}", v.stderr
     assert run_node("n1", job).status == "unchanged"
+
+
+OTHER_PYTHON = Path("/root/.pyenv/versions/3.12.1/bin/python3.12")   # a real 3.12 beside this 3.11
+
+
+@pytest.mark.skipif(not OTHER_PYTHON.exists(), reason="needs a second Python minor version")
+@pytest.mark.parametrize("prebuilt", [True, False])
+def test_a_node_whose_python_cannot_use_the_wheels_is_refused_and_the_dry_run_says_so(built, tmp_path, prebuilt):
+    wh, pl = built
+    compiled = [w.name for w in wh.to_install if "-cp3" in w.name]
+    assert compiled, "the wheelhouse has a compiled wheel (PyYAML, MarkupSafe) for this test to mean anything"
+    inst = config.loads(f"install:\n  root: {tmp_path}/nodes/{{node}}\n  python: {OTHER_PYTHON}\n").install
+    for dry in (True, False):
+        job = Job(inst, wh, b"#!/bin/sh\n", b"#!/bin/sh\n", b"slurm: {}\n", lambda n: LocalTransport(n),
+                  payload=pl if prebuilt else None, dry_run=dry)
+        r = run_node("n1", job)
+        assert r.status == "failed" and r.error.startswith("refused: the node's Python 3.12.1 (cpython-312"), r.error
+        assert "cannot use " in r.error and "install.python" in r.error
+    assert not (tmp_path / "nodes" / "n1" / "opt").exists()        # nothing staged, nothing built

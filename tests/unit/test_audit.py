@@ -347,3 +347,11 @@ def test_cli_evidence_from_the_health_log(tmp_path):
     assert n["check"] == "xid" and n["evidence"][0]["evidence"]["line"].startswith("NVRM: Xid")
     r = sk("--from-file", "-", "--now", "2026-11-30T12:00:00", tmp_path=tmp_path, input=capture)
     assert "NVRM: Xid (PCI:0000:3b:00): 79" in r.stdout and "1h00m" in r.stdout
+
+
+def test_a_hung_tool_is_its_own_cause_not_fewer_gpus():
+    # the drain reason health/runner.py writes when nvidia-smi does not answer (its text, as that code forms it)
+    reason = "slurmkit:gpu_count nvidia-smi -q timed out after 10s (hung nvidia-smi: GPU gone?)"
+    c, tag = TABLE.classify(reason, PREFIX)
+    assert (c.id, tag) == ("tool-hung", "gpu_count") and "fewer" not in c.title
+    assert TABLE.classify("slurmkit:gpu_count 7 of 8 GPUs visible", PREFIX)[0].id == "gpu-count"

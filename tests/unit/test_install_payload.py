@@ -94,3 +94,42 @@ def test_a_node_whose_python_differs_gets_the_wheels_instead(fake_node, tmp_path
     assert json.loads(Path(lay.stamp).read_text())["venv_from"] == "wheels"
     again = run_node("n1", j)
     assert again.status == "unchanged" and again.changes == []
+
+
+def test_a_wheel_built_for_another_python_is_refused_not_installed_on_its_fallback():
+    from slurmkit.install.payload import venv_choice, wheel_misfit
+
+    py311 = PyId("cpython-311", "cpython-311-x86_64-linux-gnu", "x86_64", "3.11.7", "/usr/bin/python3.11")
+    py312 = PyId("cpython-312", "cpython-312-x86_64-linux-gnu", "x86_64", "3.12.3", "/usr/bin/python3.12")
+    arm = PyId("cpython-311", "cpython-311-aarch64-linux-gnu", "aarch64", "3.11.2", "/usr/bin/python3")
+    yaml311 = "PyYAML-6.0.1-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+    for ok in ("click-8.1.7-py3-none-any.whl", yaml311, "cryptography-42.0.5-cp39-abi3-manylinux_2_28_x86_64.whl"):
+        assert wheel_misfit(ok, py311) is None, ok
+    assert wheel_misfit(yaml311, py312) == ("built for cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64, "
+                                            "the node runs Python 3.12.3 (cpython-312-x86_64-linux-gnu, x86_64)")
+    assert wheel_misfit(yaml311, arm) is not None
+    wheels = [Path("click-8.1.7-py3-none-any.whl"), Path(yaml311),
+              Path("MarkupSafe-2.1.5-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl")]
+    with pytest.raises(ValueError) as e:
+        venv_choice(None, wheels, py312)
+    assert str(e.value).startswith("refused: the node's Python 3.12.3 (cpython-312-x86_64-linux-gnu, x86_64) "
+                                   f"cannot use {yaml311}") and "(and 1 more)" in str(e.value)
+    assert venv_choice(None, wheels, py311) == (False, "venv built on the node from the wheels "
+                                                       "(Python 3.11.7 (cpython-311-x86_64-linux-gnu, x86_64))")
+
+
+def test_a_node_python_other_users_cannot_run_is_warned_about(tmp_path):
+    from slurmkit.install.payload import venv_choice
+
+    private = tmp_path / "home"                          # synthetic: a pyenv Python under a 0700 home
+    (private / "bin").mkdir(parents=True)
+    exe = private / "bin" / "python3"
+    exe.symlink_to(sys.executable)
+    os.chmod(private, 0o700)
+    code = payload.PROBE.replace('getattr(sys, "_base_executable", "") or sys.executable', repr(str(private / "bin")))
+    r = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60)
+    assert parse_probe(r.stdout).shut == str(private)
+    node = dataclasses.replace(HERE, shut=str(private))
+    fits, note = venv_choice(None, [], node)
+    assert "warning: other users cannot run" in note and "/usr/bin/python3" in note
+    assert "warning" not in venv_choice(None, [], HERE)[1]

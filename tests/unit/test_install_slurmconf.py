@@ -81,18 +81,27 @@ def test_a_per_node_root_gets_a_wrapper_and_no_lines_until_slurm_conf_can_name_o
     assert r.returncode == 2 and "--hook-wrapper" in r.stderr and "install.slurm_prolog" in r.stderr
     # wrappers declared, but no scontrol: it says it cannot merge, rather than print lines that would drop the
     # site's own SchedulerParameters
-    r = slurmkit(tmp_path, per_node + "  slurm_prolog: /etc/slurm/w-prolog\n  slurm_epilog: /etc/slurm/w-epilog\n",
-                 "--slurm-conf")
-    assert r.returncode == 1 and "cannot read the cluster's config" in r.stderr and r.stdout == ""
+    two = per_node + "  slurm_prolog: /etc/slurm/w-prolog\n  slurm_epilog: /etc/slurm/w-epilog\n"
+    # the HealthCheckProgram needs one path for all nodes too: never silently left out
+    r = slurmkit(tmp_path, two, "--slurm-conf")
+    assert r.returncode == 2 and "--hook-wrapper prolog` (and epilog, health)" in r.stderr and "slurm_health" in r.stderr
+    r = slurmkit(tmp_path, per_node, "--hook-wrapper", "health")
+    assert r.returncode == 0
+    assert r.stdout.endswith(f"exec {tmp_path}/nodes/\"$SLURMD_NODENAME\"/etc/slurm/slurmkit/health \"$@\"\n")
+    for ok in (two + "  slurm_health: /etc/slurm/w-health\n", two + "  health_check_interval: 0\n"):
+        r = slurmkit(tmp_path, ok, "--slurm-conf")
+        assert r.returncode == 1 and "cannot read the cluster's config" in r.stderr and r.stdout == ""
 
 
 def test_the_health_program_is_advised_with_its_interval_and_merged_like_the_rest():
     lines = sc.required_lines("/etc/slurm/slurmkit/prolog", "/etc/slurm/slurmkit/epilog", 300,
                               health="/etc/slurm/slurmkit/health", health_interval=120)
-    assert [ln.text for ln in lines][-2:] == ["HealthCheckProgram=/etc/slurm/slurmkit/health",
-                                              "HealthCheckInterval=120"]
+    assert [ln.text for ln in lines][-3:] == ["HealthCheckProgram=/etc/slurm/slurmkit/health",
+                                              "HealthCheckInterval=120", "HealthCheckNodeState=ANY,CYCLE"]
     have = {"HealthCheckProgram": "/usr/sbin/nhc", "HealthCheckInterval": "300"}
     missing = dict((ln.key, h) for ln, h in sc.missing(lines, have))
     assert missing["HealthCheckProgram"] == "/usr/sbin/nhc"       # NHC in place: said, never silently replaced
-    assert "HealthCheckProgram" not in dict((ln.key, h) for ln, h in sc.missing(lines, {
-        "HealthCheckProgram": "/etc/slurm/slurmkit/health", "HealthCheckInterval": "120"}))
+    # as 22.05's `scontrol show config` prints them: `120 sec`, the flags in its own order
+    assert [ln.key for ln, _ in sc.missing(lines, {
+        "HealthCheckProgram": "/etc/slurm/slurmkit/health", "HealthCheckInterval": "120 sec",
+        "HealthCheckNodeState": "CYCLE,ANY"}) if ln.key.startswith("HealthCheck")] == []
