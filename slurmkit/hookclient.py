@@ -38,8 +38,8 @@ MAX_REQUEST = 64 * 1024  # a Slurm hook's environment is a few KiB; a larger one
 CHILD_LIMIT = 240
 CONNECT_TIMEOUT = 2.0
 # How long the client waits for the agent to take the hook (step 1): a third of the hook's timeout, at most
-# MAX_WAIT; DEFAULT_WAIT where slurm.conf names no timeout; SLURMKIT_AGENT_WAIT (seconds) overrides, still below
-# the timeout. A working agent answers in milliseconds: this only bounds a stopped or broken one.
+# MAX_WAIT; DEFAULT_WAIT where slurm.conf names no timeout; SLURMKIT_AGENT_WAIT (seconds) overrides (1 s or more,
+# below half the timeout). A working agent answers in milliseconds: this only bounds a stopped or broken one.
 MAX_WAIT = 30.0
 DEFAULT_WAIT = 20.0
 LATE = 0.5  # a child that reads a request this close to its answer-by time drops it: the client is leaving
@@ -115,7 +115,9 @@ def budgets(timeout: int | None, override: bytes | None = None) -> tuple[float, 
             w = float(override)
         except ValueError:
             w = -1.0
-        if 0 < w < limit / 2:  # an override still leaves the hook most of its time: never half of it or more
+        # at least 1 s (a child drops a request LATE s before its answer-by time), and it leaves the hook most of
+        # its time: never half of it or more
+        if 1 <= w < limit / 2:
             wait = w
     return wait, limit
 
@@ -183,7 +185,8 @@ def delegate(module: str) -> int | None:
         s.settimeout(min(CONNECT_TIMEOUT, wait))
         s.connect(path)
         step = "send"
-        s.sendall(msg)
+        if s.send(msg) != len(msg):  # one record, whole or not at all (SOCK_SEQPACKET)
+            raise ConnectionError("the request was cut short")
         step = "start"
         s.settimeout(max(0.001, (answer_by - time.monotonic_ns()) / 1e9))
         first = s.recv(64)

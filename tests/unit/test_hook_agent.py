@@ -459,7 +459,7 @@ def test_the_wait_is_a_third_of_the_hook_timeout_at_most():
     assert hookclient.budgets(600) == (hookclient.MAX_WAIT, 600.0)
     assert hookclient.budgets(None) == (hookclient.DEFAULT_WAIT, float(hookclient.CHILD_LIMIT))
     assert hookclient.budgets(60, b"5") == (5.0, 60.0)
-    for bad in (b"30", b"-1", b"x", b"0"):                  # never half the timeout or more, never nonsense
+    for bad in (b"30", b"-1", b"x", b"0", b"0.5"):          # never half the timeout or more, never nonsense
         assert hookclient.budgets(60, bad) == (20.0, 60.0)
     for t in range(1, 5000, 7):
         wait, limit = hookclient.budgets(t)
