@@ -1,6 +1,6 @@
-"""Issue 28.7 on the real dev cluster: the health log's directory read-only where n1's slurmd runs its hooks (a
-read-only bind mount in that slurmd's mount namespace: root ignores mode bits, and on 24.11/26.05 each daemon runs
-in a root fs namespace of its own). Healthy jobs still run and the node stays in service (the verdict stands),
+"""Issue 28.7 on the real dev cluster: the health log's directory read-only or full where n1's slurmd runs its
+hooks (a read-only bind mount, or a full 64 KiB tmpfs, in that slurmd's mount namespace: root ignores mode bits,
+and on 24.11/26.05 each daemon runs in a root fs namespace of its own). Healthy jobs still run and the node stays in service (the verdict stands),
 and every prolog and epilog says that its records are lost: in slurmd's log (slurmd logs nothing of a hook that
 exits 0) and in syslog (a datagram socket served here, named to the hooks by SLURMKIT_SYSLOG_SOCKET through a
 per-node hook wrapper; no syslog daemon runs on the test machines)."""
@@ -20,16 +20,25 @@ def _in_slurmd_ns(c, node: str, *argv: str) -> subprocess.CompletedProcess:
                           timeout=30)
 
 
-@pytest.fixture
-def read_only_log(clean):
+@pytest.fixture(params=["read-only", "full"])
+def read_only_log(request, clean):
+    """The health log's directory, where n1's slurmd runs its hooks: a read-only bind of itself, or a 64 KiB
+    tmpfs filled to the last block (the node's files made first: their appends hit ENOSPC)."""
     c = clean
     d = str(c.dir / "slurmkit" / "health")
     Path(d).mkdir(parents=True, exist_ok=True)
-    r = _in_slurmd_ns(c, "n1", "mount", "--bind", d, d)
+    if request.param == "read-only":
+        r = _in_slurmd_ns(c, "n1", "mount", "--bind", d, d)
+    else:
+        r = _in_slurmd_ns(c, "n1", "mount", "-t", "tmpfs", "-o", "size=64k,nr_inodes=64", "tmpfs", d)
     if r.returncode != 0:
-        pytest.skip(f"cannot bind-mount in slurmd's namespace here: {r.stderr}")
+        pytest.skip(f"cannot mount in slurmd's namespace here: {r.stderr}")
     try:
-        r = _in_slurmd_ns(c, "n1", "mount", "-o", "remount,ro,bind", d)
+        if request.param == "read-only":
+            r = _in_slurmd_ns(c, "n1", "mount", "-o", "remount,ro,bind", d)
+        else:
+            r = _in_slurmd_ns(c, "n1", "sh", "-c", f"touch {d}/n1.jsonl {d}/.n1.lock;"
+                              f" dd if=/dev/zero of={d}/filler bs=4096 2>/dev/null; test -s {d}/filler")
         assert r.returncode == 0, r.stderr
         yield c
     finally:
@@ -70,7 +79,7 @@ def _syslog(srv) -> list[str]:
 
 
 @pytest.mark.compat("prolog drain")
-def test_a_read_only_health_log_is_said_every_time_and_jobs_still_run(syslog_wrappers):
+def test_a_health_log_that_cannot_be_written_is_said_every_time_and_jobs_still_run(syslog_wrappers):
     c, srv = syslog_wrappers
     log = c.dir / "log" / "slurmd-n1.log"
     start = log.stat().st_size
