@@ -17,8 +17,9 @@ never runs twice:
      answer-by time (the agent was stopped and woke up) drops it without running anything.
   2. the client answers "go", with its stdin/stdout/stderr (it is still there: the child runs the hook only then,
      so the client and the child never both run it; and a listener that never answers never holds the hook's
-     output, which slurmd reads to its end) and waits for "rc N" while the hook runs, up to the hook's own time; the child ends itself
-     (SIGALRM) just before that, and a child that is stopped is killed by the client, which then runs the hook.
+     output, which slurmd reads to its end) and waits for "rc N" while the hook runs, up to the hook's own time;
+     the child ends itself (SIGALRM) just before that, and a child that is stopped is killed by the client,
+     which then runs the hook.
 
 Only builtin modules (`_socket`, `posix`, `sys`, `time`) are imported here, and it lives outside slurmkit/hooks/
 so that importing it runs no package __init__ but slurmkit's own (which imports nothing): this runs first, on
@@ -131,7 +132,7 @@ def request(module: str, environ, umask: int, cwd: bytes, answer_by: int = 0, ru
 
 
 def parse_start(data: bytes) -> int | None:
-    """b"start PID" -> PID; anything else (b"fallback", b"late", b"": no child will run it) -> None."""
+    """b"start PID" -> PID; anything else (b"fallback", b"": no child will run it) -> None."""
     if data.startswith(b"start ") and data[6:].isdigit() and len(data) <= 16:
         pid = int(data[6:])
         return pid if pid > 1 else None
@@ -215,9 +216,11 @@ def delegate(module: str) -> int | None:
                 f"the hook agent at {path.decode(errors='replace')} did not take the hook within {wait:g} s"
                 f"{conf_note}: {type(e).__name__}"
             )
-        else:
-            fallback_reason = f"the hook agent's child (pid {pid}) did not finish the hook in time: {type(e).__name__}"
+        elif isinstance(e, TimeoutError):
+            fallback_reason = f"the hook agent's child (pid {pid}) did not finish the hook in time"
             _kill(pid)  # stopped or hung: it must not finish the hook after this process has run it
+        else:
+            fallback_reason = f"the hook agent's child (pid {pid}) broke off: {type(e).__name__}"
         return None
     finally:
         s.close()
@@ -231,11 +234,20 @@ def _timeout_name(conf: dict[bytes, bytes], module: str) -> str:
 
 
 def _kill(pid: int | None) -> None:
-    if pid:
+    """SIGKILL the agent's child that took this hook, if that pid is still a slurmkit hook here (the agent may run
+    in another pid namespace; its own alarm, just before this client gave up, ends it there when it runs again)."""
+    if not pid:
+        return
+    try:
+        fd = posix.open(b"/proc/%d/cmdline" % pid, posix.O_RDONLY | posix.O_CLOEXEC)
         try:
+            title = posix.read(fd, 4096)
+        finally:
+            posix.close(fd)
+        if b"slurmkit.hooks." in title:
             posix.kill(pid, 9)
-        except OSError:
-            pass
+    except OSError:
+        pass
 
 
 def _say(module: str, environ, conf: dict[bytes, bytes]) -> None:

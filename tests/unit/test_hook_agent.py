@@ -470,3 +470,41 @@ def test_parse_start_reads_only_a_pid():
     assert hookclient.parse_start(b"start 1234") == 1234
     for bad in (b"start 1", b"start 0", b"start -3", b"start ", b"fallback", b"late", b"", b"start 12345678901234"):
         assert hookclient.parse_start(bad) is None
+
+
+def test_a_child_that_took_the_hook_and_stopped_is_killed_and_the_hook_runs_here(tmp_path):
+    """Step 2 of the exchange: the child said "start", got its "go" and the hook's descriptors, then stopped (here a
+    sleeping stand-in process titled as a hook, served by a fake agent). The client gives up just before the
+    hook's timeout (PrologEpilogTimeout=6: 5 s), kills that child so it never finishes the hook late, and runs the
+    hook itself."""
+    _config(tmp_path)
+    sock = tmp_path / "fake" / "agent.sock"
+    srv = _silent_listener(sock)
+    stopped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "slurmkit.hooks.prolog"])
+    held = []
+
+    def serve():
+        conn, _ = srv.accept()
+        conn.recv(hookclient.MAX_REQUEST)
+        conn.send(b"start %d" % stopped.pid)
+        _, anc, _, _ = conn.recvmsg(16, socket.CMSG_SPACE(12))
+        for _, _, blob in anc:
+            for i in range(0, len(blob) - len(blob) % 4, 4):
+                os.close(int.from_bytes(blob[i:i + 4], sys.byteorder))
+        held.append(conn)  # never answers
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        t0 = time.monotonic()
+        r = _hook("prolog", dict(_env(tmp_path, 94, sock=sock), SLURM_CONF=str(_slurm_conf(tmp_path, 6))))
+        took = time.monotonic() - t0
+        assert r.returncode == 0 and 5 <= took < 10, (took, r.stderr)
+        assert f"the hook agent's child (pid {stopped.pid}) did not finish the hook in time" in r.stderr, r.stderr
+        assert stopped.wait(timeout=10) == -signal.SIGKILL
+        assert {v[0] for v in _verdicts(tmp_path, 94)} == {"prolog"}
+    finally:
+        stopped.kill()
+        for c in held:
+            c.close()
+        srv.close()
