@@ -197,7 +197,7 @@ def health_lines(a, hooks: Path) -> str:
     the RebootProgram that "reboots" one node (dev/reboot-node: restarts that node's slurmd with a new fake boot).
     ResumeTimeout bounds a reboot: a node not back in time is set DOWN by Slurm."""
     n = getattr(a, "health_interval", 0)
-    lines = f"RebootProgram={REPO}/dev/reboot-node\nResumeTimeout=60\n"
+    lines = f"RebootProgram={REPO}/dev/reboot-node\nResumeTimeout={getattr(a, 'resume_timeout', 60)}\n"
     if not n:
         return lines
     return lines + f"HealthCheckProgram={hooks}/health\nHealthCheckInterval={n}\nHealthCheckNodeState=ANY\n"
@@ -620,6 +620,8 @@ def main(argv=None) -> None:
                         " seconds get verdicts; 10 is the shipped default (benchmarks)")
     u.add_argument("--health-interval", type=int, default=0, metavar="SECONDS",
                    help="run slurmkit's health program as Slurm's HealthCheckProgram this often (0: not at all)")
+    u.add_argument("--resume-timeout", type=int, default=60, metavar="SECONDS",
+                   help="slurm.conf's ResumeTimeout: a rebooting node not back in this time is set DOWN by Slurm")
     u.add_argument("--remediate", type=int, default=0, metavar="N",
                    help="health.remediate on in the site config, flap limit N reboots (0: off, the default)")
     u.add_argument("--topology-conf", metavar="FILE",

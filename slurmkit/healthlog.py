@@ -222,13 +222,20 @@ def append(
 def write(settings: Settings, records: list[dict] | dict) -> None:
     """Append records to the configured health log and feed the site's pipelines (syslog/journald, the
     Prometheus textfile) when the config turns them on. A sink that fails never loses the log record: the log is
-    written first."""
+    written first; a log that cannot be written (read-only, full) still feeds the pipelines, then raises its
+    OSError for the caller to say loudly (logsinks.alert)."""
     if isinstance(records, dict):
         records = [records]
     if not records:
         return
     h = settings.health
-    append(settings.paths.health_log, records, max_bytes=h.log_max_bytes or DEFAULT_MAX_BYTES, keep=h.log_generations)
+    lost: OSError | None = None
+    try:
+        append(
+            settings.paths.health_log, records, max_bytes=h.log_max_bytes or DEFAULT_MAX_BYTES, keep=h.log_generations
+        )
+    except OSError as e:  # the pipelines still get the records; the caller hears of the loss (and says it)
+        lost = e
     if h.syslog:
         from . import logsinks
 
@@ -238,6 +245,8 @@ def write(settings: Settings, records: list[dict] | dict) -> None:
         from . import logsinks
 
         logsinks.to_textfile(textfile_dir, records, state_dir=settings.paths.state_dir)
+    if lost is not None:
+        raise lost
 
 
 # -- reading --------------------------------------------------------------------------------------------------------

@@ -8,23 +8,45 @@ this interpreter's imports (most of a hook's CPU). It is an optimisation only: n
 connection, an agent that answers "run it yourself", or no answer in time, and the caller runs the hook itself.
 The verdict never depends on whether the agent runs.
 
-Only builtin modules (`_socket`, `posix`, `sys`) are imported here, and it lives outside slurmkit/hooks/ so that
-importing it runs no package __init__ but slurmkit's own (which imports nothing): this runs first, on every job,
-and when the agent answers, nothing else is imported at all.
+The exchange has two steps, so that a silent agent never holds a hook past Slurm's PrologEpilogTimeout and a hook
+never runs twice:
+  1. the client sends its request and waits at most `wait` seconds (a third of the hook's timeout in slurm.conf,
+     at most MAX_WAIT) for the child's "start <pid>"; a stopped agent, or anything that accepts on the socket and
+     never answers, gets no further: the client closes the connection and runs the hook itself, and says so
+     (stderr, slurmd's log file, syslog: slurmkit/logsinks.py `alert`). A child that reads the request after its
+     answer-by time (the agent was stopped and woke up) drops it without running anything.
+  2. the client answers "go", with its stdin/stdout/stderr (it is still there: the child runs the hook only then,
+     so the client and the child never both run it; and a listener that never answers never holds the hook's
+     output, which slurmd reads to its end) and waits for "rc N" while the hook runs, up to the hook's own time;
+     the child ends itself (SIGALRM) just before that, and a child that is stopped is killed by the client,
+     which then runs the hook.
+
+Only builtin modules (`_socket`, `posix`, `sys`, `time`) are imported here, and it lives outside slurmkit/hooks/
+so that importing it runs no package __init__ but slurmkit's own (which imports nothing): this runs first, on
+every job, and when the agent answers, nothing else is imported at all.
 """
 
 import posix
 import sys
+import time
 
 DEFAULT_SOCKET = "/run/slurmkit/agent.sock"
-MAGIC = b"slurmkit-hook/1"
+MAGIC = b"slurmkit-hook/2"
 MAX_REQUEST = 64 * 1024  # a Slurm hook's environment is a few KiB; a larger one runs in process
-# The agent's child ends itself (SIGALRM) after CHILD_LIMIT seconds; the client waits a little longer for its
-# answer, then runs the hook itself. A hook's own work is bounded far below this (health.budget_seconds, each
+# Where slurm.conf names no hook timeout (unset: Slurm waits for the hook without end), the agent's child ends
+# itself after CHILD_LIMIT seconds. A hook's own work is bounded far below this (health.budget_seconds, each
 # tool's command_timeout, sync.budget), so the limit only catches an agent that broke.
 CHILD_LIMIT = 240
-REPLY_TIMEOUT = CHILD_LIMIT + 10
 CONNECT_TIMEOUT = 2.0
+# How long the client waits for the agent to take the hook (step 1): a third of the hook's timeout, at most
+# MAX_WAIT; DEFAULT_WAIT where slurm.conf names no timeout; SLURMKIT_AGENT_WAIT (seconds) overrides (1 s or more,
+# below half the timeout). A working agent answers in milliseconds: this only bounds a stopped or broken one.
+MAX_WAIT = 30.0
+DEFAULT_WAIT = 20.0
+LATE = 0.5  # a child that reads a request this close to its answer-by time drops it: the client is leaving
+SLURM_CONF = "/etc/slurm/slurm.conf"
+CONF_LIMIT = 1 << 20  # slurm.conf is read up to 1 MiB; keys past that count as unset
+_CONF_KEYS = (b"prologepilogtimeout", b"prologtimeout", b"epilogtimeout", b"slurmdlogfile")
 
 
 def socket_path(environ) -> bytes:
@@ -36,11 +58,85 @@ def socket_path(environ) -> bytes:
     return b"" if p.strip().lower() in (b"", b"none", b"off") else p
 
 
-def request(module: str, environ, umask: int, cwd: bytes) -> bytes:
-    """The one message a hook sends: MAGIC, the hook's module, its umask (octal), its working directory, then its
-    environment as KEY=VALUE, NUL-separated (bytes throughout: no decoding on this side)."""
+def parse_slurm_conf(data: bytes) -> dict[bytes, bytes]:
+    """The few slurm.conf keys a hook needs (lower-case key -> value, the last one wins), from lines of the form
+    `Key=Value` (comments and every other key ignored; `Include` files are not followed)."""
+    out: dict[bytes, bytes] = {}
+    for line in data.split(b"\n"):
+        line = line.split(b"#", 1)[0].strip()
+        key, sep, value = line.partition(b"=")
+        key = key.strip().lower()
+        if sep and key in _CONF_KEYS:
+            value = value.strip().split()[0] if value.strip() else b""
+            out[key] = value.strip(b"\"'")
+    return out
+
+
+def slurm_conf(environ) -> dict[bytes, bytes]:
+    """parse_slurm_conf of $SLURM_CONF (slurmd gives it to the prolog and epilog), else of /etc/slurm/slurm.conf;
+    {} when it cannot be read (a configless node): the defaults then apply."""
+    path = environ.get(b"SLURM_CONF") or SLURM_CONF.encode()
+    try:
+        fd = posix.open(path, posix.O_RDONLY | posix.O_CLOEXEC)
+    except OSError:
+        return {}
+    try:
+        chunks, size = [], 0
+        while size < CONF_LIMIT:
+            b = posix.read(fd, min(65536, CONF_LIMIT - size))
+            if not b:
+                break
+            chunks.append(b)
+            size += len(b)
+    except OSError:
+        return {}
+    finally:
+        posix.close(fd)
+    return parse_slurm_conf(b"".join(chunks))
+
+
+def hook_timeout(conf: dict[bytes, bytes], module: str) -> int | None:
+    """Seconds slurmd gives this hook (PrologTimeout/EpilogTimeout of 25.05+, else PrologEpilogTimeout), or None:
+    not set, unlimited, or unreadable."""
+    own = b"prologtimeout" if module.endswith("prolog") else b"epilogtimeout"
+    for key in (own, b"prologepilogtimeout"):
+        v = conf.get(key)
+        if v is not None:
+            return int(v) if v.isdigit() and 0 < int(v) < 65534 else None
+    return None
+
+
+def budgets(timeout: int | None, override: bytes | None = None) -> tuple[float, float]:
+    """(wait, limit): how long the client waits for the agent to take the hook, and how long the hook may run in
+    all, counted from the client's start (pure). `override`: SLURMKIT_AGENT_WAIT."""
+    limit = float(timeout) if timeout else float(CHILD_LIMIT)
+    wait = min(limit / 3, MAX_WAIT) if timeout else DEFAULT_WAIT
+    if override:
+        try:
+            w = float(override)
+        except ValueError:
+            w = -1.0
+        # at least 1 s (a child drops a request LATE s before its answer-by time), and it leaves the hook most of
+        # its time: never half of it or more
+        if 1 <= w < limit / 2:
+            wait = w
+    return wait, limit
+
+
+def request(module: str, environ, umask: int, cwd: bytes, answer_by: int = 0, run_until: int = 0) -> bytes:
+    """The one message a hook sends: MAGIC, the hook's module, its umask (octal), its working directory, the
+    monotonic times (ns) by which a child must answer and by which the hook must end, then its environment as
+    KEY=VALUE, NUL-separated (bytes throughout: no decoding on this side)."""
     env = b"\0".join(k + b"=" + v for k, v in environ.items())
-    return b"\0".join((MAGIC, module.encode(), b"%o" % umask, cwd, env))
+    return b"\0".join((MAGIC, module.encode(), b"%o" % umask, cwd, b"%d" % answer_by, b"%d" % run_until, env))
+
+
+def parse_start(data: bytes) -> int | None:
+    """b"start PID" -> PID; anything else (b"fallback", b"": no child will run it) -> None."""
+    if data.startswith(b"start ") and data[6:].isdigit() and len(data) <= 16:
+        pid = int(data[6:])
+        return pid if pid > 1 else None
+    return None
 
 
 def parse_reply(data: bytes) -> int | None:
@@ -52,8 +148,15 @@ def parse_reply(data: bytes) -> int | None:
     return None
 
 
+# why the last delegate() of this process ran nothing through the agent (None: it did, or no agent is installed)
+fallback_reason: str | None = None
+
+
 def delegate(module: str) -> int | None:
-    """Ask the agent to run `module`'s hook for this process: its exit code, or None (run it here)."""
+    """Ask the agent to run `module`'s hook for this process: its exit code, or None (run it here). A fallback
+    from an agent that is there (its socket exists) but did not run the hook is said loudly."""
+    global fallback_reason
+    fallback_reason = None
     environ = posix.environ
     path = socket_path(environ)
     if not path:
@@ -62,24 +165,96 @@ def delegate(module: str) -> int | None:
         import _socket
     except ImportError:
         return None
+    t0 = time.monotonic_ns()
+    conf = slurm_conf(environ)
+    timeout = hook_timeout(conf, module)
+    wait, limit = budgets(timeout, environ.get(b"SLURMKIT_AGENT_WAIT"))
+    answer_by, run_until = t0 + int(wait * 1e9), t0 + int((limit - 2) * 1e9)
     umask = posix.umask(0o022)
     posix.umask(umask)
     try:
         cwd = posix.getcwdb()
     except OSError:
         cwd = b"/"
-    msg = request(module, environ, umask, cwd)
+    msg = request(module, environ, umask, cwd, answer_by, run_until)
     if len(msg) > MAX_REQUEST:
         return None
     s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+    pid = None
+    step = "connect"
     try:
-        s.settimeout(CONNECT_TIMEOUT)
+        s.settimeout(min(CONNECT_TIMEOUT, wait))
         s.connect(path)
+        step = "send"
+        if s.send(msg) != len(msg):  # one record, whole or not at all (SOCK_SEQPACKET)
+            raise ConnectionError("the request was cut short")
+        step = "start"
+        s.settimeout(max(0.001, (answer_by - time.monotonic_ns()) / 1e9))
+        first = s.recv(64)
+        pid = parse_start(first)
+        if pid is None:
+            why = f"answered {first[:20]!r}" if first else "hung up without an answer"
+            fallback_reason = f"the hook agent at {path.decode(errors='replace')} {why}"
+            return None
+        # the hook's stdin/stdout/stderr go with the "go" only: a listener that never answers must not hold them
         fds = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in (0, 1, 2))
-        s.sendmsg([msg], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
-        s.settimeout(REPLY_TIMEOUT)
-        return parse_reply(s.recv(64))
-    except OSError:  # no agent (the usual case where none is installed), or it broke: run in process
+        s.sendmsg([b"go"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
+        step = "rc"
+        s.settimeout(max(0.001, (t0 + int((limit - 1) * 1e9) - time.monotonic_ns()) / 1e9))
+        rc = parse_reply(s.recv(64))
+        if rc is None:
+            fallback_reason = f"the hook agent's child (pid {pid}) ended without an exit code"
+        return rc
+    except OSError as e:
+        if step == "connect" and isinstance(e, (FileNotFoundError, ConnectionRefusedError)):
+            if isinstance(e, ConnectionRefusedError):  # a socket file nobody listens on: a crashed agent
+                fallback_reason = f"the hook agent at {path.decode(errors='replace')} refused the connection"
+            return None  # no agent (the usual case where none is installed): run in process
+        if step in ("connect", "send", "start"):
+            conf_note = f" ({_timeout_name(conf, module)}={timeout} in slurm.conf)" if timeout else ""
+            fallback_reason = (
+                f"the hook agent at {path.decode(errors='replace')} did not take the hook within {wait:g} s"
+                f"{conf_note}: {type(e).__name__}"
+            )
+        elif isinstance(e, TimeoutError):
+            fallback_reason = f"the hook agent's child (pid {pid}) did not finish the hook in time"
+            _kill(pid)  # stopped or hung: it must not finish the hook after this process has run it
+        else:
+            fallback_reason = f"the hook agent's child (pid {pid}) broke off: {type(e).__name__}"
         return None
     finally:
         s.close()
+        if fallback_reason is not None:
+            _say(module, environ, conf)
+
+
+def _timeout_name(conf: dict[bytes, bytes], module: str) -> str:
+    own = "PrologTimeout" if module.endswith("prolog") else "EpilogTimeout"
+    return own if own.lower().encode() in conf else "PrologEpilogTimeout"
+
+
+def _kill(pid: int | None) -> None:
+    """SIGKILL the agent's child that took this hook, if that pid is still a slurmkit hook here (the agent may run
+    in another pid namespace; its own alarm, just before this client gave up, ends it there when it runs again)."""
+    if not pid:
+        return
+    try:
+        fd = posix.open(b"/proc/%d/cmdline" % pid, posix.O_RDONLY | posix.O_CLOEXEC)
+        try:
+            title = posix.read(fd, 4096)
+        finally:
+            posix.close(fd)
+        if b"slurmkit.hooks." in title:
+            posix.kill(pid, 9)
+    except OSError:
+        pass
+
+
+def _say(module: str, environ, conf: dict[bytes, bytes]) -> None:
+    """The fallback, said loudly (the hook then imports slurmkit anyway: it runs here)."""
+    try:
+        from .logsinks import alert
+
+        alert(f"{module.rsplit('.', 1)[1]}: {fallback_reason}; running the hook in this process", conf=conf)
+    except Exception:  # noqa: BLE001 - saying it must never stop the hook
+        pass

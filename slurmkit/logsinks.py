@@ -6,6 +6,9 @@ journald fields (the convention NHC follows: one field per fact, so `journalctl 
     SLURMKIT_STATUS, SLURMKIT_REASON, SLURMKIT_ACTION
 Without journald's socket, the same facts go to syslog (facility daemon) as one `key=value` line.
 
+`alert(message)`: what an admin must hear of every time, whatever the config (a hook agent that did not answer,
+a health log that cannot be written): on stderr, in slurmd's own log file and in syslog.
+
 The textfile (`<textfile_dir>/slurmkit-<node>.prom`, written to a temporary file and renamed into place) is a stable
 interface, documented in docs/metrics.md:
     slurmkit_check_status{check}                  0 ok, 1 warn, 2 fail, -1 skip: the check's latest verdict
@@ -23,9 +26,12 @@ import json
 import os
 import socket
 import struct
+import sys
+import time
 from datetime import datetime, timezone
 
 JOURNAL_SOCKET = "/run/systemd/journal/socket"
+SYSLOG_SOCKET = "/dev/log"  # SLURMKIT_SYSLOG_SOCKET names another (a test's, a container's)
 _PRIORITY = {"fail": 3, "warn": 4, "ok": 6, "skip": 5}  # err, warning, info, notice
 STATUS_VALUE = {"ok": 0, "warn": 1, "fail": 2, "skip": -1}
 
@@ -89,6 +95,80 @@ def to_syslog(records: list[dict]) -> None:
     syslog.openlog("slurmkit", syslog.LOG_PID, syslog.LOG_DAEMON)
     for rec in records:
         syslog.syslog(_PRIORITY.get(str(rec.get("status")), 6), syslog_line(rec))
+
+
+# -- alerts: the things that must not pass silently -------------------------------------------------------------------
+def syslog_datagram(text: str, *, severity: int = 3, pid: int | None = None, now: float | None = None) -> bytes:
+    """One syslog message as glibc's syslog() writes it to /dev/log: `<PRI>Mmm dd hh:mm:ss slurmkit[pid]: text`,
+    facility daemon (pure, bounded to 4 KiB)."""
+    stamp = time.strftime("%b %d %H:%M:%S", time.localtime(now))
+    msg = f"<{24 + severity}>{stamp} slurmkit[{os.getpid() if pid is None else pid}]: {text}"
+    return msg.encode("utf-8", "replace")[:4096]
+
+
+def send_syslog(text: str, *, severity: int = 3, path: str | None = None) -> bool:
+    """Send one line to the node's syslog socket; False when there is none (or it does not take it in 1 s)."""
+    path = path or os.environ.get("SLURMKIT_SYSLOG_SOCKET") or SYSLOG_SOCKET
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        s.settimeout(1.0)
+        s.sendto(syslog_datagram(text, severity=severity), path)
+    except OSError:
+        return False
+    finally:
+        s.close()
+    return True
+
+
+def slurmd_log_file(conf: dict[bytes, bytes], node: str | None) -> str | None:
+    """slurm.conf's SlurmdLogFile with %n (the node) and %h (this host) filled in (pure); None without one (slurmd
+    then logs to syslog, which alert() writes to anyway)."""
+    raw = conf.get(b"slurmdlogfile")
+    if not raw:
+        return None
+    path = os.fsdecode(raw)
+    host = os.uname().nodename.split(".")[0]
+    return path.replace("%n", node or host).replace("%h", host)
+
+
+def append_slurmd_log(path: str, text: str) -> bool:
+    """Append one line to slurmd's log file, in slurmd's own form (`[time] error: ...`): slurmd logs nothing of a
+    hook that exits 0, so this is where an admin reading slurmd's log sees it. Only an existing file is written."""
+    t = time.time()
+    line = f"[{time.strftime('%Y-%m-%dT%H:%M:%S', time.localtime(t))}.{int(t * 1000) % 1000:03d}] error: {text}\n"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        os.write(fd, line.encode("utf-8", "replace")[:8192])
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def alert(message: str, *, conf: dict[bytes, bytes] | None = None) -> str:
+    """Say `message` loudly, every time: a line on stderr (slurmd logs a failing hook's output), the same line in
+    slurmd's log file and in syslog (priority err). Never raises; returns the line."""
+    text = " ".join(f"slurmkit {message}".split())
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+    try:
+        if conf is None:
+            from .hookclient import slurm_conf
+
+            conf = slurm_conf(os.environb)
+        path = slurmd_log_file(conf, os.environ.get("SLURMD_NODENAME"))
+        if path:
+            append_slurmd_log(path, text)
+        send_syslog(text)
+    except Exception:  # noqa: BLE001 - an alert that cannot be said must not break the hook saying it
+        pass
+    return text
 
 
 # -- Prometheus textfile ----------------------------------------------------------------------------------------------

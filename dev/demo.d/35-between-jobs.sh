@@ -6,7 +6,7 @@ $py dev/cluster.py scenario n2 xid79
 env -i SLURMD_NODENAME=n2 SLURM_CONF="$SLURM_CONF" "$SLURMKIT_DEV_DIR/hooks/health" || true
 sinfo -R -o '%20N %9u %E'
 
-step "Remediation (health.remediate, opt-in): the next run reboots n2 (scontrol reboot ASAP nextstate=RESUME)"
+step "Remediation (health.remediate, opt-in): the next run reboots n2 (scontrol reboot: it comes back drained)"
 conf=$SLURMKIT_DEV_DIR/slurmkit.yaml
 cp "$conf" "$conf.demo-saved"
 sed 's/^health:$/health:\n  remediate: true/' "$conf.demo-saved" > "$conf.tmp" && mv "$conf.tmp" "$conf"
@@ -16,8 +16,8 @@ env -i SLURMD_NODENAME=n2 SLURM_CONF="$SLURM_CONF" "$SLURMKIT_DEV_DIR/hooks/heal
 sinfo -h -N -n n2 -o '%N %T'
 $py dev/cluster.py scenario n2 healthy-h100x8      # what the reboot fixed
 rm -f "$hold"
-for _ in $(seq 60); do scontrol -o show node n2 | grep -q 'State=IDLE ' && break; sleep 0.5; done
-step "n2 is back on a new boot; the first health run of that boot rechecks every check (it passes)"
+for _ in $(seq 60); do scontrol -o show node n2 | grep -q 'State=IDLE' && break; sleep 0.5; done
+step "n2 is back on a new boot, still drained; the first health run of that boot rechecks every check (it passes) and resumes it"
 env -i SLURMD_NODENAME=n2 SLURM_CONF="$SLURM_CONF" "$SLURMKIT_DEV_DIR/hooks/health" && echo "n2 healthy"
 $py - "$SLURMKIT_DEV_DIR/slurmkit/health/n2.jsonl" <<'PY'
 import json, sys

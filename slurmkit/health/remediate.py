@@ -1,19 +1,23 @@
 """Remediation (opt-in, `health.remediate`): a health run reboots an idle node that slurmkit drained for a cause a
-reboot fixes, and gives up on a node that keeps failing.
+reboot fixes, keeps it out of service until its recheck passes, and gives up on a node that keeps failing.
 
 - Only a slurmkit drain (the reason carries the prefix; never an admin's), only a node with no job, only when the
   cause's action (the Xid catalog's or the kernel-log signature's: "xid79" -> RESTART_BM) is in
-  `health.remediate_actions`: `scontrol reboot ASAP nextstate=RESUME reason="slurmkit:<tag> remediation ..."`.
-- After the reboot (a new boot id) the health run rechecks the whole profile: Slurm's nextstate=RESUME returns
-  the node, and a check that fails drains it again with the fresh reason.
+  `health.remediate_actions`: `scontrol reboot reason="slurmkit:<tag> remediation ..."`, without ASAP and without
+  nextstate, so the node comes back still drained with slurmkit's reason (measured on 22.05 and 24.11; Slurm
+  clears the drain after an ASAP or nextstate reboot, and a node back as idle would take jobs before its recheck).
+- After the reboot (a new boot id) the health run first holds the node (a reboot that timed out comes back DOWN
+  without the drain, and ReturnToService=2 would return it idle: `held` drains it again), then rechecks the whole
+  profile. Once the recheck has passed and slurmd has registered, slurmkit resumes the node (`resumed`); a
+  recheck that fails leaves it drained, and the next run reboots it again.
 - The flap limit: after `health.remediate_flap_limit` reboots of one node within the window, no more reboots:
   the node stays drained as `slurmkit:flapping <cause> xN in 24h` for a human.
 
-Every step is a health-log record (check "remediate", action = the step: reboot-asked,
-reboot-failed: ..., flap-drain-failed: ..., rebooted, recheck-passed, recheck-failed, flapping; `slurmkit
-health --dry-run` prints the decision and logs nothing), and the count of reboots
-comes from those records: the policy is a pure function over the node's own log (`decide`, `after_reboot`).
-Light imports: the health hook runs it.
+Every step is a health-log record (check "remediate", action = the step: reboot-asked, reboot-failed: ...,
+held, hold-failed: ..., rebooted, recheck-passed, recheck-failed, resumed, resume-failed: ..., flapping,
+flap-drain-failed: ...; `slurmkit health --dry-run` prints the decision and logs nothing), and the count of
+reboots comes from those records: the policy is a pure function over the node's own log (`decide`,
+`after_reboot`). Light imports: the health hook runs it.
 """
 
 from __future__ import annotations
@@ -25,10 +29,16 @@ from datetime import datetime, timezone
 
 CHECK = "remediate"
 ASKED = "reboot-asked"
+HELD = "held"
+PASSED = "recheck-passed"
 FLAPPING_TAG = "flapping"
 _XID_TAG = re.compile(r"^s?xid(\d+)$")
 _BUSY = {"ALLOCATED", "MIXED", "COMPLETING"}
 _REBOOTING = {"REBOOT_REQUESTED", "REBOOT_ISSUED"}
+# what Slurm appends to a reboot's reason, and what remediation put before the cause's own detail
+_SLURM_SUFFIX = re.compile(r"\s*:\s*reboot (issued|timed out)\b", re.IGNORECASE)
+_OWN_TEXT = re.compile(r"^(remediation reboot \d+/\d+:\s*)+")
+HOLD_NOTE = " (held until its recheck passes)"
 
 
 def cause_action(tag: str | None) -> str | None:
@@ -86,7 +96,7 @@ def after_reboot(records, boot_id: str | None) -> dict | None:
     recheck ran), or None. An unreadable boot id is no new boot."""
     if not boot_id:
         return None
-    last = next(iter(reversed(steps(records))), None)
+    last = next(iter(r for r in reversed(steps(records)) if r.get("action") != HELD), None)
     if last is None or last.get("action") != ASKED:
         return None
     before = (last.get("evidence") or {}).get("boot_id")
@@ -97,24 +107,34 @@ def after_reboot(records, boot_id: str | None) -> dict | None:
 class Decision:
     """What remediation does with a drained node now: nothing, a reboot, or flapping."""
 
-    step: str  # none | reboot | flapping
+    step: str  # none | reboot | flapping | resume
     why: str
     tag: str | None = None
     count: int = 0  # reboots within the window so far
 
 
-def decide(rec, records, *, prefix: str, actions, limit: int, window_seconds: float, now: float) -> Decision:
-    """What remediation does with a node (pure): `rec` its Slurm record now, `records` its health-log records."""
+def decide(
+    rec, records, *, prefix: str, actions, limit: int, window_seconds: float, now: float, healthy: bool = False
+) -> Decision:
+    """What remediation does with a node (pure): `rec` its Slurm record now, `records` its health-log records,
+    `healthy` whether this run's checks (the whole profile: the node is drained and idle) all passed."""
     if rec is None:
         return Decision("none", "the node's state is unknown")
     reason = (rec.reason or "").strip()
     if "DRAIN" not in rec.flags or not reason.startswith(prefix):
         return Decision("none", "not drained by slurmkit" if "DRAIN" in rec.flags else "not drained")
+    tag = reason[len(prefix) :].split(" ", 1)[0] or None
+    last = next(iter(r for r in reversed(steps(records)) if r.get("action") != HELD), None)
+    if last is not None and last.get("action") == PASSED and tag != FLAPPING_TAG:
+        if _REBOOTING & set(rec.flags) or rec.state == "DOWN" or "NOT_RESPONDING" in rec.flags:
+            return Decision("none", "the recheck after the reboot passed: resumed once slurmd has registered", tag)
+        if healthy:
+            return Decision("resume", "the recheck after slurmkit's reboot passed, and this run's checks too", tag)
+        # failing again after the recheck passed: a reboot (counted) as for any drain of a reboot cause
     if _REBOOTING & set(rec.flags):
         return Decision("none", "a reboot is under way")
     if rec.state in _BUSY or rec.cpus_alloc or rec.gpus_used or rec.state == "DOWN" or "NOT_RESPONDING" in rec.flags:
         return Decision("none", f"node is {rec.state_text}: no reboot while a job runs or slurmd is away")
-    tag = reason[len(prefix) :].split(" ", 1)[0] or None
     if tag == FLAPPING_TAG:
         return Decision("none", "flapping: left for a human", tag)
     action = cause_action(tag)
@@ -130,13 +150,35 @@ def flapping_reason(prefix: str, tag: str, count: int, window_hours: float) -> s
     return f"{prefix}{FLAPPING_TAG} {tag} x{count} in {window_hours:g}h"
 
 
+def cause_detail(reason: str, prefix: str, tag: str) -> str:
+    """The cause's own words in a slurmkit reason (pure): without the prefix and tag, an earlier remediation's
+    text, the hold note, or what Slurm appended to a reboot's reason (" : reboot issued", " : reboot timed out")."""
+    d = reason.strip()
+    if d.startswith(prefix + tag):
+        d = d[len(prefix) + len(tag) :]
+    d = _SLURM_SUFFIX.sub("", d).replace(HOLD_NOTE.strip(), "").strip()
+    return _OWN_TEXT.sub("", d).strip()
+
+
 def reboot_reason(prefix: str, tag: str, count: int, limit: int, detail: str) -> str:
     """`slurmkit:<tag> remediation reboot 1/3: <the drain's detail>`: still the cause's tag first, so the reason
     names the check that drained the node."""
     from ..drain import MAX_REASON
 
-    text = " ".join(f"{prefix}{tag} remediation reboot {count + 1}/{limit}: {detail}".split())
+    text = " ".join(f"{prefix}{tag} remediation reboot {count + 1}/{limit}: {cause_detail(detail, '', '')}".split())
     return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3] + "..."
+
+
+def hold_reason(prefix: str, asked: dict) -> str:
+    """The drain that keeps a rebooted node out of service until its recheck: the reboot's own reason, noted."""
+    from ..drain import MAX_REASON
+
+    cause = str((asked.get("evidence") or {}).get("cause") or "remediate")
+    base = str(asked.get("reason") or "").strip() or f"{prefix}{cause} remediation reboot"
+    if not base.startswith(prefix):
+        base = f"{prefix}{cause} {base}"
+    base = base[: MAX_REASON - len(HOLD_NOTE)]
+    return base + HOLD_NOTE
 
 
 # --- the shell: Slurm and the health log ----------------------------------------------------------------------
@@ -165,9 +207,15 @@ def _log(settings, node: str, step: str, status: str, reason: str, evidence: dic
     )
     try:
         healthlog.write(settings, [rec])
-    except OSError:
+    except OSError as e:
         if must:
             raise
+        from ..logsinks import alert
+
+        alert(
+            f"health: node {node}: cannot write the health log {settings.paths.health_log}: {e}; remediation step"
+            f" {step} is not recorded"
+        )
     return rec
 
 
@@ -198,7 +246,7 @@ def recheck_done(settings, node: str, asked: dict, report, boot_id: str, action:
     return out
 
 
-def decision(settings, rec, records) -> Decision:
+def decision(settings, rec, records, healthy: bool = False) -> Decision:
     """`decide` with the site's settings, now."""
     h = settings.health
     return decide(
@@ -209,12 +257,35 @@ def decision(settings, rec, records) -> Decision:
         limit=h.remediate_flap_limit,
         window_seconds=h.remediate_flap_window_hours * 3600,
         now=time.time(),
+        healthy=healthy,
     )
 
 
-def act(settings, node: str, *, backend, boot_id: str | None, records) -> dict | None:
-    """Look the node up now (a drain may have just been made) and reboot it, mark it flapping, or do nothing.
-    Returns the step's health-log record (None when nothing was done)."""
+def hold(settings, node: str, asked: dict, *, backend) -> dict | None:
+    """The first run of the boot after slurmkit's reboot, before its checks: the node stays out of service until
+    its recheck passes. A reboot that ran its course keeps slurmkit's drain; one that timed out comes back DOWN
+    without it (22.05, measured), and ReturnToService=2 would return it idle at registration: drain it again with
+    the reboot's reason. Someone else's drain, or ours in place, is left as it is. Returns the step's record."""
+    from ..errors import SlurmkitError
+
+    try:
+        rec = next((r for r in backend.nodes(node) if r.name == node), None)
+    except SlurmkitError:
+        rec = None  # unknown: drain anyway (a drain of a drained node only renews slurmkit's own reason)
+    if rec is not None and "DRAIN" in rec.flags:
+        return None
+    reason = hold_reason(settings.drain.prefix, asked)
+    ev = {"cause": (asked.get("evidence") or {}).get("cause"), "was": rec.reason if rec else None}
+    try:
+        backend.drain(node, reason)
+    except SlurmkitError as e:
+        return _log(settings, node, f"hold-failed: {e}", "fail", reason, ev)
+    return _log(settings, node, HELD, "warn", reason, ev)
+
+
+def act(settings, node: str, *, backend, boot_id: str | None, records, healthy: bool = False) -> dict | None:
+    """Look the node up now (a drain may have just been made) and reboot it, resume it after its recheck passed,
+    mark it flapping, or do nothing. Returns the step's health-log record (None when nothing was done)."""
     from ..errors import SlurmkitError
 
     h = settings.health
@@ -225,9 +296,16 @@ def act(settings, node: str, *, backend, boot_id: str | None, records) -> dict |
         rec = next((r for r in backend.nodes(node) if r.name == node), None)
     except SlurmkitError:
         return None  # the next run decides; nothing is done on a state that could not be read
-    d = decision(settings, rec, records)
+    d = decision(settings, rec, records, healthy)
     if d.step == "none" or rec is None or d.tag is None:  # decide() says "none" for an unknown node or cause
         return None
+    if d.step == "resume":
+        ev = {"cause": d.tag, "boot_id": boot_id, "was": rec.reason}
+        try:
+            backend.resume(node)
+        except SlurmkitError as e:
+            return _log(settings, node, f"resume-failed: {e}", "fail", rec.reason, ev)
+        return _log(settings, node, "resumed", "ok", f"back in service: {d.why}", ev)
     ev = {
         "cause": d.tag,
         "reboots_in_window": d.count,

@@ -11,10 +11,12 @@ imports nothing and sends one message; the checks run in a fork of this process,
 What a child does is what the hook would do in its own process: the same module's `main()` under the same
 `fail_safe`, with the hook's environment (SLURM_*, SLURMKIT_CONFIG, ...) as its whole environment and the hook's
 stdin/stdout/stderr (passed over the socket), so its output reaches slurmd as before; its exit code is the
-hook's. It stops itself after client.CHILD_LIMIT seconds; having answered, it may take the next hook of a burst
-(`child`). The agent never decides anything: it has no state a verdict could depend on (the settings, the
-kernel-log cursor, the pending drains are files the child reads, as the hook does), and the client runs the hook
-itself whenever the agent is absent, refuses, breaks or is late.
+hook's. It runs a hook only once its client has said "go" (hookclient's two steps: a request read after its
+answer-by time, from an agent that was stopped, is dropped, never run twice) and stops itself just before the
+hook's time (slurm.conf's hook timeout) is up; having answered, it may take the next hook of a burst (`child`).
+The agent never decides anything: it has no state a verdict could depend on (the settings, the kernel-log cursor,
+the pending drains are files the child reads, as the hook does), and the client runs the hook itself whenever
+the agent is absent, refuses, breaks or is late.
 
 The socket is root's only: its directory 0700, the socket 0600, and each connection's peer must be this
 process's user (SO_PEERCRED). The agent itself runs no check, holds no lock and starts no thread: a fork of it is
@@ -33,6 +35,7 @@ import stat
 import struct
 import sys
 import time
+from typing import NamedTuple
 
 from .. import hookclient as client
 
@@ -151,10 +154,19 @@ def listen(path: str, replace: bool = False) -> socket.socket:
     return s
 
 
-def parse_request(data: bytes) -> tuple[str, int, bytes, dict[str, str]] | None:
-    """(module, umask, cwd, environ) from a client's message (client.request), or None: not a hook request."""
+class Request(NamedTuple):
+    module: str
+    umask: int
+    cwd: bytes
+    env: dict[str, str]
+    answer_by: int  # monotonic ns: a child that has not said "start" by then must not run the hook
+    run_until: int  # monotonic ns: the hook's end (the child's alarm)
+
+
+def parse_request(data: bytes) -> Request | None:
+    """A client's message (client.request), or None: not a hook request."""
     parts = data.split(b"\0")
-    if len(parts) < 4 or parts[0] != client.MAGIC:
+    if len(parts) < 6 or parts[0] != client.MAGIC:
         return None
     module = parts[1].decode("ascii", "replace")
     if module not in HOOKS:
@@ -163,31 +175,51 @@ def parse_request(data: bytes) -> tuple[str, int, bytes, dict[str, str]] | None:
         umask = int(parts[2], 8)
     except ValueError:
         return None
-    if not 0 <= umask <= 0o777:
+    if not 0 <= umask <= 0o777 or not parts[4].isdigit() or not parts[5].isdigit():
         return None
     env: dict[str, str] = {}
-    for kv in parts[4:]:
+    for kv in parts[6:]:
         k, sep, v = kv.partition(b"=")
         if sep and k:
             env[os.fsdecode(k)] = os.fsdecode(v)
-    return module, umask, parts[3], env
+    return Request(module, umask, parts[3], env, int(parts[4]), int(parts[5]))
 
 
-def read_request(conn: socket.socket) -> tuple[tuple[str, int, bytes, dict[str, str]], list[int]] | None:
-    """The client's one message and the three descriptors that came with it, or None (and the descriptors
-    closed): not a hook request, cut short, or not exactly stdin/stdout/stderr attached."""
-    data, anc, flags, _ = conn.recvmsg(client.MAX_REQUEST + 1, socket.CMSG_SPACE(3 * 4))
+def _fds(anc) -> list[int]:
     fds: list[int] = []
     for level, kind, blob in anc:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             n = len(blob) // 4
             fds.extend(struct.unpack(f"{n}i", blob[: n * 4]))
-    req = parse_request(data) if not flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) and len(fds) == 3 else None
-    if req is None:
-        for fd in fds:
-            os.close(fd)
+    return fds
+
+
+def read_request(conn: socket.socket) -> Request | None:
+    """The client's request, or None: not a hook request, or cut short. Descriptors never come with it (any that
+    do are closed): they come with the client's "go", so that nothing which accepts on the socket and never
+    answers holds the hook's stdout (slurmd reads a hook's output to its end)."""
+    data, anc, flags, _ = conn.recvmsg(client.MAX_REQUEST + 1, socket.CMSG_SPACE(3 * 4))
+    for fd in _fds(anc):
+        os.close(fd)
+    return parse_request(data) if not flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) else None
+
+
+def _client_says_go(conn: socket.socket, answer_by: int) -> list[int] | None:
+    """Tell the client this child runs its hook ("start <pid>") and wait for its "go", which brings the hook's
+    stdin/stdout/stderr: only a client that is still waiting answers, and from then on it waits for this child's
+    exit code instead of running the hook itself. None (and nothing kept): no "go" with exactly three descriptors."""
+    try:
+        conn.send(b"start %d" % os.getpid())
+        conn.settimeout(max(0.1, (answer_by - time.monotonic_ns()) / 1e9 + 1))
+        data, anc, flags, _ = conn.recvmsg(16, socket.CMSG_SPACE(3 * 4))
+    except OSError:
         return None
-    return req, fds
+    fds = _fds(anc)
+    if data == b"go" and len(fds) == 3 and not flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+        return fds
+    for fd in fds:
+        os.close(fd)
+    return None
 
 
 def peer_uid(conn: socket.socket) -> int:
@@ -206,13 +238,22 @@ def run_one(conn: socket.socket, logfd: int) -> bool:
         if req is None:
             conn.send(b"fallback")
             return True
-        (module, umask, cwd, env), fds = req
+        module, umask, cwd, env, answer_by, run_until = req
+        late = (time.monotonic_ns() - answer_by) / 1e9 + client.LATE
+        fds = _client_says_go(conn, answer_by) if late <= 0 else None
+        if fds is None:
+            # the client has gone (or is going) to run the hook itself: running it here too would run it twice
+            what = f"{late:.1f} s past its answer-by time" if late > 0 else "no go from the client"
+            line = f"slurmkit agent: dropped the {module.rsplit('.', 1)[1]} of job {env.get('SLURM_JOB_ID', '-')}"
+            os.write(logfd, f"{line}: {what}; not run here, pid {os.getpid()}\n".encode())
+            return True
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
-        signal.alarm(client.CHILD_LIMIT)  # SIGALRM's default action ends this child; the client then runs the hook
+        # SIGALRM's default action ends this child just before the hook's time is up; the client then runs it
+        signal.alarm(max(1, int((run_until - time.monotonic_ns()) / 1e9)))
         os.umask(umask)
         try:
             os.chdir(cwd)
@@ -243,7 +284,6 @@ def run_one(conn: socket.socket, logfd: int) -> bool:
         os.close(null)
         signal.alarm(0)
         proc.set_title([sys.executable, "-m", "slurmkit.hooks.agent", "child", "(waiting for a hook)"])
-        conn.send(b"rc %d" % code)
         me, tools = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = me.ru_utime + me.ru_stime - me0.ru_utime - me0.ru_stime
         tcpu = tools.ru_utime + tools.ru_stime - tools0.ru_utime - tools0.ru_stime
@@ -251,7 +291,8 @@ def run_one(conn: socket.socket, logfd: int) -> bool:
             f"slurmkit agent: {profile} job {env.get('SLURM_JOB_ID', '-')} node {env.get('SLURMD_NODENAME', '-')}:"
             f" exit {code}, {time.monotonic() - t0:.3f} s, cpu {cpu:.3f} s (+{tcpu:.3f} s in tools), pid {os.getpid()}\n"
         )
-        os.write(logfd, line.encode())
+        os.write(logfd, line.encode())  # before the answer: whoever reads the agent's log after the hook finds it
+        conn.send(b"rc %d" % code)
     except BaseException:  # noqa: BLE001 - no answer: the client runs the hook itself; this child takes no other
         return False
     finally:

@@ -151,7 +151,14 @@ def run_hook(
     try:
         healthlog.write(settings, recs)
     except OSError as e:
-        print(f"slurmkit {profile}: cannot write the health log {settings.paths.health_log}: {e}", file=sys.stderr)
+        from ..logsinks import alert
+
+        verdict = "healthy" if report.healthy else f"unhealthy, {action}"
+        alert(
+            f"{profile}: node {node} job {jid if jid is not None else '-'}: cannot write the health log"
+            f" {settings.paths.health_log}: {e}; {len(recs)} record(s) of this run are lost (the verdict stands:"
+            f" {verdict})"
+        )
     if failed is not None:
         reason = (
             failed.evidence["pending_drain"]["reason"]

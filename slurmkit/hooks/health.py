@@ -105,8 +105,9 @@ def dry_run(settings, node: str, rec) -> int:
     d = remediate.decision(settings, rec, records)
     what = {
         "none": "nothing",
-        "reboot": "reboot it (scontrol reboot ASAP nextstate=RESUME)",
+        "reboot": "reboot it (scontrol reboot: it stays drained until its recheck passes)",
         "flapping": "leave it drained as flapping",
+        "resume": "resume it",
     }[d.step]
     off = "" if h.remediate else " (health.remediate is off: nothing would run)"
     print(f"{node}: remediation would do {what}: {d.why}{off}")
@@ -145,8 +146,15 @@ def main(environ=None, *, dry=False) -> int:
             return dry_run(settings, node, recs[0] if recs else None)
         mode, checks = plan(recs[0] if recs else None)
         rem = _remediation(settings, node) if recs else None
-        if rem and rem[2] is not None and mode.startswith("skip") and "REBOOT" in mode:
-            mode, checks = "rebooted", None  # slurmkit's own reboot: recheck everything on the new boot
+        if rem and rem[2] is not None:
+            # slurmkit's own reboot, first run of the new boot: out of service until the recheck passes
+            from ..health import remediate
+
+            held = remediate.hold(settings, node, rem[2], backend=backend)
+            if held is not None:
+                print(f"slurmkit health: {node}: {held['action']}: {held['reason']}", file=sys.stderr)
+            if mode.startswith("skip") and any(w in mode for w in ("REBOOT", "DOWN", "NOT_RESPONDING")):
+                mode, checks = "rebooted", None  # recheck everything on the new boot, before slurmd registers
         if mode.startswith("skip"):
             return 0
         env = {k: v for k, v in environ.items() if not k.startswith(("SLURM_JOB", "CUDA_VISIBLE"))}
@@ -167,11 +175,11 @@ def _remediate(settings, node: str, backend, rem, report, action: str) -> None:
     records, boot, asked = rem
     if asked is not None and boot and records is not None:
         # slurmd runs this first run of the new boot before it registers (measured on 22.05: waiting here for
-        # the registration only delays it), so slurmctld still shows DOWN+REBOOT_ISSUED and a failure cannot
-        # drain yet: nextstate=RESUME returns the node, and the next run (one HealthCheckInterval) drains it
-        # again; its Xid marks were not moved (the drain was not made), so that run sees the same fault
+        # the registration only delays it), so slurmctld still shows the node DOWN: the node stays drained (the
+        # reboot's own drain, or the hold above), a passed recheck resumes it once slurmd has registered (act, on
+        # a later run), a failed one leaves it drained for the next reboot
         records = records + remediate.recheck_done(settings, node, asked, report, boot, action)
-    step = remediate.act(settings, node, backend=backend, boot_id=boot, records=records)
+    step = remediate.act(settings, node, backend=backend, boot_id=boot, records=records, healthy=report.healthy)
     if step is not None:
         print(f"slurmkit health: {node}: {step['action']}: {step['reason']}", file=sys.stderr)
 

@@ -131,7 +131,8 @@ class HealthSettings(Section):
     sweep_time_limit: str = "00:30:00"  # time limit of a sweep job
     sweep_nice: int = num(10000, 0, 2147483645)  # sbatch --nice of a sweep job: behind every user job
     # remediation (opt-in): a health run reboots an idle node slurmkit drained for a cause a reboot fixes
-    # (`scontrol reboot ASAP nextstate=RESUME`; needs RebootProgram and ResumeTimeout in slurm.conf)
+    # (`scontrol reboot`: the node stays drained until a recheck on the new boot passes, then slurmkit resumes it;
+    # needs RebootProgram and ResumeTimeout in slurm.conf)
     remediate: bool = False  # reboot idle nodes slurmkit drained for a cause in remediate_actions
     remediate_actions: list[str] = field(default_factory=lambda: ["RESET_GPU", "RESTART_BM"])  # causes' actions
     remediate_flap_limit: int = num(3, 1, 100)  # after this many reboots of a node in the window: a human's

@@ -170,11 +170,13 @@ class CliBackend:
         self._run(["scontrol", "update", f"NodeName={nodes}", "State=DRAIN", f"Reason={reason}"])
 
     def reboot(self, nodes: str, reason: str) -> None:
-        """`scontrol reboot ASAP nextstate=RESUME`: Slurm drains the node, reboots it once idle (RebootProgram) and
-        resumes it when slurmd registers after the boot."""
+        """`scontrol reboot reason=...` of a drained idle node (remediation's): Slurm reboots it (RebootProgram) and
+        it comes back still drained, with this reason, for slurmkit to resume once its recheck passes. Not ASAP
+        and no nextstate: with either, Slurm clears the drain at registration and the node takes jobs before its
+        recheck (issue 28.8, measured on 22.05 and 24.11)."""
         if not reason.strip():
             raise SlurmError("a reboot needs a reason")
-        self._run(["scontrol", "reboot", "ASAP", "nextstate=RESUME", f"reason={reason}", nodes])
+        self._run(["scontrol", "reboot", f"reason={reason}", nodes])
 
     def resume(self, nodes: str) -> None:
         self._run(["scontrol", "update", f"NodeName={nodes}", "State=RESUME"])

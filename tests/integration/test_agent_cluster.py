@@ -4,6 +4,9 @@ processes give: jobs complete on a healthy node, a faulty node is drained with s
 elsewhere, every verdict is in the health log. A crashed agent (SIGKILL, socket left behind) changes nothing but
 who runs the hook. The agent's log says which hooks it ran."""
 import json
+import os
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -105,3 +108,76 @@ def test_a_crashed_agent_leaves_the_hooks_running(agent):
         time.sleep(0.2)
     assert {r["context"] for r in recs} >= {"prolog", "epilog"}, recs
     assert not _served(c, "prolog", j) and not _served(c, "epilog", j)
+
+
+def _slurmd_log_lines(c, node: str, start: int, needle: str) -> list[str]:
+    with open(c.dir / "log" / f"slurmd-{node}.log", "rb") as f:
+        f.seek(start)
+        return [ln for ln in f.read().decode(errors="replace").splitlines() if needle in ln]
+
+
+@pytest.mark.compat("prolog drain")
+@pytest.mark.parametrize("fault", ["silent-listener", "stopped-agent"])
+def test_an_agent_that_does_not_answer_costs_a_third_of_the_prolog_timeout_not_the_node(agent, fault):
+    """Issue 28.3: something that accepts on the agent's socket and never answers, or the agent under SIGSTOP. A
+    healthy job's prolog waits a third of PrologEpilogTimeout (60 s: 20 s), runs in process and passes; the job
+    runs, both hooks' verdicts are in the health log, the node is never drained ("Prolog error"), and slurmd's
+    log says the hooks ran without the agent. A stopped agent, once woken, runs neither hook late."""
+    c = agent
+    sock = c.dir / "run" / "agent" / "agent.sock"
+    pid = json.loads((c.dir / "pids.json").read_text())["agent"]
+    listener = None
+    if fault == "silent-listener":
+        _agent(c, "stop")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        listener.bind(str(sock))
+        listener.listen(16)
+    else:
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(5)  # no warm child of an earlier hook is left to take the next one
+    slurmd_log = c.dir / "log" / "slurmd-n1.log"
+    start = slurmd_log.stat().st_size
+    mark = log_mark(c)
+    try:
+        t0 = time.monotonic()
+        j = c.sbatch("#!/bin/sh\ntrue\n", "--gres=gpu:1", "-o", "/dev/null", "-w", "n1")
+        # the script ran (RUNNING comes before the prolog ends: PrologFlags=Alloc), well inside the 60 s
+        c.wait_job(j, states=("COMPLETING", "COMPLETED"), timeout=45, interval=0.5)
+        assert time.monotonic() - t0 < 45, "the prolog took most of PrologEpilogTimeout"
+        c.wait_job(j, timeout=60)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            recs = [r for r in health_log(c, mark) if r.get("job_id") == j]
+            if {r["context"] for r in recs} >= {"prolog", "epilog"}:
+                break
+            time.sleep(0.5)
+        assert {r["context"] for r in recs} >= {"prolog", "epilog"}, recs
+        assert all(r["status"] != "fail" for r in recs), recs
+        n1 = c.node("n1")
+        assert not n1.drained and "Prolog error" not in (n1.reason or ""), n1
+        said = "did not take the hook within 20 s (PrologEpilogTimeout=60 in slurm.conf)"
+        lines = _slurmd_log_lines(c, "n1", start, said)
+        assert [ln for ln in lines if "slurmkit prolog:" in ln] and [ln for ln in lines if "slurmkit epilog:" in ln], \
+            _slurmd_log_lines(c, "n1", start, "")[-20:]
+    finally:
+        if listener is not None:
+            listener.close()
+            sock.unlink(missing_ok=True)
+        else:
+            os.kill(pid, signal.SIGCONT)
+    if fault == "stopped-agent":
+        for which in ("prolog", "epilog"):
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and not [
+                ln for ln in _agent_log(c) if f"dropped the {which} of job {j}:" in ln
+            ]:
+                time.sleep(0.3)
+            assert [ln for ln in _agent_log(c) if f"dropped the {which} of job {j}:" in ln], _agent_log(c)[-10:]
+        assert not _served(c, "prolog", j) and not _served(c, "epilog", j)
+
+
+def _agent_log(c) -> list[str]:
+    log = c.dir / "log" / "agent.log"
+    with open(log, "rb") as f:
+        f.seek(_OFFSET["log"])
+        return f.read().decode(errors="replace").splitlines()

@@ -21,6 +21,7 @@ VERSION = os.environ.get("SLURMKIT_DEV_SLURM", "22.05")
 PORT = int(os.environ.get("SLURMKIT_DEV_PORT", "6917")) + 13
 DIR = Path(os.environ.get("SLURMKIT_DEV_DIR", "/tmp/slurmkit-test") + "-health")
 FLAP_LIMIT = 3
+RESUME_TIMEOUT = 20  # slurm.conf's ResumeTimeout: a reboot held in POST longer than this times out
 
 from slurmkit import healthlog  # noqa: E402
 from slurmkit.slurm.cli_backend import CliBackend  # noqa: E402
@@ -76,7 +77,7 @@ def hc(tmp_path_factory):
     c = HealthCluster(DIR, PORT)
     c.dev("down")
     r = c.dev("up", "--slurm", VERSION, "--nodes", "2", "--port", str(PORT), "--health-interval", "3",
-              timeout=300)
+              "--resume-timeout", str(RESUME_TIMEOUT), timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     try:
         yield c
@@ -214,7 +215,48 @@ def test_remediation_reboots_a_drained_node_and_it_returns_once_its_scenario_is_
     # the IDLE node (measured): either way it is in service, not drained
     assert not rec.drained and (rec.reason == "" or rec.reason.startswith("slurmkit:xid79 remediation reboot"))
     assert (c.dir / "fakegpu" / "boot" / "n2").read_text() != boot        # a new boot, made by the RebootProgram
-    assert remediation_steps(c, "n2", n)[:3] == ["reboot-asked", "rebooted", "recheck-passed"]
+    assert remediation_steps(c, "n2", n)[:4] == ["reboot-asked", "rebooted", "recheck-passed", "resumed"]
+    assert not c.node("n1").drained
+
+
+def _in_service(rec) -> bool:
+    return rec.state not in ("DOWN", "UNKNOWN") and not rec.drained and not {"NOT_RESPONDING", "DRAIN"} & set(rec.flags)
+
+
+@pytest.mark.compat("health")
+def test_a_node_back_from_a_reboot_that_timed_out_stays_drained_until_its_recheck_passes(fresh):
+    """Issue 28.8: the reboot outlasts ResumeTimeout (the node held in POST), so Slurm gives up on it; when it comes
+    back (ReturnToService=2) it must not take jobs before slurmkit's recheck passes: it stays drained with a
+    slurmkit reason until then, and slurmkit resumes it."""
+    c = fresh
+    set_remediate(c, True)
+    hold = c.dir / "fakegpu" / "boot" / "n2.hold"
+    hold.touch()
+    n = len(c.records("n2", check="remediate"))
+    c.dev("scenario", "n2", "xid79")
+    c.wait(lambda: "reboot-asked" in remediation_steps(c, "n2", n), timeout=60, what="a reboot asked for n2")
+    c.dev("scenario", "n2", "healthy-h100x8")      # what the reboot fixed
+    c.wait(lambda: "timed out" in (c.node("n2").reason or ""), timeout=RESUME_TIMEOUT + 60,
+           what="Slurm giving up on n2's reboot")
+    hold.unlink()
+    seen = []
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        rec = c.node("n2")
+        steps = remediation_steps(c, "n2", n)
+        seen.append((round(time.monotonic(), 1), rec.state_text, rec.reason, steps[-1]))
+        if _in_service(rec):
+            assert "recheck-passed" in steps, f"n2 back in service before its recheck passed: {seen[-5:]}"
+        if "resumed" in steps and _in_service(rec):
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"n2 not resumed by slurmkit: {seen[-8:]}")
+    steps = remediation_steps(c, "n2", n)
+    assert steps.index("reboot-asked") < steps.index("rebooted") < steps.index("recheck-passed") \
+        < steps.index("resumed"), steps
+    held = [s for s in seen if s[1].startswith(("IDLE", "DOWN")) and "DRAIN" in s[1]]
+    assert held and all(s[2].startswith("slurmkit:xid79") for s in held), seen
     assert not c.node("n1").drained
 
 

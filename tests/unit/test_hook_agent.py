@@ -244,12 +244,12 @@ _val = st.binary(max_size=40).filter(lambda b: b"\0" not in b)
 
 @given(env=st.dictionaries(_key, _val, max_size=12), umask=st.integers(0, 0o777),
        cwd=st.binary(min_size=1, max_size=30).filter(lambda b: b"\0" not in b),
-       module=st.sampled_from(agent.HOOKS))
-def test_request_round_trip(env, umask, cwd, module):
-    got = agent.parse_request(hookclient.request(module, env, umask, cwd))
+       module=st.sampled_from(agent.HOOKS), times=st.tuples(st.integers(0, 2**63), st.integers(0, 2**63)))
+def test_request_round_trip(env, umask, cwd, module, times):
+    got = agent.parse_request(hookclient.request(module, env, umask, cwd, *times))
     assert got is not None
-    m, u, c, e = got
-    assert (m, u, c) == (module, umask, cwd)
+    m, u, c, e, by, until = got
+    assert (m, u, c, (by, until)) == (module, umask, cwd, times)
     assert {os.fsencode(k): os.fsencode(v) for k, v in e.items()} == env
 
 
@@ -355,3 +355,156 @@ def test_a_second_agent_is_refused_unless_it_takes_over(tmp_path, running_agent)
     finally:
         b.terminate()
         b.wait(timeout=30)
+
+
+# --- an agent that does not answer (issue 28.3): the hook ends well inside slurm.conf's hook timeout ----------------
+
+def _silent_listener(path: Path) -> socket.socket:
+    """Anything that accepts on the agent's socket and never answers (the backlog takes the connection)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    srv.bind(str(path))
+    srv.listen(8)
+    return srv
+
+
+def _slurm_conf(tmp_path: Path, timeout: int) -> Path:
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(f"# synthetic: only the keys the hook client reads\nSlurmdLogFile={tmp_path}/slurmd-%n.log\n"
+                    f"PrologEpilogTimeout={timeout}\n")
+    (tmp_path / "slurmd-n1.log").write_text("[2026-12-02T00:00:00.000] slurmd version 22.05.8 started\n")
+    return conf
+
+
+@pytest.fixture
+def syslog_sock(tmp_path):
+    path = tmp_path / "syslog.sock"
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    srv.bind(str(path))
+    srv.settimeout(0.2)
+    yield path, srv
+    srv.close()
+
+
+def _syslog_lines(srv) -> list[str]:
+    out = []
+    while True:
+        try:
+            out.append(srv.recv(65536).decode())
+        except (socket.timeout, BlockingIOError):
+            return out
+
+
+def test_a_listener_that_never_answers_holds_the_hook_a_third_of_its_timeout_at_most(tmp_path, syslog_sock):
+    """Something accepts on the agent's socket and says nothing: the prolog waits a third of PrologEpilogTimeout
+    (here 6 s: 2 s), runs itself with the same verdict, and says so on stderr, in slurmd's log and in syslog."""
+    _config(tmp_path)
+    sock = tmp_path / "silent" / "agent.sock"
+    srv = _silent_listener(sock)
+    path, sys_srv = syslog_sock
+    env = dict(_env(tmp_path, 91, "xid79", sock), SLURM_CONF=str(_slurm_conf(tmp_path, 6)),
+               SLURMKIT_SYSLOG_SOCKET=str(path))
+    try:
+        t0 = time.monotonic()
+        r = _hook("prolog", env)
+        took = time.monotonic() - t0
+    finally:
+        srv.close()
+    assert r.returncode == 1 and "slurmkit:xid79" in r.stderr, r.stderr
+    assert 2 <= took < 6, took
+    assert [v[2] for v in _verdicts(tmp_path, 91) if v[1] == "xid"] == ["fail"]
+    said = "did not take the hook within 2 s (PrologEpilogTimeout=6 in slurm.conf)"
+    assert said in r.stderr and "running the hook in this process" in r.stderr, r.stderr
+    assert said in (tmp_path / "slurmd-n1.log").read_text()
+    assert any(said in ln and ln.startswith("<27>") for ln in _syslog_lines(sys_srv))
+
+
+def test_a_stopped_agent_neither_holds_the_hook_nor_runs_it_late(tmp_path):
+    """SIGSTOP on the agent: a healthy prolog runs in process within its wait (2 s of PrologEpilogTimeout=6) and
+    passes; once the agent is woken up it drops the request it finds waiting instead of running the hook again."""
+    _config(tmp_path)
+    a = Agent(tmp_path)
+    try:
+        os.kill(a.pid, signal.SIGSTOP)
+        time.sleep(agent.IDLE_SECONDS + 1)  # no warm child of an earlier hook is left to take it
+        env = dict(_env(tmp_path, 92, sock=a.sock), SLURM_CONF=str(_slurm_conf(tmp_path, 6)))
+        t0 = time.monotonic()
+        r = _hook("prolog", env)
+        assert r.returncode == 0 and time.monotonic() - t0 < 6, r.stderr
+        assert "did not take the hook within 2 s" in r.stderr
+        assert {v[0] for v in _verdicts(tmp_path, 92)} == {"prolog"}
+        os.kill(a.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 15
+        while not [ln for ln in a.lines() if "dropped the prolog of job 92" in ln] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [ln for ln in a.lines() if "dropped the prolog of job 92" in ln], a.lines()
+        assert not [ln for ln in a.lines() if "prolog job 92 node" in ln], a.lines()
+        # and it serves the next hook as before
+        assert _hook("prolog", dict(env, SLURM_JOB_ID="93")).returncode == 0
+        assert [ln for ln in a.lines() if "prolog job 93 node n1: exit 0" in ln], a.lines()
+    finally:
+        os.kill(a.pid, signal.SIGCONT)
+        a.stop()
+
+
+def test_the_wait_is_a_third_of_the_hook_timeout_at_most():
+    conf = hookclient.parse_slurm_conf(b"# x\nSlurmdLogFile=/var/log/slurmd.%n.log  # per node\n"
+                                       b"prologepilogtimeout = 60\nNodeName=n1 Port=1\nEpilogTimeout=90\n")
+    assert conf[b"slurmdlogfile"] == b"/var/log/slurmd.%n.log"
+    assert hookclient.hook_timeout(conf, "slurmkit.hooks.prolog") == 60
+    assert hookclient.hook_timeout(conf, "slurmkit.hooks.epilog") == 90      # 25.05+: its own timeout first
+    assert hookclient.hook_timeout({}, "slurmkit.hooks.prolog") is None
+    assert hookclient.hook_timeout({b"prologepilogtimeout": b"65534"}, "slurmkit.hooks.prolog") is None
+    assert hookclient.budgets(60) == (20.0, 60.0)
+    assert hookclient.budgets(600) == (hookclient.MAX_WAIT, 600.0)
+    assert hookclient.budgets(None) == (hookclient.DEFAULT_WAIT, float(hookclient.CHILD_LIMIT))
+    assert hookclient.budgets(60, b"5") == (5.0, 60.0)
+    for bad in (b"30", b"-1", b"x", b"0", b"0.5"):          # never half the timeout or more, never nonsense
+        assert hookclient.budgets(60, bad) == (20.0, 60.0)
+    for t in range(1, 5000, 7):
+        wait, limit = hookclient.budgets(t)
+        assert wait <= t / 3 and limit == t
+
+
+def test_parse_start_reads_only_a_pid():
+    assert hookclient.parse_start(b"start 1234") == 1234
+    for bad in (b"start 1", b"start 0", b"start -3", b"start ", b"fallback", b"late", b"", b"start 12345678901234"):
+        assert hookclient.parse_start(bad) is None
+
+
+def test_a_child_that_took_the_hook_and_stopped_is_killed_and_the_hook_runs_here(tmp_path):
+    """Step 2 of the exchange: the child said "start", got its "go" and the hook's descriptors, then stopped (here a
+    sleeping stand-in process titled as a hook, served by a fake agent). The client gives up just before the
+    hook's timeout (PrologEpilogTimeout=6: 5 s), kills that child so it never finishes the hook late, and runs the
+    hook itself."""
+    _config(tmp_path)
+    sock = tmp_path / "fake" / "agent.sock"
+    srv = _silent_listener(sock)
+    stopped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "slurmkit.hooks.prolog"])
+    held = []
+
+    def serve():
+        conn, _ = srv.accept()
+        conn.recv(hookclient.MAX_REQUEST)
+        conn.send(b"start %d" % stopped.pid)
+        _, anc, _, _ = conn.recvmsg(16, socket.CMSG_SPACE(12))
+        for _, _, blob in anc:
+            for i in range(0, len(blob) - len(blob) % 4, 4):
+                os.close(int.from_bytes(blob[i:i + 4], sys.byteorder))
+        held.append(conn)  # never answers
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        t0 = time.monotonic()
+        r = _hook("prolog", dict(_env(tmp_path, 94, sock=sock), SLURM_CONF=str(_slurm_conf(tmp_path, 6))))
+        took = time.monotonic() - t0
+        assert r.returncode == 0 and 5 <= took < 10, (took, r.stderr)
+        assert f"the hook agent's child (pid {stopped.pid}) did not finish the hook in time" in r.stderr, r.stderr
+        assert stopped.wait(timeout=10) == -signal.SIGKILL
+        assert {v[0] for v in _verdicts(tmp_path, 94)} == {"prolog"}
+    finally:
+        stopped.kill()
+        for c in held:
+            c.close()
+        srv.close()

@@ -103,3 +103,34 @@ def test_bad_rotation_settings_are_refused_with_the_key(tmp_path):
     with pytest.raises(Exception) as e:
         config.load(str(cfg))
     assert "log_max_bytes" in str(e.value) and "c.yaml" in str(e.value)
+
+
+def test_an_alert_reaches_stderr_slurmds_log_and_syslog(tmp_path, monkeypatch, capsys):
+    """logsinks.alert (issue 28.3/28.7): one line, three places; a missing slurmd log is never created."""
+    sock_path = str(tmp_path / "syslog.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    server.bind(sock_path)
+    monkeypatch.setenv("SLURMKIT_SYSLOG_SOCKET", sock_path)
+    monkeypatch.setenv("SLURMD_NODENAME", "n7")
+    log = tmp_path / "slurmd-n7.log"
+    log.write_text("[2026-12-02T00:00:00.000] started\n")
+    conf = {b"slurmdlogfile": str(tmp_path / "slurmd-%n.log").encode()}
+    try:
+        line = logsinks.alert("prolog: the  health log\nis gone", conf=conf)
+        got = server.recv(65536).decode()
+    finally:
+        server.close()
+    assert line == "slurmkit prolog: the health log is gone"
+    assert capsys.readouterr().err == line + "\n"
+    assert log.read_text().splitlines()[-1].endswith("] error: " + line)
+    assert got.startswith("<27>") and got.endswith(f"]: {line}")
+    (tmp_path / "slurmd-n7.log").unlink()
+    logsinks.alert("again", conf=conf)                       # no log file, no socket listening: no error
+    assert not (tmp_path / "slurmd-n7.log").exists()
+
+
+def test_slurmd_log_file_fills_in_node_and_host():
+    assert logsinks.slurmd_log_file({b"slurmdlogfile": b"/var/log/slurmd.%n.log"}, "gpu7") == "/var/log/slurmd.gpu7.log"
+    assert logsinks.slurmd_log_file({}, "gpu7") is None
+    host = os.uname().nodename.split(".")[0]
+    assert logsinks.slurmd_log_file({b"slurmdlogfile": b"/l/%h.log"}, None) == f"/l/{host}.log"

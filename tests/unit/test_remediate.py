@@ -172,3 +172,69 @@ def test_the_reboot_is_counted_before_it_is_asked(tmp_path):
     assert got["action"] == "reboot-asked" and b.reboots == [("n1", got["reason"])]
     (rec,) = list(healthlog.read(str(tmp_path / "h") + "/", node="n1"))
     assert rec["action"] == "reboot-asked" and rec["evidence"]["boot_id"] == "b0"
+
+
+# --- back from the reboot: held until the recheck passes, then resumed by slurmkit (issue 28.8) --------------------
+
+def decide_now(rec, records, healthy):
+    return R.decide(rec, list(records), prefix=PREFIX, actions=("RESET_GPU", "RESTART_BM"), limit=3,
+                    window_seconds=DAY, now=NOW, healthy=healthy)
+
+
+BACK = "slurmkit:xid79 remediation reboot 1/3: GPU 0000:5d:00 fell off the bus : reboot issued"
+
+
+def test_a_node_whose_recheck_passed_is_resumed_only_once_registered_and_healthy():
+    done = [step("reboot-asked", NOW - 60), step("held", NOW - 20, boot="b1"), step("rebooted", NOW - 19, boot="b1"),
+            step("recheck-passed", NOW - 18, boot="b1")]
+    d = decide_now(node(reason=BACK), done, healthy=True)
+    assert (d.step, d.tag) == ("resume", "xid79")
+    for waiting in (node(reason=BACK, state="DOWN", flags=("DRAIN", "REBOOT_ISSUED")),
+                    node(reason=BACK, state="DOWN", flags=("DRAIN", "NOT_RESPONDING"))):
+        assert decide_now(waiting, done, healthy=True).step == "none"      # slurmd has not registered yet
+    assert decide_now(node(reason=BACK), done, healthy=False).step == "reboot"   # failing again: reboot 2
+    assert decide_now(node(reason="admin: PSU"), done, healthy=True).step == "none"   # never over an admin
+    assert decide_now(node(reason=BACK, flags=()), done, healthy=True).step == "none"  # back already
+    # a recheck that failed is no resume, however the later run went
+    failed = done[:3] + [step("recheck-failed", NOW - 18, boot="b1")]
+    assert decide_now(node(reason=BACK), failed, healthy=True).step == "reboot"
+
+
+def test_the_next_reboot_reason_names_the_cause_not_the_last_reboot():
+    detail = BACK[len("slurmkit:xid79"):]
+    assert R.reboot_reason(PREFIX, "xid79", 1, 3, detail) == \
+        "slurmkit:xid79 remediation reboot 2/3: GPU 0000:5d:00 fell off the bus"
+    held = R.hold_reason(PREFIX, {"reason": BACK.split(" : ")[0], "evidence": {"cause": "xid79"}})
+    assert held.startswith("slurmkit:xid79 remediation reboot 1/3: GPU") and held.endswith("recheck passes)")
+    timed_out = held + " : reboot timed out"
+    assert R.cause_detail(timed_out, PREFIX, "xid79") == "GPU 0000:5d:00 fell off the bus"
+    assert len(R.hold_reason(PREFIX, {"reason": "slurmkit:xid79 " + "x" * 400, "evidence": {}})) <= 200
+
+
+def test_after_reboot_looks_past_the_hold():
+    asked = step("reboot-asked", NOW - 60, boot="b0")
+    assert R.after_reboot([asked, step("held", NOW, boot="b1")], "b1") is asked
+
+
+class DrainRecorder(FakeBackend):
+    def __init__(self, rec):
+        super().__init__(rec)
+        self.drains = []
+
+    def drain(self, node, reason):
+        self.drains.append((node, reason))
+
+
+def test_the_hold_drains_a_node_back_without_its_drain_and_leaves_any_other(tmp_path):
+    from slurmkit.settings import Settings, PathsSettings
+    s = Settings(paths=PathsSettings(state_dir=str(tmp_path / "state"), health_log=str(tmp_path / "h") + "/"),
+                 health=HealthSettings(remediate=True))
+    asked = dict(step("reboot-asked", NOW - 60), reason="slurmkit:xid79 remediation reboot 1/3: GPU gone")
+    # a reboot that timed out: DOWN, the drain gone (22.05), ReturnToService=2 would return it idle
+    b = DrainRecorder(node(reason="slurmkit:xid79 remediation reboot 1/3: GPU gone : reboot timed out",
+                           state="DOWN", flags=("NOT_RESPONDING",)))
+    got = R.hold(s, "n1", asked, backend=b)
+    assert got["action"] == "held" and b.drains == [("n1", R.hold_reason(PREFIX, asked))]
+    for kept in (node(state="DOWN", flags=("DRAIN", "REBOOT_ISSUED")), node(reason="admin: PSU")):
+        b = DrainRecorder(kept)
+        assert R.hold(s, "n1", asked, backend=b) is None and b.drains == []
