@@ -21,15 +21,14 @@ Light: the prolog imports this (standard library only; the pipeline sinks import
 
 from __future__ import annotations
 
-import re
 import json
 import os
 import stat
 import time
 from collections.abc import Iterable, Iterator
-
-
 from typing import TYPE_CHECKING
+
+from .nodeconf import safe_node_name
 
 if TYPE_CHECKING:
     from .settings import Settings
@@ -39,7 +38,6 @@ DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_GENERATIONS = 5
 SINCE_SLACK_SECONDS = 600  # a node clock that stepped back: keep reading this far past `since`
 _BLOCK = 64 * 1024
-_SAFE_NODE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,254}")
 
 
 def now_iso() -> str:
@@ -88,7 +86,7 @@ def per_node(path: str) -> bool:
 def node_file(directory: str, node: str) -> str:
     """`<dir>/<node>.jsonl`; a node name that could escape the directory is refused (it comes from Slurm or the
     hostname, but a record's `node` is data)."""
-    if not _SAFE_NODE.fullmatch(node) or node in (".", ".."):
+    if not safe_node_name(node):
         raise ValueError(f"node name {node!r} cannot name a health-log file")
     return os.path.join(directory, f"{node}.jsonl")
 
@@ -119,7 +117,7 @@ def log_nodes(directory: str) -> list[str]:
     out = set()
     for name in names:
         stem, sep, rest = name.partition(".jsonl")
-        if sep and (rest == "" or (rest[1:].isdigit() and rest.startswith("."))) and _SAFE_NODE.fullmatch(stem):
+        if sep and (rest == "" or (rest[1:].isdigit() and rest.startswith("."))) and safe_node_name(stem):
             out.add(stem)
     return sorted(out)
 

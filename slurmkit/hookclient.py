@@ -21,14 +21,17 @@ never runs twice:
      the child ends itself (SIGALRM) just before that, and a child that is stopped is killed by the client,
      which then runs the hook.
 
-Only builtin modules (`_socket`, `posix`, `sys`, `time`) are imported here, and it lives outside slurmkit/hooks/
-so that importing it runs no package __init__ but slurmkit's own (which imports nothing): this runs first, on
-every job, and when the agent answers, nothing else is imported at all.
+Only builtin modules (`_socket`, `posix`, `sys`, `time`) are imported here, and slurmkit/nodeconf.py (slurm.conf's
+timeouts; builtins only too); it lives outside slurmkit/hooks/ so that importing it runs no package __init__ but
+slurmkit's own (which imports nothing): this runs first, on every job, and when the agent answers, nothing else is
+imported at all.
 """
 
 import posix
 import sys
 import time
+
+from .nodeconf import slurm_conf
 
 DEFAULT_SOCKET = "/run/slurmkit/agent.sock"
 MAGIC = b"slurmkit-hook/2"
@@ -44,9 +47,6 @@ CONNECT_TIMEOUT = 2.0
 MAX_WAIT = 30.0
 DEFAULT_WAIT = 20.0
 LATE = 0.5  # a child that reads a request this close to its answer-by time drops it: the client is leaving
-SLURM_CONF = "/etc/slurm/slurm.conf"
-CONF_LIMIT = 1 << 20  # slurm.conf is read up to 1 MiB; keys past that count as unset
-_CONF_KEYS = (b"prologepilogtimeout", b"prologtimeout", b"epilogtimeout", b"slurmdlogfile")
 
 
 def socket_path(environ) -> bytes:
@@ -56,43 +56,6 @@ def socket_path(environ) -> bytes:
     if p is None:
         return DEFAULT_SOCKET.encode()
     return b"" if p.strip().lower() in (b"", b"none", b"off") else p
-
-
-def parse_slurm_conf(data: bytes) -> dict[bytes, bytes]:
-    """The few slurm.conf keys a hook needs (lower-case key -> value, the last one wins), from lines of the form
-    `Key=Value` (comments and every other key ignored; `Include` files are not followed)."""
-    out: dict[bytes, bytes] = {}
-    for line in data.split(b"\n"):
-        line = line.split(b"#", 1)[0].strip()
-        key, sep, value = line.partition(b"=")
-        key = key.strip().lower()
-        if sep and key in _CONF_KEYS:
-            value = value.strip().split()[0] if value.strip() else b""
-            out[key] = value.strip(b"\"'")
-    return out
-
-
-def slurm_conf(environ) -> dict[bytes, bytes]:
-    """parse_slurm_conf of $SLURM_CONF (slurmd gives it to the prolog and epilog), else of /etc/slurm/slurm.conf;
-    {} when it cannot be read (a configless node): the defaults then apply."""
-    path = environ.get(b"SLURM_CONF") or SLURM_CONF.encode()
-    try:
-        fd = posix.open(path, posix.O_RDONLY | posix.O_CLOEXEC)
-    except OSError:
-        return {}
-    try:
-        chunks, size = [], 0
-        while size < CONF_LIMIT:
-            b = posix.read(fd, min(65536, CONF_LIMIT - size))
-            if not b:
-                break
-            chunks.append(b)
-            size += len(b)
-    except OSError:
-        return {}
-    finally:
-        posix.close(fd)
-    return parse_slurm_conf(b"".join(chunks))
 
 
 def hook_timeout(conf: dict[bytes, bytes], module: str) -> int | None:

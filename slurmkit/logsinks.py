@@ -159,7 +159,7 @@ def alert(message: str, *, conf: dict[bytes, bytes] | None = None) -> str:
         pass
     try:
         if conf is None:
-            from .hookclient import slurm_conf
+            from .nodeconf import slurm_conf
 
             conf = slurm_conf(os.environb)
         path = slurmd_log_file(conf, os.environ.get("SLURMD_NODENAME"))
@@ -277,9 +277,10 @@ def to_textfile(textfile_dir: str, records: list[dict], *, state_dir: str) -> st
     import fcntl
 
     node = str(records[0].get("node") or socket.gethostname())
-    from .healthlog import node_file
+    from .nodeconf import safe_node_name
 
-    node_file(textfile_dir, node)  # refuses a node name that is not a file name
+    if not safe_node_name(node):
+        raise ValueError(f"node name {node!r} cannot name a metrics file")
     os.makedirs(state_dir, exist_ok=True)
     os.makedirs(textfile_dir, exist_ok=True)
     out = os.path.join(textfile_dir, f"slurmkit-{node}.prom")

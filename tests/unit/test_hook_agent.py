@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hooksite import sampler_argv, write_site_config
-from slurmkit import hookclient
+from slurmkit import hookclient, nodeconf
 from slurmkit.hooks import agent
 
 REPO = Path(__file__).resolve().parents[2]
@@ -448,7 +448,7 @@ def test_a_stopped_agent_neither_holds_the_hook_nor_runs_it_late(tmp_path):
 
 
 def test_the_wait_is_a_third_of_the_hook_timeout_at_most():
-    conf = hookclient.parse_slurm_conf(b"# x\nSlurmdLogFile=/var/log/slurmd.%n.log  # per node\n"
+    conf = nodeconf.parse_slurm_conf(b"# x\nSlurmdLogFile=/var/log/slurmd.%n.log  # per node\n"
                                        b"prologepilogtimeout = 60\nNodeName=n1 Port=1\nEpilogTimeout=90\n")
     assert conf[b"slurmdlogfile"] == b"/var/log/slurmd.%n.log"
     assert hookclient.hook_timeout(conf, "slurmkit.hooks.prolog") == 60
