@@ -53,6 +53,19 @@ def atomic_write(path: str | os.PathLike, data: bytes | str, *, mode: int = 0o64
             os.close(dfd)
 
 
+def rotate(base: str, keep: int) -> None:
+    """Log generations: `base` -> `base.1` -> ... -> `base.keep`; the oldest beyond `keep` is removed (keep 0:
+    `base` itself is)."""
+    if keep < 1:
+        os.unlink(base)
+        return
+    for i in range(keep - 1, 0, -1):
+        src = f"{base}.{i}"
+        if os.path.exists(src):
+            os.replace(src, f"{base}.{i + 1}")
+    os.replace(base, f"{base}.1")
+
+
 def private(path: str | os.PathLike) -> bool:
     """A real directory (not a link) owned by the effective user, that group and others cannot write."""
     try:

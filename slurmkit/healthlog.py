@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from .files import rotate
 from .nodeconf import safe_node_name
 
 if TYPE_CHECKING:
@@ -152,18 +153,6 @@ def _ends_with_newline(path: str) -> bool:
         os.close(fd)
 
 
-def _rotate(base: str, keep: int) -> None:
-    """`base` -> `base.1` -> ... -> `base.keep`; the oldest beyond `keep` is removed."""
-    if keep < 1:
-        os.unlink(base)
-        return
-    for i in range(keep - 1, 0, -1):
-        src = f"{base}.{i}"
-        if os.path.exists(src):
-            os.replace(src, f"{base}.{i + 1}")
-    os.replace(base, f"{base}.1")
-
-
 def append_node(
     directory: str,
     node: str,
@@ -189,7 +178,7 @@ def append_node(
         except FileNotFoundError:
             size = 0
         if size and size + len(data) > max_bytes:
-            _rotate(base, keep)
+            rotate(base, keep)
             size = 0
         _append_fd(base, data if not size or _ends_with_newline(base) else b"\n" + data)
     finally:

@@ -29,6 +29,7 @@ import struct
 import sys
 import time
 from datetime import datetime, timezone
+from .files import atomic_write
 
 JOURNAL_SOCKET = "/run/systemd/journal/socket"
 SYSLOG_SOCKET = "/dev/log"  # SLURMKIT_SYSLOG_SOCKET names another (a test's, a container's)
@@ -241,16 +242,6 @@ def render(state: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _atomic_write(path: str, text: str) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"  # same directory: the rename is atomic; node_exporter skips non-.prom
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-
-
 STATE_PREFIX = "# slurmkit-state "
 
 
@@ -290,7 +281,7 @@ def to_textfile(textfile_dir: str, records: list[dict], *, state_dir: str) -> st
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         state = fold(_load_state(out), [r for r in records if str(r.get("node") or node) == node])
-        _atomic_write(out, STATE_PREFIX + json.dumps(state, separators=(",", ":")) + "\n" + render(state))
+        atomic_write(out, STATE_PREFIX + json.dumps(state, separators=(",", ":")) + "\n" + render(state))
     finally:
         os.close(lock)
     return out

@@ -20,6 +20,7 @@ import stat
 import time
 
 from typing import TYPE_CHECKING
+from ..files import atomic_write
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -56,11 +57,7 @@ def remember(settings: Settings, environ) -> dict[str, str]:
         d = _dir(settings)
         os.makedirs(d, mode=0o700, exist_ok=True)
         _prune_stale(d)
-        tmp = f"{p}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"job_id": job_id, "vars": got, "time": time.time()}, f)
-        os.replace(tmp, p)
+        atomic_write(p, json.dumps({"job_id": job_id, "vars": got, "time": time.time()}), mode=0o600)
         return got
     except Exception:  # noqa: BLE001 - the prolog's verdict must not depend on this; the epilog retries
         return {}

@@ -17,6 +17,7 @@ import json
 import os
 
 from ..settings import HASH_ALGOS
+from ..files import atomic_write
 
 MANIFEST = "slurmkit-manifest.json"
 FORMAT = "slurmkit-checkpoint/1"
@@ -109,15 +110,7 @@ def fsync_dir(path: str) -> None:
 
 def write(root: str, manifest: dict) -> None:
     """Write the manifest into root atomically (tmp + fsync + rename + fsync dir)."""
-    tmp = os.path.join(root, f".{MANIFEST}.tmp")
-    data = json.dumps(manifest, indent=1).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, os.path.join(root, MANIFEST))
+    atomic_write(os.path.join(root, MANIFEST), json.dumps(manifest, indent=1), fsync=True)
     fsync_dir(root)
 
 

@@ -5,6 +5,7 @@ import sys
 import click
 
 from .ctx import Ctx, pass_ctx
+from ..files import atomic_write
 
 GUID_MAP_LIMIT = 16 * 1024 * 1024
 
@@ -264,23 +265,9 @@ def _gather(ctx: Ctx, hosts_expr: str, directory: str, timeout: float, partition
     ctx.say(f"gathering nvidia-smi -q from {len(hosts)} nodes (one srun each) into {directory}")
     got, failed = gather.gather(hosts, ctx.settings.tools.nvidia_smi, timeout=timeout, partition=partition)
     for host, text in got.items():
-        _write(os.path.join(directory, f".{host}.txt.tmp"), os.path.join(directory, f"{host}.txt"), text)
+        atomic_write(os.path.join(directory, f"{host}.txt"), text)  # never through a link left in the directory
     for host, why in sorted(failed.items()):
         ctx.say(f"{host}: {why}")
     if failed:
         first = next(iter(sorted(failed.items())))
         raise _Unknown(f"no nvidia-smi -q came back from {fold(list(failed))} ({first[0]}: {first[1]})")
-
-
-def _write(tmp: str, path: str, text: str) -> None:
-    """Write-then-rename, never through a symlink someone left in the directory."""
-    import os
-
-    try:
-        os.unlink(tmp)
-    except FileNotFoundError:
-        pass
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)

@@ -19,6 +19,7 @@ from .model import Capture
 from .verdict import Thresholds, summarize
 
 from typing import TYPE_CHECKING
+from ..files import rotate
 
 if TYPE_CHECKING:
     from typing import Any
@@ -151,7 +152,7 @@ def append(path: str, rec: dict, max_bytes: int) -> None:
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     try:
         if os.stat(path).st_size > max_bytes:
-            os.replace(path, path + ".1")
+            rotate(path, 1)
     except FileNotFoundError:
         pass
     data = (json.dumps(rec, separators=(",", ":"), default=str) + "\n").encode()

@@ -38,6 +38,7 @@ import time
 from typing import NamedTuple
 
 from .. import hookclient as client
+from ..files import atomic_write
 
 HOOKS = ("slurmkit.hooks.prolog", "slurmkit.hooks.epilog")  # the only modules a client may ask for
 IDLE_SECONDS = 3.0  # a child that served a hook waits this long for another (a burst of jobs), then exits
@@ -358,9 +359,7 @@ def serve(path: str, pid_file: str | None = None, replace: bool = False) -> int:
     s = listen(path, replace)
     ino = os.lstat(path).st_ino
     if pid_file:
-        with open(pid_file + ".tmp", "w") as f:
-            f.write(f"{os.getpid()}\n")
-        os.replace(pid_file + ".tmp", pid_file)
+        atomic_write(pid_file, f"{os.getpid()}\n")
     gc.collect()
     gc.freeze()  # what the imports made stays put: the children's pages are shared, not copied by the collector
     s.setblocking(False)

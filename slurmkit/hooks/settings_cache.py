@@ -18,6 +18,7 @@ import os
 import stat
 
 from ..settings import DEFAULT_PATH, Settings, from_dict, to_dict
+from ..files import atomic_write
 
 CACHE_DIR: str | None = None  # an override (tests); else $SLURMKIT_HOOK_CACHE_DIR or /run/slurmkit, read at each load
 
@@ -86,11 +87,7 @@ def load() -> Settings:
     try:
         os.makedirs(d, mode=0o700, exist_ok=True)
         if _trusted(d, is_dir=True):
-            tmp = f"{cf}.{os.getpid()}.tmp"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump({"key": key, "settings": to_dict(s), "lines": s.lines}, f)
-            os.replace(tmp, cf)
+            atomic_write(cf, json.dumps({"key": key, "settings": to_dict(s), "lines": s.lines}), mode=0o600)
     except OSError:
         pass
     return s

@@ -17,6 +17,7 @@ from .. import kernlog
 from ..context import NoData
 from ..kernlog import logline, sticky
 from ..base import Result, worst
+from ...files import atomic_write
 
 NAME = "xid"
 
@@ -230,7 +231,4 @@ def _deferred(res: Result, path: str, state: dict, nxt: dict) -> Result:
 
 def _save(path: str, state: dict) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(state, f)
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(state))
