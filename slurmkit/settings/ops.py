@@ -67,6 +67,9 @@ class RunSettings(Section):
     imds_poll_interval: float = num(5.0, 0, 3600, lo_open=True)  # seconds between polls of spot/instance-action
     imds_timeout: float = num(2.0, 0, 600, lo_open=True)  # seconds for each IMDS request
     spot_margin: float = num(15.0, 0, 3600)  # after a spot notice, requeue this long before the announced time
+    # after a requeue, the job may start again this many seconds after the wrapper ends (scontrol update
+    # StartTime=now+N; more than the epilog takes); 0 keeps Slurm's own hold (the credential lifetime, ~121 s)
+    restart_delay: int = num(5, 0, 3600)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -77,6 +80,11 @@ class RunSettings(Section):
                 "and a cancelled job must never requeue); use USR2"
             )
         _check_signal(self.checkpoint_signal, "checkpoint_signal", allow_none=True)
+        if 0 < self.restart_delay < 2:
+            raise ValueError(
+                "restart_delay: 0 (Slurm's own hold) or at least 2 seconds (slurmd revokes the old run's "
+                "credential by the second and refuses a restart within it)"
+            )
 
 
 @dataclass(kw_only=True)
@@ -123,6 +131,10 @@ class SyncSettings(Section):
     algo: str = "sha256"  # hash for manifests built at sync time (sha256: SHA-NI, fastest measured)
     budget: float = num(60.0, 0, DAY, lo_open=True)  # seconds the epilog may spend; keep below EpilogMsgTime
     background: bool = True  # finish what the budget left over in a detached background sync
+    # drain the node when its destination stops answering (the sync child stuck in the kernel past the budget);
+    # off: a storage hang is not the node's fault, the epilog defers the copy to the background sync and the node
+    # stays up
+    drain_on_hang: bool = False
     job_file: str = ".slurmkit-sync.yaml"  # a job's narrowing file in its source dir (read as the job's user)
     workers: int = num(2, 1, 256)  # files copied and hashed in parallel
     s3_endpoint: str | None = None  # S3-compatible endpoint URL (None: AWS)
