@@ -38,6 +38,12 @@ from .ctx import Ctx, pass_ctx
     "at and exports $SLURMKIT_CHECKPOINT_DIR to the child.",
 )
 @click.option(
+    "--durable",
+    metavar="DEST",
+    help="Replicate each complete checkpoint of --checkpoint-dir to DEST (a path or s3://) during the job, "
+    "and restore DEST's newest to --checkpoint-dir before COMMAND starts when it is newer. Default: run.durable.",
+)
+@click.option(
     "--imds-endpoint",
     metavar="URL",
     help="Watch AWS spot interruption notices at this IMDS endpoint "
@@ -66,6 +72,7 @@ def run(
     grace,
     max_requeues,
     checkpoint_dir,
+    durable,
     imds_endpoint,
     imds_poll,
     flops_per_step,
@@ -108,6 +115,7 @@ def run(
         imds_endpoint=imds_endpoint,
         imds_poll_interval=imds_poll,
         checkpoint_dir=checkpoint_dir,
+        durable=durable,
         dry_run=dry_run,
         flops_per_step=flops_per_step,
     )

@@ -38,6 +38,12 @@ class RunOptions:
     imds_timeout: float = 2.0
     spot_margin: float = 15.0
     restart_delay: int = 5  # after a requeue: eligible again this long after the wrapper ends (0: Slurm's hold)
+    durable: str | None = None  # replicate each complete checkpoint here during the job (issue 29)
+    replicate_interval: float = 2.0
+    replicate_bwlimit: float = 0.0
+    replicate_nice: int = 10
+    replicate_timeout: float = 600.0
+    durable_keep: int = 3
     checkpoint_dir: str | None = None
     dry_run: bool = False
     after_requeue_wait: float = 60.0  # how long to wait for Slurm to end this run after a requeue
@@ -60,6 +66,12 @@ class RunOptions:
                 "imds_timeout",
                 "spot_margin",
                 "restart_delay",
+                "durable",
+                "replicate_interval",
+                "replicate_bwlimit",
+                "replicate_nice",
+                "replicate_timeout",
+                "durable_keep",
             )
         }
         base.update({k: v for k, v in overrides.items() if v is not None})
@@ -104,6 +116,7 @@ class Runner:
         self._lock = threading.Lock()
         self._log_lock = threading.Lock()
         self._backend = None
+        self._restart_set = False  # run.restart_delay applied once (logged once)
 
     # -- plumbing --------------------------------------------------------------------------------------------------
     def log(self, event: str, **kv) -> None:
@@ -199,6 +212,8 @@ class Runner:
 
     def _run(self, stop_file: str) -> int:
         o = self.opts
+        if o.checkpoint_dir and o.durable:
+            self._restore(o.checkpoint_dir, o.durable)
         if o.checkpoint_dir:
             from ..checkpoint import latest
 
@@ -233,6 +248,22 @@ class Runner:
             grace=o.grace,
             max_requeues=o.max_requeues,
         )
+        repl = None
+        if o.checkpoint_dir and o.durable:
+            from ..checkpoint.replicate import Replicator
+
+            repl = Replicator(
+                o.checkpoint_dir,
+                o.durable,
+                series=self.job_id,
+                keep=o.durable_keep,
+                interval=o.replicate_interval,
+                bwlimit_mib=o.replicate_bwlimit,
+                nice=o.replicate_nice,
+                timeout=o.replicate_timeout,
+                log=self.log,
+            )
+            repl.start()
         watcher = None
         if o.imds_endpoint:
             watcher = SpotWatcher(Imds(o.imds_endpoint, o.imds_timeout), o.imds_poll_interval, self._wake, self.log)
@@ -296,6 +327,9 @@ class Runner:
         finally:
             if watcher is not None:
                 watcher.stop()
+            if repl is not None:
+                # the checkpoint the child saved on its way out becomes durable before the requeue (within grace)
+                repl.stop(final_timeout=max(5.0, min(o.grace, o.replicate_timeout)))
 
         if rc is not None:
             self.log("child-exit", code=rc if rc >= 0 else 128 - rc, signal=signame(-rc) if rc < 0 else None)
@@ -344,6 +378,19 @@ class Runner:
         self._restart_soon(first=False)
         return code
 
+    def _restore(self, local: str, durable: str) -> None:
+        """Bring DEST's newest complete checkpoint to node-local disk when it is newer than what is there (a job
+        requeued onto another node, or whose node-local disk was wiped)."""
+        from ..checkpoint.replicate import restore
+
+        r = restore(local, durable, deadline=time.monotonic() + self.opts.replicate_timeout)
+        if r["restored"]:
+            self.log("restored", step=r["step"], checkpoint=r["restored"], source=durable, seconds=r.get("seconds"))
+        elif r["errors"]:
+            self.log("restore-failed", source=durable, error="; ".join(r["errors"])[:300])
+        elif self.restarts:
+            self.log("restore-skipped", source=durable, why=r["why"])
+
     def _restart_soon(self, *, first: bool) -> None:
         """Shorten Slurm's hold on the requeued job (BeginTime ~121 s ahead on every version measured) to
         run.restart_delay seconds: the job is pending (still completing) now, and Slurm keeps a start time that
@@ -356,9 +403,12 @@ class Runner:
         try:
             self.backend().start_in(int(self.job_id), delay)
         except Exception as e:  # noqa: BLE001 - logged; Slurm's own hold stands
-            self.log("restart-delay-failed", error=str(e), note="Slurm's own hold (~2 min) stands")
+            # the first try races Slurm's TERM to the step (it may kill scontrol): only the last one counts
+            if not first:
+                self.log("restart-delay-failed", error=str(e), note="Slurm's own hold (~2 min) stands")
             return
-        if first:
+        if not self._restart_set:
+            self._restart_set = True
             self.log("restart-soon", delay=f"{delay}s", note="eligible again this long after this run ends")
 
     def _ask(self, kind: str, stop_file: str, deadline: float, **info):

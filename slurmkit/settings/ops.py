@@ -70,6 +70,14 @@ class RunSettings(Section):
     # after a requeue, the job may start again this many seconds after the wrapper ends (scontrol update
     # StartTime=now+N; more than the epilog takes); 0 keeps Slurm's own hold (the credential lifetime, ~121 s)
     restart_delay: int = num(5, 0, 3600)
+    # where `slurmkit run` replicates each complete checkpoint during the job (a path or s3://); null: only the
+    # epilog's sync copies them. The spec's checkpoint.durable, or --durable, sets it per job
+    durable: str | None = None
+    replicate_interval: float = num(2.0, 0.1, 3600)  # seconds between looks for a new complete checkpoint
+    replicate_bwlimit: float = num(0.0, 0, 1 << 20)  # MiB/s one replication may use; 0: no limit
+    replicate_nice: int = num(10, 0, 19)  # CPU niceness of the copy process (training keeps the CPUs)
+    replicate_timeout: float = num(600.0, 1, DAY)  # seconds one copy (or the restore) may take before it is left
+    durable_keep: int = num(3, 1, 100000)  # newest checkpoints of the job kept at the durable destination
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -1,0 +1,274 @@
+"""Replication during the job and restore on resume (issue 29): a checkpoint reaches durable storage as soon as it
+is complete on node-local disk, not only when the epilog runs (which it never does on a node that died).
+
+`slurmkit run --checkpoint-dir LOCAL --durable DEST` starts a `Replicator` next to the child. Every
+`run.replicate_interval` seconds it looks at LOCAL's complete checkpoints (the layout of checkpoint/layout.py: a
+`step-N` directory with a valid manifest) and copies the NEWEST one that DEST does not hold yet, with the engine
+of `slurmkit sync` (syncdir.sync_dir: manifest-verified, published by one rename, retention of the job's own
+series), as the job's own user (the wrapper runs as the job). At most one copy is in flight; when the trainer
+saves faster than the copies go, the intermediate checkpoints are skipped (`next_to_copy`, pure). Each copy runs
+in a child process (`python -m slurmkit.checkpoint.replicate copy ...`) at a lower CPU priority (`nice`) and with
+a bandwidth limit (MiB/s, a sleep between chunks), so training is not slowed and a destination that hangs can be
+left behind: the wrapper never waits on it past `timeout`.
+
+Before the child starts, `restore` brings the newest complete checkpoint at DEST that is newer than LOCAL's
+newest to LOCAL (a filesystem DEST; verified the same way), so `checkpoint.latest(LOCAL)` sees it: a job requeued
+onto another node resumes from what was durable, not from nothing.
+
+The epilog's final sync stays; it skips what is already at DEST (same manifest).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .selection import _same, scan_source
+
+# --- pure decisions --------------------------------------------------------------------------------------------
+
+
+def next_to_copy(local: dict[str, Any], done: dict[str, Any]) -> str | None:
+    """The checkpoint to copy next: the newest complete one in `local` ({name: manifest or "marker"}), unless it
+    is already durable (`done`: {name: manifest} published by this replicator or found at DEST) or older than the
+    newest durable one. Intermediates are never chosen: only the newest counts. Pure."""
+    if not local:
+        return None
+    newest = max(local)
+    if done:
+        top = max(done)
+        if newest < top:
+            return None
+        if newest == top and (local[newest] == "marker" or _same(local[newest], done[top])):
+            return None
+    return newest
+
+
+def restore_choice(local: list[str], durable: list[str]) -> str | None:
+    """The durable checkpoint to bring to node-local disk before the child starts: DEST's newest when it is newer
+    than LOCAL's newest (names sort in step order), else None. Pure."""
+    if not durable:
+        return None
+    top = max(durable)
+    return top if not local or top > max(local) else None
+
+
+class Throttle:
+    """progress(n) callback that sleeps so the bytes copied stay under `rate` bytes/s on average (0: no limit).
+    Called from several copy threads: one lock."""
+
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic, sleep=time.sleep):
+        self.rate = rate
+        self.clock = clock
+        self.sleep = sleep
+        self.start = clock()
+        self.sent = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, n: int) -> None:
+        if self.rate <= 0:
+            return
+        with self.lock:
+            self.sent += n
+            ahead = self.sent / self.rate - (self.clock() - self.start)
+        if ahead > 0:
+            self.sleep(ahead)
+
+
+# --- restore (before the child starts) -------------------------------------------------------------------------
+
+
+def restore(local: str, dest: str, *, deadline: float | None, workers: int = 2, algo: str = "sha256") -> dict:
+    """Copy DEST's newest complete checkpoint to LOCAL when it is newer than LOCAL's newest. Returns
+    {"restored": name|None, "step": int|None, "seconds", "errors": [...], "why": str}. Never raises."""
+    from .syncdir import sync_dir
+
+    t0 = time.monotonic()
+    out: dict[str, Any] = {"restored": None, "step": None, "errors": [], "why": ""}
+    if dest.startswith("s3://"):
+        out["why"] = "restore from s3:// is not supported yet: the epilog's sync or `slurmkit sync` brings it back"
+        return out
+    try:
+        durable, _ = scan_source(dest)
+        have, _ = scan_source(local)
+    except OSError as e:
+        out["errors"].append(f"{dest}: {e}")
+        return out
+    name = restore_choice(sorted(have), sorted(n for n, m in durable.items() if isinstance(m, dict)))
+    if name is None:
+        out["why"] = "node-local is as new as DEST" if durable else "nothing durable at DEST"
+        return out
+    os.makedirs(local, exist_ok=True)
+    rep = sync_dir(dest, local, keep=1 << 20, deadline=deadline, workers=workers, algo=algo, only=[name])
+    out["errors"] = list(rep["errors"])
+    if name in rep["copied"] or name in rep["skipped"]:
+        from .layout import step_number
+
+        out.update(restored=name, step=step_number(name))
+    elif not out["errors"]:
+        out["errors"].append(f"{name}: not restored ({rep['status']})")
+    out["seconds"] = round(time.monotonic() - t0, 3)
+    return out
+
+
+# --- the replicator (a thread of the wrapper; each copy a child process) ----------------------------------------
+
+
+class Replicator:
+    def __init__(
+        self,
+        source: str,
+        dest: str,
+        *,
+        series: str | None,
+        keep: int,
+        interval: float,
+        bwlimit_mib: float,
+        nice: int,
+        timeout: float,
+        log: Callable[..., None],
+        python: str = sys.executable,
+    ):
+        self.source, self.dest, self.series, self.keep = source, dest, series, keep
+        self.interval, self.bwlimit_mib, self.nice, self.timeout = interval, bwlimit_mib, nice, timeout
+        self.log = log
+        self.python = python
+        self.done: dict[str, Any] = {}
+        self.first_seen: dict[str, float] = {}  # name -> wall time it was first seen complete (for the lag)
+        self.copies = 0
+        self._stop = threading.Event()
+        self._busy = threading.Lock()
+        self._proc: subprocess.Popen | None = None
+        self._thread = threading.Thread(target=self._loop, name="slurmkit-replicator", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.pass_once()
+
+    def pass_once(self, timeout: float | None = None) -> str | None:
+        """Copy the newest complete checkpoint if DEST lacks it; the name copied, or None."""
+        with self._busy:
+            try:
+                local, _ = scan_source(self.source)
+            except OSError:
+                return None
+            now = time.time()
+            for n in local:
+                self.first_seen.setdefault(n, now)
+            name = next_to_copy(local, self.done)
+            if name is None:
+                return None
+            skipped = [n for n in local if n not in self.done and n < name and (not self.done or n > max(self.done))]
+            return self._copy(name, local[name], skipped, self.timeout if timeout is None else timeout)
+
+    def _copy(self, name: str, man: Any, skipped: list[str], timeout: float) -> str | None:
+        argv = [self.python, "-m", "slurmkit.checkpoint.replicate", "copy", self.source, self.dest, name]
+        argv += ["--keep", str(self.keep), "--bwlimit", str(self.bwlimit_mib), "--nice", str(self.nice)]
+        if self.series:
+            argv += ["--series", self.series]
+        t0 = time.monotonic()
+        try:
+            self._proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            out, err = self._proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            assert self._proc is not None
+            self._proc.kill()  # a copier asleep on a hung destination may outlive this: it is not waited for
+            self.log("replicate-failed", checkpoint=name, error=f"no answer within {timeout:g}s", dest=self.dest)
+            return None
+        except OSError as e:
+            self.log("replicate-failed", checkpoint=name, error=str(e))
+            return None
+        finally:
+            self._proc = None
+        secs = time.monotonic() - t0
+        try:
+            rep = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+        except ValueError:
+            rep = {}
+        if name in rep.get("copied", []) or name in rep.get("skipped", []):
+            self.done[name] = man
+            self.copies += 1
+            lag = time.time() - self.first_seen.get(name, time.time())
+            self.log(
+                "replicated",
+                checkpoint=name,
+                dest=self.dest,
+                bytes=rep.get("bytes", 0),
+                seconds=f"{secs:.1f}",
+                lag=f"{lag:.1f}s",
+                skipped=",".join(skipped) or None,
+            )
+            return name
+        why = "; ".join(rep.get("errors", [])) or (err.strip().splitlines() or ["no report"])[-1]
+        self.log("replicate-failed", checkpoint=name, error=why[:300], dest=self.dest)
+        return None
+
+    def stop(self, final_timeout: float) -> None:
+        """Stop the loop; wait for the copy in flight, then copy the newest once more, all within final_timeout."""
+        self._stop.set()
+        end = time.monotonic() + final_timeout
+        if self._thread.is_alive():
+            self._thread.join(timeout=max(0.0, end - time.monotonic()))
+        left = end - time.monotonic()
+        if left > 1 and not self._thread.is_alive():
+            self.pass_once(timeout=left)
+
+
+# --- the copy child -------------------------------------------------------------------------------------------
+
+
+def _copy_main(argv: list[str]) -> int:
+    import argparse
+
+    from ..settings import SyncSettings
+    from .syncdir import sync_dir
+
+    ap = argparse.ArgumentParser(prog="python -m slurmkit.checkpoint.replicate copy")
+    ap.add_argument("source")
+    ap.add_argument("dest")
+    ap.add_argument("name")
+    ap.add_argument("--keep", type=int, default=3)
+    ap.add_argument("--series")
+    ap.add_argument("--bwlimit", type=float, default=0.0, help="MiB/s, 0: no limit")
+    ap.add_argument("--nice", type=int, default=10)
+    a = ap.parse_args(argv)
+    if a.nice > 0:
+        try:
+            os.nice(a.nice)
+        except OSError:
+            pass
+    settings = None
+    if a.dest.startswith("s3://"):
+        from .. import config
+
+        settings = config.load().sync
+    rep = sync_dir(
+        a.source,
+        a.dest,
+        keep=max(1, a.keep),
+        settings=settings if isinstance(settings, SyncSettings) else None,
+        series=a.series,
+        only=[a.name],
+        progress=Throttle(a.bwlimit * (1 << 20)) if a.bwlimit > 0 else None,
+        workers=1,
+    )
+    print(json.dumps(rep.as_dict()))
+    return 0 if rep["status"] in ("ok", "nothing") else 1
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["copy"]:
+        print("usage: python -m slurmkit.checkpoint.replicate copy SOURCE DEST NAME [...]", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(_copy_main(sys.argv[2:]))

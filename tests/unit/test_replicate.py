@@ -1,0 +1,113 @@
+"""Issue 29: replication during the job (which checkpoint to copy next, intermediates skipped, the copy child, the
+bandwidth limit) and restore on resume. The checkpoints are real ones written by checkpoint.save into tmp dirs."""
+import os
+from pathlib import Path
+
+from slurmkit import checkpoint
+from slurmkit.checkpoint import manifest
+from slurmkit.checkpoint.replicate import Replicator, Throttle, next_to_copy, restore, restore_choice
+
+
+def _m(step, h="a"):
+    return {"algo": "sha256", "step": step, "files": [{"path": "w", "size": 1, "hash": h}]}
+
+
+def test_next_to_copy_is_the_newest_and_skips_intermediates():
+    local = {"step-0000000001": _m(1), "step-0000000002": _m(2), "step-0000000003": _m(3)}
+    assert next_to_copy({}, {}) is None
+    assert next_to_copy(local, {}) == "step-0000000003"
+    # behind by two: the intermediate step 2 is never chosen
+    assert next_to_copy(local, {"step-0000000001": _m(1)}) == "step-0000000003"
+    assert next_to_copy(local, {"step-0000000003": _m(3)}) is None
+    # DEST already holds a newer one (restored from another run): nothing older is copied
+    assert next_to_copy(local, {"step-0000000009": _m(9)}) is None
+    # the same name saved again with other bytes: copied again
+    assert next_to_copy(local, {"step-0000000003": _m(3, "b")}) == "step-0000000003"
+    # a marker-only checkpoint already durable is not copied again
+    assert next_to_copy({"step-0000000003": "marker"}, {"step-0000000003": _m(3)}) is None
+
+
+def test_restore_choice_only_when_dest_is_newer():
+    assert restore_choice([], []) is None
+    assert restore_choice([], ["step-0000000004"]) == "step-0000000004"
+    assert restore_choice(["step-0000000004"], ["step-0000000003", "step-0000000004"]) is None
+    assert restore_choice(["step-0000000002"], ["step-0000000003", "step-0000000001"]) == "step-0000000003"
+    assert restore_choice(["step-0000000005"], ["step-0000000003"]) is None
+
+
+def test_throttle_keeps_the_average_rate():
+    t = [0.0]
+    slept = []
+
+    def sleep(s):
+        slept.append(s)
+        t[0] += s
+
+    th = Throttle(100.0, clock=lambda: t[0], sleep=sleep)
+    for _ in range(10):
+        th(50)
+    assert abs(t[0] - 5.0) < 1e-9            # 500 bytes at 100 B/s: 5 s
+    assert Throttle(0)(1 << 30) is None       # no limit: no sleep
+
+
+def _save(d: Path, step: int, size=4096):
+    return checkpoint.save(str(d), step, lambda tmp: Path(tmp, "w.bin").write_bytes(bytes([step % 256]) * size))
+
+
+def test_replicator_copies_the_newest_complete_checkpoint_verified(tmp_path):
+    local, dest = tmp_path / "local", tmp_path / "durable"
+    events = []
+    r = Replicator(str(local), str(dest), series="77", keep=2, interval=60, bwlimit_mib=0, nice=0, timeout=60,
+                   log=lambda ev, **kv: events.append((ev, kv)))
+    assert r.pass_once() is None and not dest.exists()
+    _save(local, 1)
+    os.makedirs(local / ".tmp-step-0000000002-h-1-x")          # a save in progress: never copied
+    assert r.pass_once() == "step-0000000001"
+    got = checkpoint.latest(str(dest), verify=True)
+    assert got is not None and got.step == 1 and got.manifest["sync"]["series"] == "77"
+    assert r.pass_once() is None                                  # nothing new
+    for s in (2, 3, 4):
+        _save(local, s)
+    assert r.pass_once() == "step-0000000004"                     # the replicator was behind: 2, 3 skipped
+    assert sorted(n for n in os.listdir(dest) if n.startswith("step-")) == ["step-0000000001", "step-0000000004"]
+    ev = [kv for e, kv in events if e == "replicated"]
+    assert ev[-1]["checkpoint"] == "step-0000000004" and ev[-1]["skipped"] == "step-0000000002,step-0000000003"
+    _save(local, 5)
+    assert r.pass_once() == "step-0000000005"
+    # retention of the job's own series at DEST: keep=2
+    assert sorted(n for n in os.listdir(dest) if n.startswith("step-")) == ["step-0000000004", "step-0000000005"]
+    for n in ("step-0000000004", "step-0000000005"):
+        assert manifest.verify(str(dest / n), manifest.read(str(dest / n))) == []
+
+
+def test_replicator_reports_a_destination_it_cannot_write(tmp_path):
+    local = tmp_path / "local"
+    _save(local, 1)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    events = []
+    r = Replicator(str(local), str(blocker / "sub"), series=None, keep=2, interval=60, bwlimit_mib=0, nice=0,
+                   timeout=60, log=lambda ev, **kv: events.append((ev, kv)))
+    assert r.pass_once() is None
+    assert events and events[-1][0] == "replicate-failed" and events[-1][1]["checkpoint"] == "step-0000000001"
+
+
+def test_restore_brings_the_newer_durable_checkpoint_to_node_local_disk(tmp_path):
+    local, dest = tmp_path / "local", tmp_path / "durable"
+    r = Replicator(str(local), str(dest), series="5", keep=3, interval=60, bwlimit_mib=0, nice=0, timeout=60,
+                   log=lambda *a, **k: None)
+    _save(local, 7)
+    assert r.pass_once() == "step-0000000007"
+    # the node is gone: a fresh node-local directory on another node
+    fresh = tmp_path / "other-node"
+    out = restore(str(fresh), str(dest), deadline=None)
+    assert out["restored"] == "step-0000000007" and out["step"] == 7 and not out["errors"]
+    got = checkpoint.latest(str(fresh), verify=True)
+    assert got is not None and got.step == 7
+    assert (Path(got.path) / "w.bin").read_bytes() == bytes([7]) * 4096
+    # node-local as new as DEST: nothing to do
+    assert restore(str(fresh), str(dest), deadline=None)["restored"] is None
+    # node-local newer than DEST: kept
+    _save(fresh, 8)
+    assert restore(str(fresh), str(dest), deadline=None)["restored"] is None
+    assert checkpoint.latest(str(fresh)).step == 8
