@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import click
 
 from .ctx import Ctx, pass_ctx
@@ -121,5 +123,13 @@ def run(
     )
     if no_requeue:
         opts.requeue_on = []
-    runner = Runner(list(command), opts, backend_factory=ctx.backend)
+    from ..run.nodefault import node_findings
+
+    settings = ctx.settings
+    runner = Runner(
+        list(command),
+        opts,
+        backend_factory=ctx.backend,
+        node_probe=lambda: node_findings(settings, os.environ.get("SLURM_JOB_ID")),
+    )
     return runner.run()

@@ -410,6 +410,8 @@ def _launch(spec: JobSpec, sub, launcher: str, srun: list[str], tasks: int, note
             w += ["--grace", str(p.grace)]
         w += ["--max-requeues", str(p.max_requeues if p.max_requeues is not None else sub.max_requeues)]
         w += ["--checkpoint-dir", q(spec.checkpoint_dir)]
+        if spec.checkpoint.durable:
+            w += ["--durable", q(spec.checkpoint.durable)]
         if not p.requeue:
             w.append("--no-requeue")
         wrapper = " ".join(w) + " --"

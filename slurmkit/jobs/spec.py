@@ -59,6 +59,13 @@ class Preemption:
 
 
 @dataclass
+class Checkpointing:
+    """Where the job's checkpoints become durable during the job (issue 29): `slurmkit run --durable`."""
+
+    durable: str | None = None  # a path or s3://; each complete checkpoint is copied there as soon as it is saved
+
+
+@dataclass
 class Container:
     """The container a job's command runs in (image, mounts, working directory)."""
 
@@ -97,6 +104,7 @@ class JobSpec:
     output: str | None = None
     container: Container | None = None
     checkpoint_dir: str | None = None
+    checkpoint: Checkpointing = field(default_factory=Checkpointing)
     preemption: Preemption = field(default_factory=Preemption)
     torchrun: Torchrun = field(default_factory=Torchrun)
     sweep: dict[str, list[str]] = field(default_factory=dict)

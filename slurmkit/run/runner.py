@@ -30,7 +30,7 @@ class RunOptions:
     checkpoint_signal: str = "TERM"  # or "none"
     grace: float = 60.0
     max_requeues: int = 10
-    requeue_on: list[str] = field(default_factory=lambda: ["timeout", "preemption", "spot"])
+    requeue_on: list[str] = field(default_factory=lambda: ["timeout", "preemption", "spot", "node-fault"])
     timeout_window: float = 600.0
     master_port: int | None = None
     imds_endpoint: str | None = None
@@ -96,12 +96,14 @@ class Runner:
         environ: dict[str, str] | None = None,
         backend_factory: Callable[[], object] | None = None,
         stream=None,
+        node_probe: Callable[[], list[dict]] | None = None,
     ):
         self.argv = list(argv)
         self.opts = opts
         self.environ = dict(os.environ if environ is None else environ)
         self.backend_factory = backend_factory
         self.stream = stream or sys.stderr
+        self.node_probe = node_probe  # the node's fault checks (nodefault.node_findings), for node-fault requeues
         self.job_id = self.environ.get("SLURM_JOB_ID") or None
         try:
             self.restarts = int(self.environ.get("SLURM_RESTART_COUNT") or 0)
@@ -335,7 +337,11 @@ class Runner:
             self.log("child-exit", code=rc if rc >= 0 else 128 - rc, signal=signame(-rc) if rc < 0 else None)
         code = (128 - rc if rc < 0 else rc) if rc is not None else 1
         if not asked:
-            return code
+            if not (code and self.job_id and self.leader and not cancelled and "node-fault" in o.requeue_on):
+                return code
+            asked, decision = self._node_fault(code), None  # issue 29: a GPU fault killed it -> requeue
+            if asked is None:
+                return code
         final = requeue_decision(
             asked,
             job_id=self.job_id,
@@ -377,6 +383,14 @@ class Runner:
                 pass
         self._restart_soon(first=False)
         return code
+
+    def _node_fault(self, code: int) -> str | None:
+        """'node-fault' when the child's failure comes with a fault of this node (run/nodefault.py), else None."""
+        from .nodefault import decide
+
+        f = decide(code, self.node_probe() if self.node_probe else [])
+        self.log("node-fault" if f.fault else "no-node-fault", reason=f.why[:300])
+        return "node-fault" if f.fault else None
 
     def _restore(self, local: str, durable: str) -> None:
         """Bring DEST's newest complete checkpoint to node-local disk when it is newer than what is there (a job

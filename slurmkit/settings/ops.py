@@ -58,8 +58,9 @@ class RunSettings(Section):
     grace: float = num(60.0, 0, DAY)  # seconds the child gets to checkpoint and exit before the requeue
     max_requeues: int = num(10, 0, 100000)  # requeue only while SLURM_RESTART_COUNT is below this
     # which notices make `slurmkit run` checkpoint and requeue the job
-    requeue_on: list[Literal["timeout", "preemption", "spot"]] = field(
-        default_factory=lambda: ["timeout", "preemption", "spot"]
+    # (node-fault: the command failed and this node's fault checks found a fatal Xid or a lost GPU since the prolog)
+    requeue_on: list[Literal["timeout", "preemption", "spot", "node-fault"]] = field(
+        default_factory=lambda: ["timeout", "preemption", "spot", "node-fault"]
     )
     timeout_window: float = num(600.0, 0, 30 * DAY)  # signal with less than this left (or past 80%): a timeout
     master_port: int | None = num(None, 1, 65535)  # MASTER_PORT for multi-node jobs; null: 20000 + job id % 20000

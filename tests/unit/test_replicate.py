@@ -111,3 +111,20 @@ def test_restore_brings_the_newer_durable_checkpoint_to_node_local_disk(tmp_path
     _save(fresh, 8)
     assert restore(str(fresh), str(dest), deadline=None)["restored"] is None
     assert checkpoint.latest(str(fresh)).step == 8
+
+
+def test_node_fault_decision_needs_a_failure_and_a_fault():
+    """Issue 29: the requeue-on-node-fault decision is a pure function of the child's exit and the node's checks."""
+    from slurmkit.run.nodefault import decide
+
+    xid = {"check": "xid", "status": "fail", "code": "xid79", "reason": "GPU 0000:5d:00 fell off the bus"}
+    ok = [{"check": "xid", "status": "ok"}, {"check": "gpu_count", "status": "ok"}]
+    assert decide(134, [xid, *ok[1:]]).fault                               # SIGABRT (NCCL watchdog) + Xid 79
+    assert "xid79" in decide(1, [xid]).why
+    assert not decide(0, [xid]).fault                                      # it finished: nothing to redo
+    assert not decide(None, [xid]).fault
+    f = decide(1, ok)                                                      # its own bug on a healthy node
+    assert not f.fault and "healthy node" in f.why
+    assert not decide(1, []).fault                                         # no check ran: no evidence
+    assert not decide(1, [{"check": "xid", "status": "skip", "reason": "dmesg: permission denied"}]).fault
+    assert not decide(1, [{"check": "xid", "status": "warn", "reason": "Xid 13"}]).fault   # application-level
