@@ -93,6 +93,7 @@ def test_gpu_off_the_bus_drains_the_node_and_the_job_trains_again_elsewhere(clea
         "step": target, "value": uninterrupted(tmp_path, target)}
 
 
+@pytest.mark.compat("run/requeue")
 def test_a_trainer_that_fails_on_a_healthy_node_is_not_requeued(clean, tmp_path):
     durable, out = tmp_path / "durable", tmp_path / "job.out"
     job = clean.sbatch(_script(tmp_path, durable, 10_000), "--time=30", "--requeue", "--gres=gpu:1",
