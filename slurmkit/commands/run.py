@@ -108,6 +108,14 @@ def run(
     if grace is not None and grace < 0:
         raise UsageError("--grace must be >= 0")
     rs = ctx.settings.run
+    from ..checkpoint.paths import PathError, expand
+
+    try:  # issue 29: {job_id}, {array_task_id}, ... and $VARIABLEs, from this job's variables
+        checkpoint_dir = expand(checkpoint_dir, dict(os.environ)) if checkpoint_dir else checkpoint_dir
+        where = durable or rs.durable
+        durable = expand(where, dict(os.environ)) if where else None
+    except PathError as e:
+        raise UsageError(f"--checkpoint-dir/--durable: {e}") from None
     opts = RunOptions.from_settings(
         rs,
         signal=trigger,
