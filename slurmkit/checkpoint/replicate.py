@@ -84,9 +84,13 @@ class Throttle:
 # --- restore (before the child starts) -------------------------------------------------------------------------
 
 
-def restore(local: str, dest: str, *, deadline: float | None, workers: int = 2, algo: str = "sha256") -> dict:
-    """Copy DEST's newest complete checkpoint to LOCAL when it is newer than LOCAL's newest. Returns
+def restore(
+    local: str, dest: str, *, deadline: float | None, workers: int = 2, algo: str = "sha256", part: int | None = None
+) -> dict:
+    """Copy DEST's newest complete checkpoint to LOCAL when it is newer than LOCAL's newest; on a multi-node DEST
+    (checkpoint/parts.py) this node's `part` of the newest step that EVERY part holds. Returns
     {"restored": name|None, "step": int|None, "seconds", "errors": [...], "why": str}. Never raises."""
+    from .parts import durable_steps, part_dir
     from .syncdir import sync_dir
 
     t0 = time.monotonic()
@@ -95,17 +99,18 @@ def restore(local: str, dest: str, *, deadline: float | None, workers: int = 2, 
         out["why"] = "restore from s3:// is not supported yet: the epilog's sync or `slurmkit sync` brings it back"
         return out
     try:
-        durable, _ = scan_source(dest)
+        durable, parts = durable_steps(dest)
         have, _ = scan_source(local)
-    except OSError as e:
+    except (OSError, ValueError) as e:
         out["errors"].append(f"{dest}: {e}")
         return out
-    name = restore_choice(sorted(have), sorted(n for n, m in durable.items() if isinstance(m, dict)))
+    source = dest if parts is None else part_dir(dest, part or 0)
+    name = restore_choice(sorted(have), durable)
     if name is None:
         out["why"] = "node-local is as new as DEST" if durable else "nothing durable at DEST"
         return out
     os.makedirs(local, exist_ok=True)
-    rep = sync_dir(dest, local, keep=1 << 20, deadline=deadline, workers=workers, algo=algo, only=[name])
+    rep = sync_dir(source, local, keep=1 << 20, deadline=deadline, workers=workers, algo=algo, only=[name])
     out["errors"] = list(rep["errors"])
     if name in rep["copied"] or name in rep["skipped"]:
         from .layout import step_number
@@ -134,11 +139,17 @@ class Replicator:
         timeout: float,
         log: Callable[..., None],
         python: str = sys.executable,
+        part: int | None = None,
+        parts: int | None = None,
     ):
         self.source, self.dest, self.series, self.keep = source, dest, series, keep
         self.interval, self.bwlimit_mib, self.nice, self.timeout = interval, bwlimit_mib, nice, timeout
         self.log = log
         self.python = python
+        # a multi-node job: this node's part goes to DEST/node-<part> (checkpoint/parts.py)
+        self.part: int | None = (part or 0) if parts and parts > 1 else None
+        self.parts: int | None = parts if self.part is not None else None
+        self.target = dest if self.parts is None else os.path.join(dest, f"node-{self.part}")
         self.done: dict[str, Any] = {}
         self.first_seen: dict[str, float] = {}  # name -> wall time it was first seen complete (for the lag)
         self.copies = 0
@@ -151,6 +162,13 @@ class Replicator:
         self._thread.start()
 
     def _loop(self) -> None:
+        if self.parts is not None and self.part == 0:
+            from .parts import record_parts
+
+            try:
+                record_parts(self.dest, self.parts, self.series)
+            except OSError as e:
+                self.log("replicate-failed", error=f"{self.dest}: parts record: {e}")
         while not self._stop.wait(self.interval):
             self.pass_once()
 
@@ -164,14 +182,21 @@ class Replicator:
             now = time.time()
             for n in local:
                 self.first_seen.setdefault(n, now)
-            name = next_to_copy(local, self.done)
+            if self.parts is not None and self.part != 0:
+                from .. import checkpoint
+                from .parts import next_part_to_copy, part_dir
+
+                leader = [os.path.basename(c.path) for c in checkpoint.complete(part_dir(self.dest, 0))]
+                name = next_part_to_copy(local, self.done, leader)
+            else:
+                name = next_to_copy(local, self.done)
             if name is None:
                 return None
             skipped = [n for n in local if n not in self.done and n < name and (not self.done or n > max(self.done))]
             return self._copy(name, local[name], skipped, self.timeout if timeout is None else timeout)
 
     def _copy(self, name: str, man: Any, skipped: list[str], timeout: float) -> str | None:
-        argv = [self.python, "-m", "slurmkit.checkpoint.replicate", "copy", self.source, self.dest, name]
+        argv = [self.python, "-m", "slurmkit.checkpoint.replicate", "copy", self.source, self.target, name]
         argv += ["--keep", str(self.keep), "--bwlimit", str(self.bwlimit_mib), "--nice", str(self.nice)]
         if self.series:
             argv += ["--series", self.series]
@@ -203,7 +228,7 @@ class Replicator:
             self.log(
                 "replicated",
                 checkpoint=name,
-                dest=self.dest,
+                dest=self.target,
                 bytes=rep.get("bytes", 0),
                 seconds=f"{secs:.1f}",
                 lag=f"{lag:.1f}s",
@@ -223,6 +248,49 @@ class Replicator:
         left = end - time.monotonic()
         if left > 1 and not self._thread.is_alive():
             self.pass_once(timeout=left)
+
+
+# --- for one job: which part this wrapper is ---------------------------------------------------------------------
+
+
+def job_part(environ: dict[str, str]) -> tuple[int | None, int | None, bool]:
+    """(part, parts, replicates) for a wrapper in this environment. A multi-node job with one wrapper per task
+    (`srun slurmkit run ...`): node rank SLURM_NODEID of SLURM_NNODES parts, and only the first task of each node
+    (SLURM_LOCALID 0) replicates and restores. Otherwise one part (the batch step's wrapper). Pure."""
+    try:
+        nodes = int(environ.get("SLURM_NNODES") or 1)
+        if nodes > 1 and environ.get("SLURM_STEP_ID") is not None and environ.get("SLURM_NODEID") is not None:
+            return int(environ["SLURM_NODEID"]), nodes, environ.get("SLURM_LOCALID", "0") in ("", "0")
+    except ValueError:
+        pass
+    return None, None, True
+
+
+def for_job(opts, environ: dict[str, str], job_id: str | None, log) -> Replicator | None:
+    """The wrapper's replicator (started), after restoring DEST's newest to node-local disk; None without
+    --durable or on a node's second task."""
+    part, parts, mine = job_part(environ)
+    if not (opts.checkpoint_dir and opts.durable and mine):
+        return None
+    r = restore(opts.checkpoint_dir, opts.durable, deadline=time.monotonic() + opts.replicate_timeout, part=part)
+    if r["restored"]:
+        log("restored", step=r["step"], checkpoint=r["restored"], source=opts.durable, seconds=r.get("seconds"))
+    elif r["errors"]:
+        log("restore-failed", source=opts.durable, error="; ".join(r["errors"])[:300])
+    repl = Replicator(
+        opts.checkpoint_dir,
+        opts.durable,
+        series=job_id,
+        keep=opts.durable_keep,
+        interval=opts.replicate_interval,
+        bwlimit_mib=opts.replicate_bwlimit,
+        nice=opts.replicate_nice,
+        timeout=opts.replicate_timeout,
+        log=log,
+        part=part,
+        parts=parts,
+    )
+    return repl
 
 
 # --- the copy child -------------------------------------------------------------------------------------------

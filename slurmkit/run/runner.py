@@ -214,8 +214,11 @@ class Runner:
 
     def _run(self, stop_file: str) -> int:
         o = self.opts
+        repl = None
         if o.checkpoint_dir and o.durable:
-            self._restore(o.checkpoint_dir, o.durable)
+            from ..checkpoint.replicate import for_job
+
+            repl = for_job(o, self.environ, self.job_id, self.log)  # restores DEST's newest first (issue 29)
         if o.checkpoint_dir:
             from ..checkpoint import latest
 
@@ -250,21 +253,7 @@ class Runner:
             grace=o.grace,
             max_requeues=o.max_requeues,
         )
-        repl = None
-        if o.checkpoint_dir and o.durable:
-            from ..checkpoint.replicate import Replicator
-
-            repl = Replicator(
-                o.checkpoint_dir,
-                o.durable,
-                series=self.job_id,
-                keep=o.durable_keep,
-                interval=o.replicate_interval,
-                bwlimit_mib=o.replicate_bwlimit,
-                nice=o.replicate_nice,
-                timeout=o.replicate_timeout,
-                log=self.log,
-            )
+        if repl is not None:
             repl.start()
         watcher = None
         if o.imds_endpoint:
@@ -391,19 +380,6 @@ class Runner:
         f = decide(code, self.node_probe() if self.node_probe else [])
         self.log("node-fault" if f.fault else "no-node-fault", reason=f.why[:300])
         return "node-fault" if f.fault else None
-
-    def _restore(self, local: str, durable: str) -> None:
-        """Bring DEST's newest complete checkpoint to node-local disk when it is newer than what is there (a job
-        requeued onto another node, or whose node-local disk was wiped)."""
-        from ..checkpoint.replicate import restore
-
-        r = restore(local, durable, deadline=time.monotonic() + self.opts.replicate_timeout)
-        if r["restored"]:
-            self.log("restored", step=r["step"], checkpoint=r["restored"], source=durable, seconds=r.get("seconds"))
-        elif r["errors"]:
-            self.log("restore-failed", source=durable, error="; ".join(r["errors"])[:300])
-        elif self.restarts:
-            self.log("restore-skipped", source=durable, why=r["why"])
 
     def _restart_soon(self, *, first: bool) -> None:
         """Shorten Slurm's hold on the requeued job (BeginTime ~121 s ahead on every version measured) to

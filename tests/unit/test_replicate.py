@@ -128,3 +128,51 @@ def test_node_fault_decision_needs_a_failure_and_a_fault():
     assert not decide(1, []).fault                                         # no check ran: no evidence
     assert not decide(1, [{"check": "xid", "status": "skip", "reason": "dmesg: permission denied"}]).fault
     assert not decide(1, [{"check": "xid", "status": "warn", "reason": "Xid 13"}]).fault   # application-level
+
+
+def test_multinode_parts_a_step_is_durable_only_when_every_node_has_its_part(tmp_path):
+    """Two nodes, each with its own node-local shard of every step (synthetic: 2 dirs on one machine)."""
+    from slurmkit.checkpoint.parts import complete_steps, durable_steps, next_part_to_copy
+
+    assert complete_steps([{"a", "b"}, {"b", "c"}]) == ["b"] and complete_steps([]) == []
+    assert next_part_to_copy({"s1": 1, "s2": 2, "s3": 3}, {}, ["s1", "s2"]) == "s2"
+    assert next_part_to_copy({"s1": 1, "s3": 3}, {"s1": 1}, ["s1", "s2"]) is None     # follows node 0 only
+    assert next_part_to_copy({"s1": 1, "s2": 2}, {"s2": 2}, ["s1", "s2"]) is None     # never goes back
+    dest = tmp_path / "durable"
+    n0, n1 = tmp_path / "n0", tmp_path / "n1"
+    mk = lambda local, rank: Replicator(str(local), str(dest), series="42", keep=3, interval=60, bwlimit_mib=0,  # noqa: E731
+                                       nice=0, timeout=60, log=lambda *a, **k: None, part=rank, parts=2)
+    r0, r1 = mk(n0, 0), mk(n1, 1)
+    from slurmkit.checkpoint.parts import record_parts
+
+    record_parts(str(dest), 2, "42")                  # what node 0's replicator does first
+    for s in (1, 2, 3):
+        _save(n0, s)
+        _save(n1, s)
+    assert r1.pass_once() is None                     # node 0 has published nothing yet: node 1 waits
+    assert r0.pass_once() == "step-0000000003"
+    assert durable_steps(str(dest)) == ([], 2)        # one part of two: not durable
+    assert r1.pass_once() == "step-0000000003"
+    assert durable_steps(str(dest)) == (["step-0000000003"], 2)
+    _save(n0, 4)                                      # node 0 saved step 4, node 1 died before it did
+    assert r0.pass_once() == "step-0000000004"
+    assert r1.pass_once() is None
+    assert durable_steps(str(dest)) == (["step-0000000003"], 2)
+    # the job resumes on two fresh nodes: each restores its part of step 3, never the incomplete step 4
+    for rank in (0, 1):
+        out = restore(str(tmp_path / f"new{rank}"), str(dest), deadline=None, part=rank)
+        assert out["restored"] == "step-0000000003", out
+        got = checkpoint.latest(str(tmp_path / f"new{rank}"), verify=True)
+        assert got.step == 3
+    # checkpoint.latest on DEST itself sees no step-* at its root: an incomplete step is never read as complete
+    assert checkpoint.latest(str(dest)) is None
+
+
+def test_job_part_from_slurms_variables():
+    from slurmkit.checkpoint.replicate import job_part
+
+    assert job_part({}) == (None, None, True)
+    assert job_part({"SLURM_NNODES": "2"}) == (None, None, True)                      # the batch step's wrapper
+    task = {"SLURM_NNODES": "2", "SLURM_STEP_ID": "0", "SLURM_NODEID": "1", "SLURM_LOCALID": "0"}
+    assert job_part(task) == (1, 2, True)
+    assert job_part({**task, "SLURM_LOCALID": "3"}) == (1, 2, False)                  # a node's second task
