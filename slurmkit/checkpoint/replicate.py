@@ -105,6 +105,11 @@ def restore(
         out["errors"].append(f"{dest}: {e}")
         return out
     source = dest if parts is None else part_dir(dest, part or 0)
+    if parts is not None:
+        # a multi-node job: a local step newer than the newest step complete across nodes may be one that another
+        # node never finished; hide it (readers skip .tmp-*) so every node resumes from the same complete step
+        out["hidden"] = hide_newer(local, sorted(have), durable[-1] if durable else "")
+        have = {n: m for n, m in have.items() if n not in out["hidden"]}
     name = restore_choice(sorted(have), durable)
     if name is None:
         out["why"] = "node-local is as new as DEST" if durable else "nothing durable at DEST"
@@ -120,6 +125,19 @@ def restore(
         out["errors"].append(f"{name}: not restored ({rep['status']})")
     out["seconds"] = round(time.monotonic() - t0, 3)
     return out
+
+
+def hide_newer(local: str, names: list[str], complete: str) -> list[str]:
+    """Rename LOCAL's checkpoints newer than `complete` to `.tmp-incomplete-NAME` (kept, but never read)."""
+    hidden = []
+    for n in names:
+        if n > complete:
+            try:
+                os.rename(os.path.join(local, n), os.path.join(local, f".tmp-incomplete-{n}-{os.urandom(3).hex()}"))
+                hidden.append(n)
+            except OSError:
+                pass
+    return hidden
 
 
 # --- the replicator (a thread of the wrapper; each copy a child process) ----------------------------------------
@@ -273,6 +291,8 @@ def for_job(opts, environ: dict[str, str], job_id: str | None, log) -> Replicato
     if not (opts.checkpoint_dir and opts.durable and mine):
         return None
     r = restore(opts.checkpoint_dir, opts.durable, deadline=time.monotonic() + opts.replicate_timeout, part=part)
+    if r.get("hidden"):
+        log("restore-hid", checkpoints=",".join(r["hidden"]), why="newer than the newest step every node made durable")
     if r["restored"]:
         log("restored", step=r["step"], checkpoint=r["restored"], source=opts.durable, seconds=r.get("seconds"))
     elif r["errors"]:

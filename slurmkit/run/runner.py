@@ -326,7 +326,7 @@ class Runner:
             self.log("child-exit", code=rc if rc >= 0 else 128 - rc, signal=signame(-rc) if rc < 0 else None)
         code = (128 - rc if rc < 0 else rc) if rc is not None else 1
         if not asked:
-            if not (code and self.job_id and self.leader and not cancelled and "node-fault" in o.requeue_on):
+            if not (code and self.job_id and not cancelled and "node-fault" in o.requeue_on):
                 return code
             asked, decision = self._node_fault(code), None  # issue 29: a GPU fault killed it -> requeue
             if asked is None:

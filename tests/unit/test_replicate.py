@@ -164,6 +164,9 @@ def test_multinode_parts_a_step_is_durable_only_when_every_node_has_its_part(tmp
         assert out["restored"] == "step-0000000003", out
         got = checkpoint.latest(str(tmp_path / f"new{rank}"), verify=True)
         assert got.step == 3
+    # node 0 came back with its node-local step 4 (that node 1 never made): it resumes from step 3 like node 1
+    out = restore(str(n0), str(dest), deadline=None, part=0)
+    assert out["hidden"] == ["step-0000000004"] and checkpoint.latest(str(n0)).step == 3
     # checkpoint.latest on DEST itself sees no step-* at its root: an incomplete step is never read as complete
     assert checkpoint.latest(str(dest)) is None
 
@@ -176,3 +179,14 @@ def test_job_part_from_slurms_variables():
     task = {"SLURM_NNODES": "2", "SLURM_STEP_ID": "0", "SLURM_NODEID": "1", "SLURM_LOCALID": "0"}
     assert job_part(task) == (1, 2, True)
     assert job_part({**task, "SLURM_LOCALID": "3"}) == (1, 2, False)                  # a node's second task
+
+
+def test_a_node_fault_is_requeued_by_the_task_that_sees_it():
+    """Multi-node: the faulty node's wrapper may not be task 0; it requeues the job itself."""
+    from slurmkit.run import requeue_decision
+
+    kw = dict(job_id="7", restarts=0, max_requeues=3, requeue_on=["preemption", "node-fault"], leader=False)
+    assert requeue_decision("node-fault", **kw).requeue
+    assert not requeue_decision("preemption", **kw).requeue
+    assert not requeue_decision("node-fault", **{**kw, "requeue_on": ["preemption"]}).requeue
+    assert not requeue_decision("node-fault", **{**kw, "restarts": 3}).requeue
