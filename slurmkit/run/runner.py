@@ -352,8 +352,9 @@ class Runner:
         try:
             self.backend().requeue(int(self.job_id))
         except Exception as e:  # noqa: BLE001 - logged; the child's exit code stands
-            self.log("requeue-failed", error=str(e))
-            return self._finish_child(code) if rc is None else code
+            if not self._requeued_anyway():
+                self.log("requeue-failed", error=str(e))
+                return self._finish_child(code) if rc is None else code
         self.log("requeued", kind=asked, restart=self.restarts + 1, max_requeues=o.max_requeues)
         self._restart_soon(first=True)
         # Slurm now ends this run (TERM, then KILL). Wait for it rather than exit: the batch script's end must
@@ -380,6 +381,15 @@ class Runner:
         f = decide(code, self.node_probe() if self.node_probe else [])
         self.log("node-fault" if f.fault else "no-node-fault", reason=f.why[:300])
         return "node-fault" if f.fault else None
+
+    def _requeued_anyway(self) -> bool:
+        """Slurm's TERM to the step can kill `scontrol requeue` after the controller took the request (the
+        requeue ends this run at once): the job record says whether it did."""
+        try:
+            rec = self.backend().job(int(self.job_id or 0))
+        except Exception:  # noqa: BLE001 - unknown: the failure stands
+            return False
+        return rec.restarts > self.restarts or "REQUEUE" in str(rec.raw.get("JobState", "")) or rec.state == "PENDING"
 
     def _restart_soon(self, *, first: bool) -> None:
         """Shorten Slurm's hold on the requeued job (BeginTime ~121 s ahead on every version measured) to

@@ -109,3 +109,59 @@ def test_a_trainer_that_fails_on_a_healthy_node_is_not_requeued(clean, tmp_path)
     assert rec.state == "FAILED" and rec.restarts == 0, (rec, log)
     assert "event=no-node-fault" in log and "healthy node" in log, log
     assert "event=requeued" not in log
+
+
+def _node_of(pid: int) -> str:
+    """The dev cluster's nodes all run on this host: a task's node is in its environment."""
+    env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return next(e.split(b"=", 1)[1].decode() for e in env if e.startswith(b"SLURMD_NODENAME="))
+
+
+@pytest.mark.compat("run/requeue")
+def test_two_node_job_gpu_fault_on_one_node_resumes_from_a_complete_step(clean, tmp_path):
+    """The 2-node drill: one wrapper per node (`srun --ntasks-per-node=1 slurmkit run ...`), each node saving its
+    own shard to node-local disk and replicating it to DEST/node-<rank>. Node B's GPU falls off the bus and its
+    trainer dies; B's wrapper requeues the job; the epilog drains B; the job trains again on two healthy nodes from
+    the newest step that BOTH nodes had made durable (never one only one node had)."""
+    target = 400
+    durable, out = tmp_path / "durable", tmp_path / "job.out"
+    script = (f"#!/bin/sh\nexec srun --kill-on-bad-exit=1 --ntasks-per-node=1 {PY} -m slurmkit.cli run --grace 15 "
+              f"--checkpoint-dir {tmp_path}/local-{{node}} --durable {durable} "
+              f"-- sh -c 'exec {PY} {TOY} \"$SLURMKIT_CHECKPOINT_DIR\" {target} 0.1 5 64'\n")
+    job = clean.sbatch(script, "-N2", "--time=30", "--requeue", "--gres=gpu:1", "--open-mode=append",
+                       f"--output={out}")
+    clean.wait_job(job, states=("RUNNING",), timeout=30)
+    pid = _child_pid(out, 2)
+    node = _node_of(pid)
+    from slurmkit.checkpoint.parts import durable_steps
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        steps, parts = durable_steps(str(durable)) if durable.exists() else ([], None)
+        if parts == 2 and steps and int(steps[-1][5:]) >= 20:
+            break
+        time.sleep(0.3)
+    assert parts == 2 and steps, out.read_text()
+    clean.set_scenario(node, "xid79")
+    os.kill(pid, signal.SIGABRT)
+    fault = time.monotonic()
+    complete_at_fault = durable_steps(str(durable))[0]
+    deadline = fault + 90
+    while time.monotonic() < deadline and out.read_text().count("restart=1 event=resumed") < 2:
+        time.sleep(0.2)
+    back = time.monotonic() - fault
+    log = out.read_text()
+    assert log.count("restart=1 event=resumed") == 2, log
+    first = log.split("restart=1 event=", 1)[0]
+    assert "event=requeued kind=node-fault restart=1" in first, first
+    n = clean.node(node)
+    assert n.drained and n.reason.startswith("slurmkit:xid79"), n
+    rec = clean.backend.job(job)
+    assert rec.restarts == 1 and node not in clean.run("scontrol", "show", "hostnames", rec.nodes).stdout.split()
+    resumed = {int(s) for s in re.findall(r"restart=1 event=resumed step=(\d+) ", log)}
+    assert len(resumed) == 1, log                            # both nodes resumed from the same step ...
+    step = resumed.pop()
+    assert f"step-{step:010d}" in complete_at_fault or step > int(complete_at_fault[-1][5:]), (step, complete_at_fault)
+    assert back <= 60, f"training again {back:.1f}s after the fault"
+    print(f"2-node fault -> training again on {rec.nodes}: {back:.1f}s; resumed at step {step} "
+          f"(complete at DEST when the fault hit: {complete_at_fault[-1]})")
+    clean.backend.cancel(job)
