@@ -28,6 +28,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ..checkpoint.paths import Checkpointing
+
 from ..times import TIME_RE, seconds as time_seconds  # noqa: F401 - TIME_RE: the spec's grammar
 from ..errors import SpecError, UsageError
 
@@ -56,13 +58,6 @@ class Preemption:
     # what `slurmkit run` sends the child to ask for a checkpoint; none: only the flag file $SLURMKIT_STOP_FILE
     checkpoint_signal: Literal["TERM", "INT", "USR1", "USR2", "HUP", "QUIT", "none"] = "TERM"
     grace: int | None = None  # seconds `slurmkit run` gives the child to checkpoint
-
-
-@dataclass
-class Checkpointing:
-    """Where the job's checkpoints become durable during the job (issue 29): `slurmkit run --durable`."""
-
-    durable: str | None = None  # a path or s3://; each complete checkpoint is copied there as soon as it is saved
 
 
 @dataclass
