@@ -29,11 +29,13 @@ def sync_dir(
     on_total=None,
     settings: SyncSettings | None = None,
     series: str | None = None,
+    only: list[str] | None = None,
 ) -> SyncReport:
     """Sync the complete checkpoints of `source` to `dest` (a path or s3://...) as the CALLING user.
     Returns the report; never raises for a problem with one checkpoint (it goes into report['errors']).
     `series` (the epilog passes the job id): stamp what is published with it, and let retention prune only
-    that series' checkpoints (see selection.plan)."""
+    that series' checkpoints (see selection.plan). `only` (the replicator, issue 29): consider just these
+    complete checkpoints of `source` (the newest one), as if the others were not there."""
     t0 = time.monotonic()
     rep = empty_report(source, dest)
     src_ckpts: dict[str, Any] = {}  # name -> manifest, or "marker"
@@ -41,6 +43,8 @@ def sync_dir(
         check_disjoint(source, dest)
         # a manifest that is there but refused (unsupported algo, over the size limits) is an error, not a wait
         src_ckpts, rep["incomplete"] = scan_source(source, marker, problems=rep.errors)
+        if only is not None:
+            src_ckpts = {n: m for n, m in src_ckpts.items() if n in only}
         if not src_ckpts and not dry_run:
             # nothing complete to sync: touch nothing at DEST (no directory, no lock file for every job)
             rep["seconds"] = round(time.monotonic() - t0, 3)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import click
 
 from .ctx import Ctx, pass_ctx
@@ -38,6 +40,12 @@ from .ctx import Ctx, pass_ctx
     "at and exports $SLURMKIT_CHECKPOINT_DIR to the child.",
 )
 @click.option(
+    "--durable",
+    metavar="DEST",
+    help="Replicate each complete checkpoint of --checkpoint-dir to DEST (a path or s3://) during the job, "
+    "and restore DEST's newest to --checkpoint-dir before COMMAND starts when it is newer. Default: run.durable.",
+)
+@click.option(
     "--imds-endpoint",
     metavar="URL",
     help="Watch AWS spot interruption notices at this IMDS endpoint "
@@ -66,6 +74,7 @@ def run(
     grace,
     max_requeues,
     checkpoint_dir,
+    durable,
     imds_endpoint,
     imds_poll,
     flops_per_step,
@@ -99,6 +108,14 @@ def run(
     if grace is not None and grace < 0:
         raise UsageError("--grace must be >= 0")
     rs = ctx.settings.run
+    from ..checkpoint.paths import PathError, expand
+
+    try:  # issue 29: {job_id}, {array_task_id}, ... and $VARIABLEs, from this job's variables
+        checkpoint_dir = expand(checkpoint_dir, dict(os.environ)) if checkpoint_dir else checkpoint_dir
+        where = durable or rs.durable
+        durable = expand(where, dict(os.environ)) if where else None
+    except PathError as e:
+        raise UsageError(f"--checkpoint-dir/--durable: {e}") from None
     opts = RunOptions.from_settings(
         rs,
         signal=trigger,
@@ -108,10 +125,19 @@ def run(
         imds_endpoint=imds_endpoint,
         imds_poll_interval=imds_poll,
         checkpoint_dir=checkpoint_dir,
+        durable=durable,
         dry_run=dry_run,
         flops_per_step=flops_per_step,
     )
     if no_requeue:
         opts.requeue_on = []
-    runner = Runner(list(command), opts, backend_factory=ctx.backend)
+    from ..run.nodefault import node_findings
+
+    settings = ctx.settings
+    runner = Runner(
+        list(command),
+        opts,
+        backend_factory=ctx.backend,
+        node_probe=lambda: node_findings(settings, os.environ.get("SLURM_JOB_ID")),
+    )
     return runner.run()

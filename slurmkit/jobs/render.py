@@ -143,6 +143,11 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
     srun_bind, bind_env, profile_path = _bind(sb, spec, settings, partition, tasks, gpus_per_task, notes)
     lead = _preemption(sb, spec, sub)
     grid = spec.sweep_grid()
+    ck_paths: list[str] = []
+    if spec.checkpoint_dir:
+        from ..checkpoint.paths import for_spec  # issue 29: paths per job and task, checked
+
+        spec, ck_paths = for_spec(spec, len(grid), notes)
     if grid:
         sb.put("--array", f"0-{len(grid) - 1}" + (f"%{spec.sweep_parallel}" if spec.sweep_parallel else ""))
     cpus_per_node = sb.cpus_per_node(spec.gpus_per_node, tasks)
@@ -159,6 +164,7 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
         "env": env,
         "sweep": sweep,
         "sweep_count": len(grid),
+        "checkpoint_paths": [comment_text(p) for p in ck_paths],
         "launch": launch,
         "launcher": launcher,
         "wrapped": wrapper,
@@ -420,6 +426,8 @@ def _launch(spec: JobSpec, sub, launcher: str, srun: list[str], tasks: int, note
             w += ["--grace", str(p.grace)]
         w += ["--max-requeues", str(p.max_requeues if p.max_requeues is not None else sub.max_requeues)]
         w += ["--checkpoint-dir", q(spec.checkpoint_dir)]
+        if spec.checkpoint.durable:
+            w += ["--durable", q(spec.checkpoint.durable)]
         if not p.requeue:
             w.append("--no-requeue")
         wrapper = " ".join(w) + " --"

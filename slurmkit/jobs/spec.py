@@ -28,6 +28,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ..checkpoint.paths import Checkpointing
+
 from ..times import TIME_RE, seconds as time_seconds  # noqa: F401 - TIME_RE: the spec's grammar
 from ..errors import SpecError, UsageError
 
@@ -97,6 +99,7 @@ class JobSpec:
     output: str | None = None
     container: Container | None = None
     checkpoint_dir: str | None = None
+    checkpoint: Checkpointing = field(default_factory=Checkpointing)
     preemption: Preemption = field(default_factory=Preemption)
     torchrun: Torchrun = field(default_factory=Torchrun)
     sweep: dict[str, list[str]] = field(default_factory=dict)

@@ -25,6 +25,7 @@ A child that exits on its own before any of that is never requeued. The wrapper 
     slurmkit run: 2026-11-30T09:40:00Z job=12 restart=0 event=signal signal=SIGUSR2
 
 Events: start, resumed (step=N, with --checkpoint-dir), signal, checkpoint-asked, spot-notice, child-exit,
+restart-soon (the requeued job may start again run.restart_delay seconds after this run ends),
 grace-expired, requeued, no-requeue, requeue-failed, imds-error.
 
 For multi-node jobs the child gets MASTER_ADDR (first node of SLURM_JOB_NODELIST), MASTER_PORT, WORLD_SIZE and,

@@ -49,7 +49,8 @@ def requeue_decision(
     """Whether the wrapper should requeue after asking its child to checkpoint."""
     if not job_id:
         return Decision(False, "not a Slurm job (no SLURM_JOB_ID)")
-    if not leader:
+    if not leader and kind != "node-fault":
+        # a node fault is seen only by the tasks on that node: any of them requeues the job
         return Decision(False, "not task 0: task 0 requeues the job")
     if cancelled:
         return Decision(False, "the job was cancelled or hit its time limit (TERM from outside)")

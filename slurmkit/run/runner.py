@@ -30,13 +30,20 @@ class RunOptions:
     checkpoint_signal: str = "TERM"  # or "none"
     grace: float = 60.0
     max_requeues: int = 10
-    requeue_on: list[str] = field(default_factory=lambda: ["timeout", "preemption", "spot"])
+    requeue_on: list[str] = field(default_factory=lambda: ["timeout", "preemption", "spot", "node-fault"])
     timeout_window: float = 600.0
     master_port: int | None = None
     imds_endpoint: str | None = None
     imds_poll_interval: float = 5.0
     imds_timeout: float = 2.0
     spot_margin: float = 15.0
+    restart_delay: int = 5  # after a requeue: eligible again this long after the wrapper ends (0: Slurm's hold)
+    durable: str | None = None  # replicate each complete checkpoint here during the job (issue 29)
+    replicate_interval: float = 2.0
+    replicate_bwlimit: float = 0.0
+    replicate_nice: int = 10
+    replicate_timeout: float = 600.0
+    durable_keep: int = 3
     checkpoint_dir: str | None = None
     dry_run: bool = False
     after_requeue_wait: float = 60.0  # how long to wait for Slurm to end this run after a requeue
@@ -58,6 +65,13 @@ class RunOptions:
                 "imds_poll_interval",
                 "imds_timeout",
                 "spot_margin",
+                "restart_delay",
+                "durable",
+                "replicate_interval",
+                "replicate_bwlimit",
+                "replicate_nice",
+                "replicate_timeout",
+                "durable_keep",
             )
         }
         base.update({k: v for k, v in overrides.items() if v is not None})
@@ -82,12 +96,14 @@ class Runner:
         environ: dict[str, str] | None = None,
         backend_factory: Callable[[], object] | None = None,
         stream=None,
+        node_probe: Callable[[], list[dict]] | None = None,
     ):
         self.argv = list(argv)
         self.opts = opts
         self.environ = dict(os.environ if environ is None else environ)
         self.backend_factory = backend_factory
         self.stream = stream or sys.stderr
+        self.node_probe = node_probe  # the node's fault checks (nodefault.node_findings), for node-fault requeues
         self.job_id = self.environ.get("SLURM_JOB_ID") or None
         try:
             self.restarts = int(self.environ.get("SLURM_RESTART_COUNT") or 0)
@@ -102,6 +118,7 @@ class Runner:
         self._lock = threading.Lock()
         self._log_lock = threading.Lock()
         self._backend = None
+        self._restart_set = False  # run.restart_delay applied once (logged once)
 
     # -- plumbing --------------------------------------------------------------------------------------------------
     def log(self, event: str, **kv) -> None:
@@ -197,6 +214,11 @@ class Runner:
 
     def _run(self, stop_file: str) -> int:
         o = self.opts
+        repl = None
+        if o.checkpoint_dir and o.durable:
+            from ..checkpoint.replicate import for_job
+
+            repl = for_job(o, self.environ, self.job_id, self.log)  # restores DEST's newest first (issue 29)
         if o.checkpoint_dir:
             from ..checkpoint import latest
 
@@ -231,6 +253,8 @@ class Runner:
             grace=o.grace,
             max_requeues=o.max_requeues,
         )
+        if repl is not None:
+            repl.start()
         watcher = None
         if o.imds_endpoint:
             watcher = SpotWatcher(Imds(o.imds_endpoint, o.imds_timeout), o.imds_poll_interval, self._wake, self.log)
@@ -294,12 +318,19 @@ class Runner:
         finally:
             if watcher is not None:
                 watcher.stop()
+            if repl is not None:
+                # the checkpoint the child saved on its way out becomes durable before the requeue (within grace)
+                repl.stop(final_timeout=max(5.0, min(o.grace, o.replicate_timeout)))
 
         if rc is not None:
             self.log("child-exit", code=rc if rc >= 0 else 128 - rc, signal=signame(-rc) if rc < 0 else None)
         code = (128 - rc if rc < 0 else rc) if rc is not None else 1
         if not asked:
-            return code
+            if not (code and self.job_id and not cancelled and "node-fault" in o.requeue_on):
+                return code
+            asked, decision = self._node_fault(code), None  # issue 29: a GPU fault killed it -> requeue
+            if asked is None:
+                return code
         final = requeue_decision(
             asked,
             job_id=self.job_id,
@@ -321,9 +352,11 @@ class Runner:
         try:
             self.backend().requeue(int(self.job_id))
         except Exception as e:  # noqa: BLE001 - logged; the child's exit code stands
-            self.log("requeue-failed", error=str(e))
-            return self._finish_child(code) if rc is None else code
+            if not self._requeued_anyway():
+                self.log("requeue-failed", error=str(e))
+                return self._finish_child(code) if rc is None else code
         self.log("requeued", kind=asked, restart=self.restarts + 1, max_requeues=o.max_requeues)
+        self._restart_soon(first=True)
         # Slurm now ends this run (TERM, then KILL). Wait for it rather than exit: the batch script's end must
         # not race the requeue.
         end = time.monotonic() + o.after_requeue_wait
@@ -338,7 +371,45 @@ class Runner:
                     pass
             except (BlockingIOError, InterruptedError):
                 pass
+        self._restart_soon(first=False)
         return code
+
+    def _node_fault(self, code: int) -> str | None:
+        """'node-fault' when the child's failure comes with a fault of this node (run/nodefault.py), else None."""
+        from .nodefault import decide
+
+        f = decide(code, self.node_probe() if self.node_probe else [])
+        self.log("node-fault" if f.fault else "no-node-fault", reason=f.why[:300])
+        return "node-fault" if f.fault else None
+
+    def _requeued_anyway(self) -> bool:
+        """Slurm's TERM to the step can kill `scontrol requeue` after the controller took the request (the
+        requeue ends this run at once): the job record says whether it did."""
+        try:
+            rec = self.backend().job(int(self.job_id or 0))
+        except Exception:  # noqa: BLE001 - unknown: the failure stands
+            return False
+        return rec.restarts > self.restarts or "REQUEUE" in str(rec.raw.get("JobState", "")) or rec.state == "PENDING"
+
+    def _restart_soon(self, *, first: bool) -> None:
+        """Shorten Slurm's hold on the requeued job (BeginTime ~121 s ahead on every version measured) to
+        run.restart_delay seconds: the job is pending (still completing) now, and Slurm keeps a start time that
+        is still ahead when the requeue completes. Set once right after the requeue and again as this run ends,
+        so the delay counts from the end of the batch step (then only the epilog runs before the requeue
+        completes)."""
+        delay = self.opts.restart_delay
+        if not delay or not self.job_id:
+            return
+        try:
+            self.backend().start_in(int(self.job_id), delay)
+        except Exception as e:  # noqa: BLE001 - logged; Slurm's own hold stands
+            # the first try races Slurm's TERM to the step (it may kill scontrol): only the last one counts
+            if not first:
+                self.log("restart-delay-failed", error=str(e), note="Slurm's own hold (~2 min) stands")
+            return
+        if not self._restart_set:
+            self._restart_set = True
+            self.log("restart-soon", delay=f"{delay}s", note="eligible again this long after this run ends")
 
     def _ask(self, kind: str, stop_file: str, deadline: float, **info):
         o = self.opts

@@ -58,8 +58,9 @@ class RunSettings(Section):
     grace: float = num(60.0, 0, DAY)  # seconds the child gets to checkpoint and exit before the requeue
     max_requeues: int = num(10, 0, 100000)  # requeue only while SLURM_RESTART_COUNT is below this
     # which notices make `slurmkit run` checkpoint and requeue the job
-    requeue_on: list[Literal["timeout", "preemption", "spot"]] = field(
-        default_factory=lambda: ["timeout", "preemption", "spot"]
+    # (node-fault: the command failed and this node's fault checks found a fatal Xid or a lost GPU since the prolog)
+    requeue_on: list[Literal["timeout", "preemption", "spot", "node-fault"]] = field(
+        default_factory=lambda: ["timeout", "preemption", "spot", "node-fault"]
     )
     timeout_window: float = num(600.0, 0, 30 * DAY)  # signal with less than this left (or past 80%): a timeout
     master_port: int | None = num(None, 1, 65535)  # MASTER_PORT for multi-node jobs; null: 20000 + job id % 20000
@@ -67,6 +68,17 @@ class RunSettings(Section):
     imds_poll_interval: float = num(5.0, 0, 3600, lo_open=True)  # seconds between polls of spot/instance-action
     imds_timeout: float = num(2.0, 0, 600, lo_open=True)  # seconds for each IMDS request
     spot_margin: float = num(15.0, 0, 3600)  # after a spot notice, requeue this long before the announced time
+    # after a requeue, the job may start again this many seconds after the wrapper ends (scontrol update
+    # StartTime=now+N; more than the epilog takes); 0 keeps Slurm's own hold (the credential lifetime, ~121 s)
+    restart_delay: int = num(5, 0, 3600)
+    # where `slurmkit run` replicates each complete checkpoint during the job (a path or s3://); null: only the
+    # epilog's sync copies them. The spec's checkpoint.durable, or --durable, sets it per job
+    durable: str | None = None
+    replicate_interval: float = num(2.0, 0.1, 3600)  # seconds between looks for a new complete checkpoint
+    replicate_bwlimit: float = num(0.0, 0, 1 << 20)  # MiB/s one replication may use; 0: no limit
+    replicate_nice: int = num(10, 0, 19)  # CPU niceness of the copy process (training keeps the CPUs)
+    replicate_timeout: float = num(600.0, 1, DAY)  # seconds one copy (or the restore) may take before it is left
+    durable_keep: int = num(3, 1, 100000)  # newest checkpoints of the job kept at the durable destination
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -77,6 +89,11 @@ class RunSettings(Section):
                 "and a cancelled job must never requeue); use USR2"
             )
         _check_signal(self.checkpoint_signal, "checkpoint_signal", allow_none=True)
+        if 0 < self.restart_delay < 2:
+            raise ValueError(
+                "restart_delay: 0 (Slurm's own hold) or at least 2 seconds (slurmd revokes the old run's "
+                "credential by the second and refuses a restart within it)"
+            )
 
 
 @dataclass(kw_only=True)

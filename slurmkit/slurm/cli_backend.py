@@ -197,6 +197,12 @@ class CliBackend:
                 time.sleep(0.1)
             raise SlurmError(f"job {job_id} was requeued but did not turn PENDING within {self.timeout:g}s")
 
+    def start_in(self, job_id: int, seconds: int) -> None:
+        """Make a pending (or requeued, still completing) job eligible `seconds` from now: `scontrol update
+        JobId=N StartTime=now+S`. The job's owner may do this. Slurm keeps a start time still ahead when the
+        requeue completes; one already past is replaced by its own hold (the credential lifetime, ~121 s)."""
+        self._run(["scontrol", "update", f"JobId={int(job_id)}", f"StartTime=now+{max(0, int(seconds))}"])
+
     def cancel(self, job_id: int) -> None:
         self._run(["scancel", str(int(job_id))])
 

@@ -247,3 +247,13 @@ def test_bad_signal_is_exit_2():
     p = wrapper("--signal", "TERM", "--", "true")
     out, err = p.communicate(timeout=30)
     assert p.returncode == 2 and "cannot be the trigger" in err
+
+
+def test_restart_delay_is_zero_or_at_least_two_seconds():
+    """Issue 29: StartTime=now+1 would race slurmd's revocation of the old run's credential (by the second)."""
+    from slurmkit.settings.ops import RunSettings
+
+    assert RunSettings(restart_delay=0).restart_delay == 0
+    assert RunSettings().restart_delay == 5
+    with pytest.raises(ValueError, match="restart_delay"):
+        RunSettings(restart_delay=1)
