@@ -9,14 +9,14 @@ too; newlines are refused by the spec check.) The templates only lay the pieces 
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shlex
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
 from .spec import JobSpec
+from ..topology.binding import plan_binding
+from .profile import load_profile, profile_cpus_per_gpu
 from .templates import TEMPLATES, render_template, template_below_spec
 
 
@@ -59,67 +59,6 @@ def slurm_quote(value: str) -> str:
 def sbatch_opt(name: str, value: str | None = None) -> str:
     """One `#SBATCH` option: the name as checked by the spec, the value quoted for Slurm's parser."""
     return name if value is None else f"{name}={slurm_quote(str(value))}"
-
-
-# --- topology profile and binding ----------------------------------------------------------------------------------
-
-
-def load_profile(settings, partition: str | None) -> tuple[dict | None, str | None]:
-    """The partition's `slurmkit topo --json` document from the site config (path relative to the config)."""
-    profiles = settings.submit.profiles
-    if not partition or partition not in profiles:
-        return None, None
-    p = os.path.expanduser(profiles[partition])
-    if not os.path.isabs(p) and settings.source:
-        p = os.path.join(os.path.dirname(os.path.realpath(settings.source)), p)
-    p = os.path.realpath(p)
-    key = f"submit.profiles.{partition}"
-    from ..bounded import read_text
-
-    try:
-        text = read_text(p, what="topology profile")
-        doc = json.loads(text)
-    except UsageError as e:
-        raise UsageError(f"{key}: {e}", path=settings.source, line=settings.lines.get(key)) from None
-    except ValueError as e:
-        raise UsageError(
-            f"{key}: cannot read topology profile {p}: {e}", path=settings.source, line=settings.lines.get(key)
-        ) from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("gpus"), list):
-        raise UsageError(
-            f'{key}: {p} is not a `slurmkit topo --json` document (no "gpus" list)',
-            path=settings.source,
-            line=settings.lines.get(key),
-        )
-    try:  # every GPU an object with cpus/numa/links of the right types: the planner trusts its input
-        from ..topology.binding import validate_profile
-    except ImportError:
-        return doc, str(p)
-    try:
-        validate_profile(doc, path=p)
-    except UsageError as e:
-        raise UsageError(f"{key}: {e}", path=settings.source, line=settings.lines.get(key)) from None
-    return doc, str(p)
-
-
-def plan_binding(profile: dict, gpus_per_task: int, tasks_per_node: int) -> dict | None:
-    """Binding from the topology package (issue 4) when it is installed; None when it is not."""
-    try:
-        from ..topology.binding import plan_binding as topo_plan
-    except ImportError:
-        return None
-    return topo_plan(profile, gpus_per_task, tasks_per_node)
-
-
-def profile_cpus_per_gpu(profile: dict) -> int | None:
-    """CPUs per GPU from a profile alone: the CPUs of the node (union of the GPUs' affinities) / GPUs."""
-    gpus = profile.get("gpus") or []
-    cpus: set[int] = set()
-    for g in gpus:
-        cpus.update(g.get("cpus") or [])
-    if not gpus or not cpus:
-        return None
-    return max(1, len(cpus) // len(gpus))
 
 
 # --- the plan: everything the template needs, already quoted -------------------------------------------------------

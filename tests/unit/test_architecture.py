@@ -22,11 +22,22 @@ def _modules() -> dict[str, Path]:
 
 
 def _imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """The slurmkit modules `name` imports, at any depth of its code (a function-level import is still an edge)."""
+    """The slurmkit modules `name` imports, at any depth of its code (a function-level import is still an edge; one
+    under `if TYPE_CHECKING:` is not: it never runs)."""
     is_pkg = path.name == "__init__.py"
     base = name.split(".") if is_pkg else name.split(".")[:-1]
+    tree = ast.parse(path.read_text(), str(path))
+    typing_only = {
+        id(n)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and ast.unparse(block.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+        for stmt in block.body
+        for n in ast.walk(stmt)
+    }
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
