@@ -108,7 +108,7 @@ def run(
     if grace is not None and grace < 0:
         raise UsageError("--grace must be >= 0")
     rs = ctx.settings.run
-    from ..checkpoint.paths import PathError, expand
+    from ..jobs.ckpaths import PathError, expand
 
     try:  # issue 29: {job_id}, {array_task_id}, ... and $VARIABLEs, from this job's variables
         checkpoint_dir = expand(checkpoint_dir, dict(os.environ)) if checkpoint_dir else checkpoint_dir

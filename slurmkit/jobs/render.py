@@ -84,7 +84,7 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
     grid = spec.sweep_grid()
     ck_paths: list[str] = []
     if spec.checkpoint_dir:
-        from ..checkpoint.paths import for_spec  # issue 29: paths per job and task, checked
+        from .ckpaths import for_spec  # issue 29: paths per job and task, checked
 
         spec, ck_paths = for_spec(spec, len(grid), notes)
     if grid:

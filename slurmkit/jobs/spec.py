@@ -27,7 +27,6 @@ import typing
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..checkpoint.paths import Checkpointing
 
 from ..times import TIME_RE, seconds as time_seconds  # noqa: F401 - TIME_RE: the spec's grammar
 from ..errors import SpecError, UsageError
@@ -37,6 +36,13 @@ SPEC_LIMIT = 16 * 1024 * 1024  # bytes: a job spec is a page of YAML; 16 MiB is 
 MAX_NODES = 100_000  # YAML nodes after aliases are expanded (anchor bombs), and nesting depth
 MAX_DEPTH = 64
 MAX_INT_DIGITS = 30
+
+
+@dataclass
+class Checkpointing:
+    """Where the job's checkpoints become durable during the job (issue 29): `slurmkit run --durable`."""
+
+    durable: str | None = None  # a path or s3://; each complete checkpoint is copied there as soon as it is saved
 
 
 @dataclass

@@ -3,7 +3,7 @@ one directory, and what `render` shows."""
 import pytest
 
 from slurmkit import config
-from slurmkit.checkpoint.paths import PathError, expand, per_task_default, problems
+from slurmkit.jobs.ckpaths import PathError, expand, per_task_default, problems
 from slurmkit.errors import UsageError
 from slurmkit.jobs import render, spec as specmod
 

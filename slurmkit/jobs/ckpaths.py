@@ -11,7 +11,6 @@ one directory), `per_task_default` (a sweep's default: one directory per task).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 # placeholder -> the job's variables it reads, first one set wins
 PLACEHOLDERS: dict[str, tuple[str, ...]] = {
@@ -47,13 +46,6 @@ PER_TASK: tuple[str, ...] = (
 
 _PH_RE = re.compile(r"(?<!\$)\{([^{}]*)\}")
 _VAR_RE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
-
-
-@dataclass
-class Checkpointing:
-    """Where the job's checkpoints become durable during the job (issue 29): `slurmkit run --durable`."""
-
-    durable: str | None = None  # a path or s3://; each complete checkpoint is copied there as soon as it is saved
 
 
 class PathError(ValueError):
