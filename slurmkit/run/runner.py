@@ -331,16 +331,7 @@ class Runner:
             asked, decision = self._node_fault(code), None  # issue 29: a GPU fault killed it -> requeue
             if asked is None:
                 return code
-        final = requeue_decision(
-            asked,
-            job_id=self.job_id,
-            restarts=self.restarts,
-            max_requeues=o.max_requeues,
-            requeue_on=o.requeue_on,
-            leader=self.leader,
-            cancelled=cancelled,
-            dry_run=o.dry_run,
-        )
+        final = self._decide(asked, cancelled=cancelled)
         if not final.requeue:
             if decision is None or decision.requeue:  # say it if it changed since the ask
                 self.log("no-requeue", reason=final.why)
@@ -411,17 +402,22 @@ class Runner:
             self._restart_set = True
             self.log("restart-soon", delay=f"{delay}s", note="eligible again this long after this run ends")
 
-    def _ask(self, kind: str, stop_file: str, deadline: float, **info):
+    def _decide(self, kind: str, *, cancelled: bool = False) -> Decision:
+        """requeue_decision for this job and these options."""
         o = self.opts
-        decision = requeue_decision(
+        return requeue_decision(
             kind,
             job_id=self.job_id,
             restarts=self.restarts,
             max_requeues=o.max_requeues,
             requeue_on=o.requeue_on,
             leader=self.leader,
+            cancelled=cancelled,
             dry_run=o.dry_run,
         )
+
+    def _ask(self, kind: str, stop_file: str, deadline: float, **info):
+        decision = self._decide(kind)
         try:
             with open(stop_file, "w") as f:
                 f.write(f"{kind}\n")
