@@ -12,3 +12,7 @@ $sk nodes
 step "The job's output"
 for _ in $(seq 50); do [ -s "$out" ] && break; sleep 0.2; done
 cat "$out"
+
+step "slurmkit jobs --all and slurmkit logs: the job as its owner sees it (state, nodes, GPUs; its output)"
+$sk jobs --all
+$sk logs "$job" -n 5
