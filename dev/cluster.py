@@ -262,13 +262,18 @@ def start_agent(version: str, d: Path) -> int:
 
 
 def agent_cmd(a) -> None:
-    """`agent start|stop`: the running cluster's hook agent, on or off (the next hook uses it, or runs in process)."""
+    """`agent start|stop|status`: the running cluster's hook agent, on or off (the next hook uses it, or runs in
+    process), or what `slurmkit agent status` says of it (its exit code is this command's)."""
     d: Path = a.dir
     pids = read_pids(d)
     if not pids:
         log(f"no cluster recorded in {d}")
         raise SystemExit(1)
     pid = pids.get("agent")
+    if a.action == "status":
+        version = slurm_version(d)
+        argv = [_slurmkit(version), "agent", "status", "--socket", str(agent_socket(d)), *(["--json"] if a.json else [])]
+        raise SystemExit(subprocess.run(cmd(version, argv, d)).returncode)
     if a.action == "start":
         if pid and pid_alive(pid):
             log(f"the hook agent runs already (pid {pid})")
@@ -637,8 +642,9 @@ def main(argv=None) -> None:
     h = sub.add_parser("hooks", help="rewrite the Prolog/Epilog wrappers of a running cluster (next job uses them)")
     add_hook_paths(h)
     h.add_argument("--hooks", choices=["slurmkit", "true", "python"], default="slurmkit")
-    ag = sub.add_parser("agent", help="start or stop the running cluster's hook agent")
-    ag.add_argument("action", choices=["start", "stop"])
+    ag = sub.add_parser("agent", help="start, stop or show the running cluster's hook agent")
+    ag.add_argument("action", choices=["start", "stop", "status"])
+    ag.add_argument("--json", action="store_true", help="status: as JSON")
     ag.add_argument("--kill", action="store_true", help="stop: SIGKILL, as a crash would (the socket stays)")
     s = sub.add_parser("scenario", help="point NODE's fake GPU tools at another scenario")
     s.add_argument("node")

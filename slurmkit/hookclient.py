@@ -31,9 +31,13 @@ import posix
 import sys
 import time
 
-from .nodeconf import slurm_conf
+from .nodeconf import safe_node_name, slurm_conf
 
-DEFAULT_SOCKET = "/run/slurmkit/agent.sock"
+# where the agent listens: {cluster} is slurm.conf's ClusterName (a host may serve nodes of several clusters, each
+# with its own agent); without one, {cluster} and the / before it are dropped: LEGACY_SOCKET, the path of old agents
+DEFAULT_SOCKET = "/run/slurmkit/{cluster}/agent.sock"
+LEGACY_SOCKET = "/run/slurmkit/agent.sock"
+STATUS = b"status"  # a request of this word after MAGIC asks "are you there?": b"agent <pid>" (old agents: b"fallback")
 MAGIC = b"slurmkit-hook/2"
 MAX_REQUEST = 64 * 1024  # a Slurm hook's environment is a few KiB; a larger one runs in process
 # Where slurm.conf names no hook timeout (unset: Slurm waits for the hook without end), the agent's child ends
@@ -49,13 +53,27 @@ DEFAULT_WAIT = 20.0
 LATE = 0.5  # a child that reads a request this close to its answer-by time drops it: the client is leaving
 
 
-def socket_path(environ) -> bytes:
-    """SLURMKIT_AGENT_SOCKET, else the default; empty, "none" or "off" turns the agent off for this hook.
+def socket_path(environ, conf: dict[bytes, bytes] | None = None) -> bytes:
+    """SLURMKIT_AGENT_SOCKET (the installed hooks set it from the site's `agent.socket`), else DEFAULT_SOCKET, with
+    {cluster} filled in from `conf` (parse_slurm_conf); empty, "none" or "off" turns the agent off for this hook.
     `environ` is bytes to bytes (posix.environ)."""
     p = environ.get(b"SLURMKIT_AGENT_SOCKET")
     if p is None:
-        return DEFAULT_SOCKET.encode()
-    return b"" if p.strip().lower() in (b"", b"none", b"off") else p
+        p = DEFAULT_SOCKET.encode()
+    elif p.strip().lower() in (b"", b"none", b"off"):
+        return b""
+    return expand_socket(p, conf or {})
+
+
+def expand_socket(template: bytes, conf: dict[bytes, bytes]) -> bytes:
+    """{cluster} in the socket's path -> slurm.conf's ClusterName (a name that can name a directory); without one,
+    {cluster} and the / before it are dropped (pure)."""
+    if b"{cluster}" not in template:
+        return template
+    name = conf.get(b"clustername", b"")
+    if name and safe_node_name(name.decode("ascii", "replace")):
+        return template.replace(b"{cluster}", name)
+    return template.replace(b"/{cluster}", b"").replace(b"{cluster}", b"")
 
 
 def hook_timeout(conf: dict[bytes, bytes], module: str) -> int | None:
@@ -121,8 +139,7 @@ def delegate(module: str) -> int | None:
     global fallback_reason
     fallback_reason = None
     environ = posix.environ
-    path = socket_path(environ)
-    if not path:
+    if not socket_path(environ):
         return None
     try:
         import _socket
@@ -130,6 +147,7 @@ def delegate(module: str) -> int | None:
         return None
     t0 = time.monotonic_ns()
     conf = slurm_conf(environ)
+    path = socket_path(environ, conf)
     timeout = hook_timeout(conf, module)
     wait, limit = budgets(timeout, environ.get(b"SLURMKIT_AGENT_WAIT"))
     answer_by, run_until = t0 + int(wait * 1e9), t0 + int((limit - 2) * 1e9)

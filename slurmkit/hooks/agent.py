@@ -1,8 +1,8 @@
 """The node's hook agent: runs the prolog and epilog for the hooks' thin client (slurmkit/hookclient.py) in a
 child forked from an interpreter that has their code loaded already.
 
-    python -I -m slurmkit.hooks.agent [--socket /run/slurmkit/agent.sock] [--pid-file F]   (as root: the
-    slurmkit-agent.service that `slurmkit install` puts on each node)
+    python -I -m slurmkit.hooks.agent [--socket /run/slurmkit/{cluster}/agent.sock] [--pid-file F]   (as root:
+    the slurmkit-agent.service that `slurmkit install` puts on each node; {cluster}: slurm.conf's ClusterName)
 
 Why: a hook is two Python processes per job per node, and most of each one's CPU is the interpreter's start and
 its imports, not the checks (bench/bench_hook_cpu.py). With the agent, the hook's process is an interpreter that
@@ -21,7 +21,8 @@ the agent is absent, refuses, breaks or is late.
 The socket is root's only: its directory 0700, the socket 0600, and each connection's peer must be this
 process's user (SO_PEERCRED). The agent itself runs no check, holds no lock and starts no thread: a fork of it is
 as safe as a fresh process. It re-executes itself when slurmkit's files change under it (an upgrade), and its
-waiting children leave, so no new hook runs old code against new files.
+waiting children leave, so no new hook runs old code against new files. What it did (hooks served, requests
+dropped, its last error) goes to a status file beside the socket, for `slurmkit agent status` (agent_status.py).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import time
 from typing import NamedTuple
 
 from .. import hookclient as client
+from . import agent_status
 from ..files import atomic_write
 
 HOOKS = ("slurmkit.hooks.prolog", "slurmkit.hooks.epilog")  # the only modules a client may ask for
@@ -195,14 +197,34 @@ def _fds(anc) -> list[int]:
     return fds
 
 
-def read_request(conn: socket.socket) -> Request | None:
-    """The client's request, or None: not a hook request, or cut short. Descriptors never come with it (any that
-    do are closed): they come with the client's "go", so that nothing which accepts on the socket and never
-    answers holds the hook's stdout (slurmd reads a hook's output to its end)."""
+def read_message(conn: socket.socket) -> bytes | None:
+    """The client's message, or None: cut short. Descriptors never come with it (any that do are closed): they
+    come with the client's "go", so that nothing which accepts on the socket and never answers holds the hook's
+    stdout (slurmd reads a hook's output to its end)."""
     data, anc, flags, _ = conn.recvmsg(client.MAX_REQUEST + 1, socket.CMSG_SPACE(3 * 4))
     for fd in _fds(anc):
         os.close(fd)
-    return parse_request(data) if not flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) else None
+    return data if not flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) else None
+
+
+def read_request(conn: socket.socket) -> Request | None:
+    """The client's request, or None: not a hook request, or cut short."""
+    data = read_message(conn)
+    return parse_request(data) if data is not None else None
+
+
+# the agent's pid, and the pipe its children report to (b"s": a hook served, b"d": a request dropped, b"e TEXT":
+# an error; agent_status.apply_events): what `slurmkit agent status` shows
+_agent_pid = 0
+_events = -1
+
+
+def _event(line: bytes) -> None:
+    if _events >= 0:
+        try:
+            os.write(_events, line[:500] + b"\n")  # one write under PIPE_BUF: whole; a full pipe drops it
+        except OSError:
+            pass
 
 
 def _client_says_go(conn: socket.socket, answer_by: int) -> list[int] | None:
@@ -235,7 +257,11 @@ def run_one(conn: socket.socket, logfd: int) -> bool:
     me0, tools0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         conn.settimeout(10)
-        req = read_request(conn) if peer_uid(conn) == os.geteuid() else None
+        data = read_message(conn) if peer_uid(conn) == os.geteuid() else None
+        if data == client.MAGIC + b"\0" + client.STATUS:  # `slurmkit agent status`: are you there?
+            conn.send(b"agent %d" % (_agent_pid or os.getppid()))
+            return True
+        req = parse_request(data) if data is not None else None
         if req is None:
             conn.send(b"fallback")
             return True
@@ -247,6 +273,7 @@ def run_one(conn: socket.socket, logfd: int) -> bool:
             what = f"{late:.1f} s past its answer-by time" if late > 0 else "no go from the client"
             line = f"slurmkit agent: dropped the {module.rsplit('.', 1)[1]} of job {env.get('SLURM_JOB_ID', '-')}"
             os.write(logfd, f"{line}: {what}; not run here, pid {os.getpid()}\n".encode())
+            _event(b"d")
             return True
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
@@ -294,7 +321,9 @@ def run_one(conn: socket.socket, logfd: int) -> bool:
         )
         os.write(logfd, line.encode())  # before the answer: whoever reads the agent's log after the hook finds it
         conn.send(b"rc %d" % code)
-    except BaseException:  # noqa: BLE001 - no answer: the client runs the hook itself; this child takes no other
+        _event(b"s")
+    except BaseException as e:  # noqa: BLE001 - no answer: the client runs the hook itself; this child takes no other
+        _event(f"e child {os.getpid()}: {type(e).__name__}: {e}".encode(errors="replace"))
         return False
     finally:
         conn.close()
@@ -351,6 +380,7 @@ def reap() -> None:
 
 
 def serve(path: str, pid_file: str | None = None, replace: bool = False) -> int:
+    global _agent_pid, _events
     warm()
     prime_settings()
     stamp = code_stamp()
@@ -358,6 +388,8 @@ def serve(path: str, pid_file: str | None = None, replace: bool = False) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))  # before the pid file: a stop right after it is clean
     s = listen(path, replace)
     ino = os.lstat(path).st_ino
+    _agent_pid = os.getpid()
+    status = agent_status.StatusFile(path, _agent_pid, replace)  # before the pid file: whoever waits on it finds both
     if pid_file:
         atomic_write(pid_file, f"{os.getpid()}\n")
     gc.collect()
@@ -365,16 +397,22 @@ def serve(path: str, pid_file: str | None = None, replace: bool = False) -> int:
     s.setblocking(False)
     # the children hold the read end: it closes (POLLHUP) when this process exits or re-executes itself
     gen_r, gen_w = os.pipe()
+    ev_r, _events = os.pipe()
+    os.set_blocking(ev_r, False)
+    os.set_blocking(_events, False)
     logfd = os.dup(2)  # the agent's own log: a child's stderr is its client's
     print(f"slurmkit agent: serving {', '.join(HOOKS)} on {path} (pid {os.getpid()})", file=sys.stderr, flush=True)
     import select
 
     poller = select.poll()
     poller.register(s.fileno(), select.POLLIN)
+    poller.register(ev_r, select.POLLIN)
     checked = time.monotonic()
     while not stop:
         conn = None
-        if poller.poll(1000):
+        ready = {fd for fd, _ in poller.poll(1000)}
+        status.feed(ev_r if ev_r in ready else -1)
+        if s.fileno() in ready:
             time.sleep(0.002)  # an idle child (warm) takes a new hook first; a fork is the fallback
             try:
                 conn, _ = s.accept()
@@ -386,6 +424,7 @@ def serve(path: str, pid_file: str | None = None, replace: bool = False) -> int:
             pid = os.fork()
             if pid == 0:
                 os.close(gen_w)
+                os.close(ev_r)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 child(s, gen_r, logfd, conn)
             conn.close()
@@ -407,6 +446,7 @@ def serve(path: str, pid_file: str | None = None, replace: bool = False) -> int:
     try:
         if os.lstat(path).st_ino == ino:
             os.unlink(path)
+            os.unlink(agent_status.status_path(path))
     except OSError:
         pass
     return 0
@@ -416,7 +456,11 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(prog="slurmkit-agent", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--socket", default=os.environ.get("SLURMKIT_AGENT_SOCKET") or client.DEFAULT_SOCKET)
+    ap.add_argument(
+        "--socket",
+        default=os.environ.get("SLURMKIT_AGENT_SOCKET") or client.DEFAULT_SOCKET,
+        help="its socket; {cluster} is slurm.conf's ClusterName (default: %(default)s)",
+    )
     ap.add_argument("--pid-file", help="write the agent's pid here once it serves")
     ap.add_argument("--title-room", default="", help=argparse.SUPPRESS)
     ap.add_argument("--replace", action="store_true", help=argparse.SUPPRESS)  # its own restart: take the socket over
@@ -425,7 +469,10 @@ def main(argv: list[str] | None = None) -> int:
         # room for the sampler's command line (see TITLE_ROOM): run again with it, once
         args = [x for x in sys.orig_argv[1:] if not x.startswith("--title-room")]
         os.execv(sys.executable, [sys.executable, *args, "--title-room=" + " " * TITLE_ROOM])
-    return serve(a.socket, a.pid_file, a.replace)
+    from ..nodeconf import slurm_conf
+
+    path = os.fsdecode(client.expand_socket(os.fsencode(a.socket), slurm_conf(os.environb)))
+    return serve(path, a.pid_file, a.replace)
 
 
 if __name__ == "__main__":

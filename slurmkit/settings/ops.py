@@ -231,6 +231,25 @@ class InstallSettings(Section):
 
 
 @dataclass(kw_only=True)
+class AgentSettings(Section):
+    """The node's hook agent (slurmkit/hooks/agent.py): the prolog and epilog run in a child of it, at a fraction
+    of their CPU; without it they run in their own processes, with the same verdicts. See docs/hooks.md."""
+
+    # `slurmkit install` enables and starts the agent's unit where systemd runs (else it prints how to run it),
+    # and the installed hooks look for it; false: no unit is enabled and the installed hooks never try the socket
+    enabled: bool = False
+    # the agent's socket on a node; {cluster} is slurm.conf's ClusterName there (one socket per cluster on a host
+    # that serves several); without a ClusterName, {cluster} and the / before it are dropped
+    socket: str = "/run/slurmkit/{cluster}/agent.sock"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        v = self.socket
+        if not v.startswith("/") or any(c in v for c in "\"'$`\\\n\0"):
+            raise ValueError(f"socket: expected an absolute path without shell characters, got {v!r}")
+
+
+@dataclass(kw_only=True)
 class AuditSettings(Section):
     """`slurmkit audit`: what a drained GPU costs, how to re-run a check on a node, where node logs live."""
 

@@ -62,12 +62,12 @@ def _verdicts(tmp_path: Path, job: int) -> list[tuple]:
 
 
 class Agent:
-    def __init__(self, tmp_path: Path, env: dict | None = None):
+    def __init__(self, tmp_path: Path, env: dict | None = None, sock: str | None = None):
         self.sock = tmp_path / "agent" / "agent.sock"
         self.pidf = tmp_path / "agent.pid"
         self.log = tmp_path / "agent.log"
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-m", "slurmkit.hooks.agent", "--socket", str(self.sock), "--pid-file",
+            [sys.executable, "-I", "-m", "slurmkit.hooks.agent", "--socket", sock or str(self.sock), "--pid-file",
              str(self.pidf)], stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, cwd=str(REPO),
             env=dict(os.environ, **(env or {})))
         deadline = time.monotonic() + 60
@@ -274,7 +274,8 @@ def test_parse_reply_examples():
 
 
 def test_socket_path_can_turn_the_agent_off():
-    assert hookclient.socket_path({}) == hookclient.DEFAULT_SOCKET.encode()
+    assert hookclient.socket_path({}) == hookclient.LEGACY_SOCKET.encode()  # no ClusterName: the old path
+    assert hookclient.socket_path({}, {b"clustername": b"c1"}) == b"/run/slurmkit/c1/agent.sock"
     for off in (b"", b"none", b"OFF", b" none "):
         assert hookclient.socket_path({b"SLURMKIT_AGENT_SOCKET": off}) == b""
     assert hookclient.socket_path({b"SLURMKIT_AGENT_SOCKET": b"/x/a.sock"}) == b"/x/a.sock"
