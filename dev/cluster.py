@@ -246,7 +246,7 @@ def agent_socket(d: Path) -> Path:
 
 
 def start_agent(version: str, d: Path) -> int:
-    """The node's hook agent (slurmkit/hooks/agent.py), one for all of this cluster's nodes (they share the host),
+    """The node's hook agent (slurmkit/agent/server.py), one for all of this cluster's nodes (they share the host),
     run where that version's slurmd runs; its log is log/agent.log. Returns its pid."""
     py = hook_python(version)
     sock, pidf = agent_socket(d), d / "run" / "agent.pid"
@@ -254,7 +254,7 @@ def start_agent(version: str, d: Path) -> int:
     sock.parent.chmod(0o700)
     pidf.unlink(missing_ok=True)
     with open(d / "log" / "agent.log", "ab") as out:
-        subprocess.Popen(cmd(version, [py, "-I", "-m", "slurmkit.hooks.agent", "--socket", str(sock),
+        subprocess.Popen(cmd(version, [py, "-I", "-m", "slurmkit.agent.server", "--socket", str(sock),
                                        "--pid-file", str(pidf)], d),
                          stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
                          env=dict(os.environ, SLURMKIT_CONFIG=str(d / "slurmkit.yaml")))
@@ -619,7 +619,7 @@ def main(argv=None) -> None:
                         " `python -I -S -c pass` (the floor of a hook written in Python)")
     add_hook_paths(u)
     u.add_argument("--agent", action="store_true",
-                   help="run the hook agent (slurmkit/hooks/agent.py): the prolog and epilog hand their work to it")
+                   help="run the hook agent (slurmkit/agent/server.py): the prolog and epilog hand their work to it")
     u.add_argument("--efficiency-interval", type=float, default=0.5, metavar="SECONDS",
                    help="the efficiency sampler's interval (and watchdog, at most 5 s): 0.5 s so test jobs of"
                         " seconds get verdicts; 10 is the shipped default (benchmarks)")

@@ -1,5 +1,5 @@
-"""`slurmkit agent status`: is this node's hook agent (slurmkit/hooks/agent.py) running and answering, and what it
-has done (slurmkit/hooks/agent_status.py). Exit 0 running and answering, 1 not running or not answering, 3 could
+"""`slurmkit agent status`: is this node's hook agent (slurmkit/agent/server.py) running and answering, and what it
+has done (slurmkit/agent/status.py). Exit 0 running and answering, 1 not running or not answering, 3 could
 not find out (e.g. the socket is root's and this is not root)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def agent():
 
 def agent_socket(ctx: Ctx, given: str | None) -> str:
     """--socket, else the site's agent.socket with {cluster} from this node's slurm.conf."""
-    from ..hookclient import expand_socket
+    from ..agent.client import expand_socket
     from ..nodeconf import slurm_conf
 
     template = given or ctx.settings.agent.socket
@@ -28,7 +28,7 @@ def agent_socket(ctx: Ctx, given: str | None) -> str:
 
 def agent_report(sock: str, timeout: float = 2.0) -> dict:
     """What `status` prints, as a document (`--json`)."""
-    from ..hooks import agent_status
+    from ..agent import status as agent_status
 
     state, detail = agent_status.probe(sock, timeout)
     out: dict = {"socket": sock, "state": state, "detail": detail, "running": state in ("answering", "not answering")}

@@ -99,7 +99,7 @@ def _unit_word(v: str, *, expands: bool = False) -> str:
 
 def agent_argv(lay: Layout) -> list[str]:
     """How the agent runs on this node (the unit's ExecStart; by hand where systemd does not run)."""
-    return [lay.python, "-I", "-m", "slurmkit.hooks.agent", "--socket", lay.agent_socket]
+    return [lay.python, "-I", "-m", "slurmkit.agent.server", "--socket", lay.agent_socket]
 
 
 def agent_unit_text(lay: Layout) -> bytes:
@@ -108,7 +108,7 @@ def agent_unit_text(lay: Layout) -> bytes:
     argv = agent_argv(lay)
     return (
         "# installed by `slurmkit install`: the prolog and epilog hand their work to this agent\n"
-        "# (slurmkit/hooks/agent.py); without it they run in their own processes, as before\n"
+        "# (slurmkit/agent/server.py); without it they run in their own processes, as before\n"
         "[Unit]\n"
         "Description=slurmkit hook agent (runs the Slurm prolog and epilog with slurmkit preloaded)\n"
         "Before=slurmd.service\n"

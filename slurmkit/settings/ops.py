@@ -180,7 +180,7 @@ class InstallSettings(Section):
     venv_dir: str = "/opt/slurmkit/venv"  # a symlink to venv-<bundle>, a venv with slurmkit
     wheel_dir: str = "/opt/slurmkit/wheels"  # the wheels the venv is built from
     stamp_path: str = "/etc/slurmkit/installed.json"  # what is installed (the version stamp)
-    # the hook agent's systemd unit (slurmkit/hooks/agent.py: the prolog and epilog run in a child of it, at a
+    # the hook agent's systemd unit (slurmkit/agent/server.py: the prolog and epilog run in a child of it, at a
     # fraction of their CPU); "" installs none, and the hooks run in their own processes as before
     agent_unit: str = "/etc/systemd/system/slurmkit-agent.service"
     # slurmkit's runtime directory on the node (the hooks' settings cache, the agent's socket): `--uninstall`
@@ -232,7 +232,7 @@ class InstallSettings(Section):
 
 @dataclass(kw_only=True)
 class AgentSettings(Section):
-    """The node's hook agent (slurmkit/hooks/agent.py): the prolog and epilog run in a child of it, at a fraction
+    """The node's hook agent (slurmkit/agent/server.py): the prolog and epilog run in a child of it, at a fraction
     of their CPU; without it they run in their own processes, with the same verdicts. See docs/hooks.md."""
 
     # `slurmkit install` enables and starts the agent's unit where systemd runs (else it prints how to run it),

@@ -1,4 +1,4 @@
-"""`slurmkit agent status` against a real agent process (slurmkit/hooks/agent.py): running and answering (its pid,
+"""`slurmkit agent status` against a real agent process (slurmkit/agent/server.py): running and answering (its pid,
 start, hooks served), stopped, killed (its socket file left), a listener that never answers; and the per-cluster
 socket (agent.socket's {cluster}: slurm.conf's ClusterName) that the agent and the hooks both find."""
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from slurmkit import config, hookclient
+from slurmkit import config
+from slurmkit.agent import client as hookclient
 from test_hook_agent import Agent, _config, _env, _hook, _silent_listener, _site
 
 REPO = Path(__file__).resolve().parents[2]
@@ -145,3 +146,23 @@ def test_the_installed_hook_finds_the_sites_socket(tmp_path, enabled):
         assert len(served) == (1 if enabled else 0), a.lines()
     finally:
         a.stop()
+
+
+def test_an_agent_started_under_its_old_module_path_still_serves(tmp_path):
+    """An agent started before the move (`-m slurmkit.hooks.agent`, an older unit file) re-executes itself under
+    that name after an upgrade: the name runs the agent (slurmkit/agent/server.py), which serves the hooks."""
+    _config(tmp_path)
+    sock = tmp_path / "old" / "agent.sock"
+    proc = subprocess.Popen([sys.executable, "-I", "-m", "slurmkit.hooks.agent", "--socket", str(sock)], cwd=str(REPO),
+                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "old.log", "wb"))
+    try:
+        deadline = time.monotonic() + 60
+        while not sock.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "old.log").read_text()
+            time.sleep(0.05)
+        assert _hook("prolog", _env(_site(tmp_path / "s"), 61, sock=sock)).returncode == 0
+        assert "prolog job 61 node n1: exit 0" in (tmp_path / "old.log").read_text()
+        assert _status(tmp_path, "--socket", str(sock)).returncode == 0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

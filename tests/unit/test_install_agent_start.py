@@ -77,7 +77,7 @@ def test_without_systemd_install_says_how_to_run_the_agent():
     agentunit.ensure_agent(t, _lay(extra="  socket: /run/sk/{cluster}/a.sock\n"), r, False, 5.0)
     assert t.argvs == []
     assert r.note == ("no systemd on the node: run the hook agent as root: SLURMKIT_CONFIG=/etc/slurmkit/config.yaml "
-                      "/opt/slurmkit/venv/bin/python -I -m slurmkit.hooks.agent --socket '/run/sk/{cluster}/a.sock'")
+                      "/opt/slurmkit/venv/bin/python -I -m slurmkit.agent.server --socket '/run/sk/{cluster}/a.sock'")
 
 
 def test_a_unit_that_does_not_start_fails_the_node_loudly():

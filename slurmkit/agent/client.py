@@ -1,4 +1,4 @@
-"""The prolog's and epilog's first step: hand the hook to the node's hook agent (slurmkit/hooks/agent.py), if one
+"""The prolog's and epilog's first step: hand the hook to the node's hook agent (slurmkit/agent/server.py), if one
 runs, and exit with its answer; else return None, and the hook runs in this process as before.
 
 The agent forks, from an interpreter that has already imported slurmkit's hook code, a child that runs exactly the
@@ -23,7 +23,7 @@ never runs twice:
 
 Only builtin modules (`_socket`, `posix`, `sys`, `time`) are imported here, and slurmkit/nodeconf.py (slurm.conf's
 timeouts; builtins only too); it lives outside slurmkit/hooks/ so that importing it runs no package __init__ but
-slurmkit's own (which imports nothing): this runs first, on every job, and when the agent answers, nothing else is
+slurmkit's own and slurmkit/agent's (which import nothing): this runs first, on every job, and when the agent answers, nothing else is
 imported at all.
 """
 
@@ -31,7 +31,7 @@ import posix
 import sys
 import time
 
-from .nodeconf import safe_node_name, slurm_conf
+from ..nodeconf import safe_node_name, slurm_conf
 
 # where the agent listens: {cluster} is slurm.conf's ClusterName (a host may serve nodes of several clusters, each
 # with its own agent); without one, {cluster} and the / before it are dropped: LEGACY_SOCKET, the path of old agents
@@ -234,7 +234,7 @@ def _kill(pid: int | None) -> None:
 def _say(module: str, environ, conf: dict[bytes, bytes]) -> None:
     """The fallback, said loudly (the hook then imports slurmkit anyway: it runs here)."""
     try:
-        from .logsinks import alert
+        from ..logsinks import alert
 
         alert(f"{module.rsplit('.', 1)[1]}: {fallback_reason}; running the hook in this process", conf=conf)
     except Exception:  # noqa: BLE001 - saying it must never stop the hook

@@ -1,4 +1,4 @@
-"""What `slurmkit agent status` shows of a node's hook agent (slurmkit/hooks/agent.py): whether it answers on its
+"""What `slurmkit agent status` shows of a node's hook agent (slurmkit/agent/server.py): whether it answers on its
 socket (a `status` request of the hooks' protocol), and the status file it keeps beside the socket: its pid, when
 it started, the hooks it served, the requests it dropped (a client that had left: that hook ran in its client's
 process) and its last error.
@@ -16,7 +16,7 @@ import socket
 import sys
 import time
 
-from .. import hookclient as client
+from . import client
 
 SUFFIX = ".status.json"
 MAX_STATUS = 64 * 1024
