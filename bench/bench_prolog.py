@@ -12,7 +12,7 @@
 (b) N short jobs on the dev cluster with the slurmkit prolog+epilog vs `/bin/true`-like hooks
     (`dev/cluster.py up --hooks true`), one cluster after the other on the same dir/port: also hooks that only
     start Python and exit (`--hooks python`: what any hook written in Python costs at least), and the slurmkit
-    hooks twice: in their own processes, and handed to the hook agent (`up --agent`, slurmkit/hooks/agent.py,
+    hooks twice: in their own processes, and handed to the hook agent (`up --agent`, slurmkit/agent/server.py,
     what `slurmkit install` sets up). Each cluster runs two arrays: cold (the first, on the cluster just started,
     as issue 18 measured: it carries the new cluster's first scheduling, the same for every hook) and steady (the
     next). Throughput ratio against /bin/true (target >= 0.6, issue 18, on the agent's figure). The efficiency
@@ -88,7 +88,7 @@ def export(rev: str, into: Path) -> Path:
 def _agent(tree: Path, tmp: Path, cfg: Path, tag: str):
     """A hook agent of `tree`'s own slurmkit, on a socket of its own; returns (process, socket)."""
     sock, pidf = tmp / f"agent-{tag}" / "agent.sock", tmp / f"agent-{tag}.pid"
-    run = "import sys, runpy; sys.path.insert(0, sys.argv.pop(1)); runpy.run_module('slurmkit.hooks.agent', run_name='__main__')"
+    run = "import sys, runpy; sys.path.insert(0, sys.argv.pop(1)); runpy.run_module('slurmkit.agent.server', run_name='__main__')"
     p = subprocess.Popen([str(PY), "-I", "-c", run, str(tree), "--socket", str(sock), "--pid-file", str(pidf)],
                          env=dict(os.environ, SLURMKIT_CONFIG=str(cfg), SLURMKIT_HOOK_CACHE_DIR=str(tmp / f"cache-{tag}")),
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -246,7 +246,7 @@ def agent_socket(d: Path) -> Path:
 
 
 def start_agent(version: str, d: Path) -> int:
-    """The node's hook agent (slurmkit/hooks/agent.py), one for all of this cluster's nodes (they share the host),
+    """The node's hook agent (slurmkit/agent/server.py), one for all of this cluster's nodes (they share the host),
     run where that version's slurmd runs; its log is log/agent.log. Returns its pid."""
     py = hook_python(version)
     sock, pidf = agent_socket(d), d / "run" / "agent.pid"
@@ -254,7 +254,7 @@ def start_agent(version: str, d: Path) -> int:
     sock.parent.chmod(0o700)
     pidf.unlink(missing_ok=True)
     with open(d / "log" / "agent.log", "ab") as out:
-        subprocess.Popen(cmd(version, [py, "-I", "-m", "slurmkit.hooks.agent", "--socket", str(sock),
+        subprocess.Popen(cmd(version, [py, "-I", "-m", "slurmkit.agent.server", "--socket", str(sock),
                                        "--pid-file", str(pidf)], d),
                          stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
                          env=dict(os.environ, SLURMKIT_CONFIG=str(d / "slurmkit.yaml")))
@@ -262,13 +262,18 @@ def start_agent(version: str, d: Path) -> int:
 
 
 def agent_cmd(a) -> None:
-    """`agent start|stop`: the running cluster's hook agent, on or off (the next hook uses it, or runs in process)."""
+    """`agent start|stop|status`: the running cluster's hook agent, on or off (the next hook uses it, or runs in
+    process), or what `slurmkit agent status` says of it (its exit code is this command's)."""
     d: Path = a.dir
     pids = read_pids(d)
     if not pids:
         log(f"no cluster recorded in {d}")
         raise SystemExit(1)
     pid = pids.get("agent")
+    if a.action == "status":
+        version = slurm_version(d)
+        argv = [_slurmkit(version), "agent", "status", "--socket", str(agent_socket(d)), *(["--json"] if a.json else [])]
+        raise SystemExit(subprocess.run(cmd(version, argv, d)).returncode)
     if a.action == "start":
         if pid and pid_alive(pid):
             log(f"the hook agent runs already (pid {pid})")
@@ -614,7 +619,7 @@ def main(argv=None) -> None:
                         " `python -I -S -c pass` (the floor of a hook written in Python)")
     add_hook_paths(u)
     u.add_argument("--agent", action="store_true",
-                   help="run the hook agent (slurmkit/hooks/agent.py): the prolog and epilog hand their work to it")
+                   help="run the hook agent (slurmkit/agent/server.py): the prolog and epilog hand their work to it")
     u.add_argument("--efficiency-interval", type=float, default=0.5, metavar="SECONDS",
                    help="the efficiency sampler's interval (and watchdog, at most 5 s): 0.5 s so test jobs of"
                         " seconds get verdicts; 10 is the shipped default (benchmarks)")
@@ -637,8 +642,9 @@ def main(argv=None) -> None:
     h = sub.add_parser("hooks", help="rewrite the Prolog/Epilog wrappers of a running cluster (next job uses them)")
     add_hook_paths(h)
     h.add_argument("--hooks", choices=["slurmkit", "true", "python"], default="slurmkit")
-    ag = sub.add_parser("agent", help="start or stop the running cluster's hook agent")
-    ag.add_argument("action", choices=["start", "stop"])
+    ag = sub.add_parser("agent", help="start, stop or show the running cluster's hook agent")
+    ag.add_argument("action", choices=["start", "stop", "status"])
+    ag.add_argument("--json", action="store_true", help="status: as JSON")
     ag.add_argument("--kill", action="store_true", help="stop: SIGKILL, as a crash would (the socket stays)")
     s = sub.add_parser("scenario", help="point NODE's fake GPU tools at another scenario")
     s.add_argument("node")

@@ -35,6 +35,7 @@ COMMANDS = {
     "logs": "slurmkit.commands.logs:logs",
     "cancel": "slurmkit.commands.cancel:cancel",
     "config": "slurmkit.commands.config:config_cmd",
+    "agent": "slurmkit.commands.agent:agent",
 }
 
 

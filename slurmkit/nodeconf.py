@@ -1,6 +1,6 @@
 """What a node is called and what its slurm.conf says to a hook: the node-name check every per-node file name goes
-through, and the few slurm.conf keys the hooks need (their timeouts, slurmd's log file). Builtin modules only: the
-hook client imports this before anything else, on every job."""
+through, and the few slurm.conf keys the hooks need (their timeouts, slurmd's log file, ClusterName: the agent's
+socket). Builtin modules only: the hook client imports this before anything else, on every job."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import posix
 
 SLURM_CONF = "/etc/slurm/slurm.conf"
 CONF_LIMIT = 1 << 20  # slurm.conf is read up to 1 MiB; keys past that count as unset
-_CONF_KEYS = (b"prologepilogtimeout", b"prologtimeout", b"epilogtimeout", b"slurmdlogfile")
+_CONF_KEYS = (b"prologepilogtimeout", b"prologtimeout", b"epilogtimeout", b"slurmdlogfile", b"clustername")
 _NAME_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 _NAME_REST = _NAME_FIRST | frozenset(".+-")
 

@@ -7,8 +7,11 @@ arr=$(sbatch --parsable --array=1-8 --gres=gpu:1 -o /dev/null --wrap true)
 for _ in $(seq 150); do [ -z "$(squeue -h -j "${arr%%;*}" -o %i)" ] && break; sleep 0.2; done
 sleep 1
 tail -n +"$((mark + 1))" "$SLURMKIT_DEV_DIR/log/agent.log" | sort -t' ' -k5n | head -6
+step "slurmkit agent status: the agent answers on this cluster's socket; its pid, uptime, hooks served, last error"
+$sk agent status --socket "$SLURMKIT_DEV_DIR/run/agent/agent.sock" || true
 step "Without the agent (stopped), the same hooks run in their own processes: nothing else changes"
 $py dev/cluster.py agent stop
+$sk agent status --socket "$SLURMKIT_DEV_DIR/run/agent/agent.sock" || echo "(exit $?: not running)"
 job=$(printf '#!/bin/sh\ntrue\n' | sbatch --parsable --gres=gpu:1 -o /dev/null)
 for _ in $(seq 150); do [ -z "$(squeue -h -j "$job" -o %i)" ] && break; sleep 0.2; done
 sleep 1

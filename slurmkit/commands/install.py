@@ -209,10 +209,15 @@ def _print_conf(conf: dict) -> None:
             "one path for all: save `slurmkit install --hook-wrapper prolog` (and epilog, health) at one path on "
             "every node, and set install.slurm_prolog / slurm_epilog / slurm_health to it"
         )
-    if conf.get("agent_unit"):
+    if conf.get("agent_unit") and conf.get("agent_enabled"):
         click.echo(
-            f"\nthe hook agent (the prolog and epilog then cost a fraction of their CPU; without it they run as before),"
-            f" on every node: {conf['agent_enable']}"
+            "\nthe hook agent (agent.enabled): install enables and starts it where systemd runs the node, and says"
+            " how to run it where it does not; `slurmkit agent status` on a node shows it"
+        )
+    elif conf.get("agent_unit"):
+        click.echo(
+            "\nthe hook agent (the prolog and epilog then cost a fraction of their CPU; without it they run as before):"
+            " set agent.enabled: true in the site config, and install enables and starts it on every node"
         )
     if conf["error"]:
         click.echo(f"slurmkit: warning: {conf['error']}", err=True)

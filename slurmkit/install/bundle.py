@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import SlurmkitError, UsageError
-from ..hookclient import DEFAULT_SOCKET as AGENT_SOCKET  # where the hooks look for the agent first
 from .layout import Layout
 
 SOURCE_DATE_EPOCH = "315532800"  # 1980-01-01: wheels built twice from the same tree are byte-identical
@@ -66,17 +65,23 @@ def hook_text(script: bytes, lay: Layout) -> bytes:
 
     The hooks pick their interpreter as $SLURMKIT_PYTHON, else <dir>/../.venv/bin/python, else
     /opt/slurmkit/venv/bin/python, else python3; Slurm runs them with no environment of ours, so the installed
-    copy says where this install put things (an environment set by a wrapper still wins).
+    copy says where this install put things (an environment set by a wrapper still wins), and where the hook
+    agent listens (the site's agent.socket; "off" unless agent.enabled: the hooks then never try a socket).
     """
     first, sep, rest = script.partition(b"\n")
     if not first.startswith(b"#!"):
         raise UsageError("a hook script must start with a #! line", path=None)
+    sock = lay.agent_socket if lay.agent_enabled else "off"
     pre = (
-        "# installed by `slurmkit install`: where this node's slurmkit venv and site config are\n"
+        "# installed by `slurmkit install`: where this node's slurmkit venv, site config and hook agent are\n"
         f': "${{SLURMKIT_PYTHON:={lay.python}}}" "${{SLURMKIT_CONFIG:={lay.config}}}"\n'
-        "export SLURMKIT_PYTHON SLURMKIT_CONFIG\n"
+        # single quotes: a `}` in the path ({cluster}) would end a ${...:=...}
+        f"[ -n \"${{SLURMKIT_AGENT_SOCKET+set}}\" ] || SLURMKIT_AGENT_SOCKET='{sock}'\n"
+        "export SLURMKIT_PYTHON SLURMKIT_CONFIG SLURMKIT_AGENT_SOCKET\n"
     )
-    for v in (lay.python, lay.config):
+    if "'" in sock:
+        raise UsageError(f"agent.socket {sock!r}: a quote cannot be written into the hook scripts")
+    for v in (lay.python, lay.config, sock):
         if any(c in v for c in '"$`\\\n'):
             raise UsageError(f"install path {v!r}: characters a shell would interpret")
     return first + b"\n" + pre.encode() + rest if sep else first + b"\n" + pre.encode()
@@ -92,13 +97,18 @@ def _unit_word(v: str, *, expands: bool = False) -> str:
     return '"' + (v.replace("$", "$$") if expands else v) + '"'
 
 
+def agent_argv(lay: Layout) -> list[str]:
+    """How the agent runs on this node (the unit's ExecStart; by hand where systemd does not run)."""
+    return [lay.python, "-I", "-m", "slurmkit.agent.server", "--socket", lay.agent_socket]
+
+
 def agent_unit_text(lay: Layout) -> bytes:
     """The hook agent's systemd unit for this node's venv and site config. KillMode=process: a restart (or stop)
     of the agent never kills a hook in flight or a job's efficiency sampler, which run as its children."""
-    argv = [lay.python, "-I", "-m", "slurmkit.hooks.agent", "--socket", AGENT_SOCKET]
+    argv = agent_argv(lay)
     return (
         "# installed by `slurmkit install`: the prolog and epilog hand their work to this agent\n"
-        "# (slurmkit/hooks/agent.py); without it they run in their own processes, as before\n"
+        "# (slurmkit/agent/server.py); without it they run in their own processes, as before\n"
         "[Unit]\n"
         "Description=slurmkit hook agent (runs the Slurm prolog and epilog with slurmkit preloaded)\n"
         "Before=slurmd.service\n"

@@ -23,6 +23,8 @@ class Layout:
     stamp: str
     agent_unit: str = ""  # the hook agent's systemd unit; "" when the site installs none
     run_dir: str = ""  # slurmkit's runtime directory (the hooks' settings cache, the agent's socket)
+    agent_socket: str = "/run/slurmkit/{cluster}/agent.sock"  # the site's agent.socket ({cluster}: the node's)
+    agent_enabled: bool = False  # the site's agent.enabled: install starts the agent, the hooks look for it
 
     def venv_for(self, bundle_id: str) -> str:
         return f"{self.venv}-{bundle_id}"
@@ -47,8 +49,9 @@ def _rooted(root: str, path: str) -> str:
     return posixpath.normpath(root.rstrip("/") + "/" + path.lstrip("/"))
 
 
-def layout(install, node: str) -> Layout:
-    """`install` is config.InstallSettings; `{node}` in any path becomes the node's name."""
+def layout(install, node: str, agent=None) -> Layout:
+    """`install` is config.InstallSettings, `agent` config.AgentSettings (None: the defaults, agent off); `{node}`
+    in any path becomes the node's name."""
     root = install.root.replace("{node}", node)
 
     def p(path: str) -> str:
@@ -67,4 +70,5 @@ def layout(install, node: str) -> Layout:
         stamp=p(install.stamp_path),
         agent_unit=p(install.agent_unit) if install.agent_unit else "",
         run_dir=p(install.run_dir),
+        **({"agent_socket": agent.socket, "agent_enabled": agent.enabled} if agent is not None else {}),
     )

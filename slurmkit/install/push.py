@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import pin
+from .agentunit import ensure_agent
 from .bundle import Artifact, Wheelhouse, artifacts
 from .layout import COMPLETE, PREV, Layout
 from .payload import IMPORT_CHECK as PAYLOAD_CHECK
@@ -33,7 +34,7 @@ from .ssh import HostKeyRefused, NodeError, Transport
 from .verify import verify, verify_reason  # noqa: F401 - verify_reason: re-exported for callers of push
 
 if TYPE_CHECKING:
-    from ..settings import InstallSettings
+    from ..settings import AgentSettings, InstallSettings
 
 
 @dataclass
@@ -358,6 +359,7 @@ class Job:
     uninstall: object | None = None  # uninstall.Options: take everything off the node instead
     configs: dict[str, bytes] | None = None  # node -> its own config (site overrides); None: site_config for all
     forward: bool = False  # install over a rollback's mark (pin.py): the admin moves the node forward on purpose
+    agent: AgentSettings | None = None  # the site's agent section (agentunit.py); None: the agent is off
 
 
 def run_node(node: str, job: Job) -> NodeResult:
@@ -368,7 +370,7 @@ def run_node(node: str, job: Job) -> NodeResult:
     t = None
     try:
         t = job.connect(node)
-        lay = layout(job.install, node)
+        lay = layout(job.install, node, job.agent)
         if job.uninstall is not None:
             from .uninstall import uninstall_node
 
@@ -377,6 +379,7 @@ def run_node(node: str, job: Job) -> NodeResult:
             _rollback_node(t, lay, job, res)
         else:
             _install_node(t, lay, job, res)
+            ensure_agent(t, lay, res, job.dry_run, job.install.command_timeout)
         if job.do_verify and not job.dry_run and res.status != "failed":
             res.verify = verify(t, lay, job.install.verify_timeout)
             if not res.verify["ok"]:

@@ -207,6 +207,7 @@ def install(
         uninstall=uopts,
         configs=node_configs,
         forward=forward,
+        agent=settings.agent,
     )
     width = parallel or inst.parallel
     waves = -(-len(nodes) // width)
@@ -372,6 +373,7 @@ def slurm_conf_advice(settings, lay) -> dict:
         "configless": None,
         # the hook agent's unit, installed with the hooks; systemd starts it once told to
         "agent_unit": lay.agent_unit or None,
+        "agent_enabled": settings.agent.enabled,  # install itself enables and starts it (agentunit.py)
         "agent_enable": f"systemctl daemon-reload && systemctl enable --now {posixpath.basename(lay.agent_unit)}"
         if lay.agent_unit
         else None,

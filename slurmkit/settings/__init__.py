@@ -34,6 +34,7 @@ from .fields import *  # noqa: F403
 from .fields import DAY, TRIGGER_FORBIDDEN, Range, RangeError, Section, _check_signal, check_ranges, num  # noqa: F401
 from .ops import *  # noqa: F403
 from .ops import (
+    AgentSettings,
     AuditSettings,
     DrainSettings,
     InstallSettings,
@@ -65,6 +66,7 @@ class Settings(Section):
     topology: TopologySettings = field(default_factory=TopologySettings)
     sync: SyncSettings = field(default_factory=SyncSettings)
     install: InstallSettings = field(default_factory=InstallSettings)
+    agent: AgentSettings = field(default_factory=AgentSettings)
     run: RunSettings = field(default_factory=RunSettings)
     audit: AuditSettings = field(default_factory=AuditSettings)
     health: HealthSettings = field(default_factory=HealthSettings)

@@ -180,7 +180,7 @@ class InstallSettings(Section):
     venv_dir: str = "/opt/slurmkit/venv"  # a symlink to venv-<bundle>, a venv with slurmkit
     wheel_dir: str = "/opt/slurmkit/wheels"  # the wheels the venv is built from
     stamp_path: str = "/etc/slurmkit/installed.json"  # what is installed (the version stamp)
-    # the hook agent's systemd unit (slurmkit/hooks/agent.py: the prolog and epilog run in a child of it, at a
+    # the hook agent's systemd unit (slurmkit/agent/server.py: the prolog and epilog run in a child of it, at a
     # fraction of their CPU); "" installs none, and the hooks run in their own processes as before
     agent_unit: str = "/etc/systemd/system/slurmkit-agent.service"
     # slurmkit's runtime directory on the node (the hooks' settings cache, the agent's socket): `--uninstall`
@@ -228,6 +228,25 @@ class InstallSettings(Section):
                 raise ValueError(f"{name}: a path cannot contain a newline")
             if name != "root" and not v.startswith("/"):
                 raise ValueError(f"{name}: expected an absolute path, got {v!r}")
+
+
+@dataclass(kw_only=True)
+class AgentSettings(Section):
+    """The node's hook agent (slurmkit/agent/server.py): the prolog and epilog run in a child of it, at a fraction
+    of their CPU; without it they run in their own processes, with the same verdicts. See docs/hooks.md."""
+
+    # `slurmkit install` enables and starts the agent's unit where systemd runs (else it prints how to run it),
+    # and the installed hooks look for it; false: no unit is enabled and the installed hooks never try the socket
+    enabled: bool = False
+    # the agent's socket on a node; {cluster} is slurm.conf's ClusterName there (one socket per cluster on a host
+    # that serves several); without a ClusterName, {cluster} and the / before it are dropped
+    socket: str = "/run/slurmkit/{cluster}/agent.sock"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        v = self.socket
+        if not v.startswith("/") or any(c in v for c in "\"'$`\\\n\0"):
+            raise ValueError(f"socket: expected an absolute path without shell characters, got {v!r}")
 
 
 @dataclass(kw_only=True)

@@ -80,6 +80,30 @@ def test_jobs_run_through_the_agent(agent):
         assert all(r["status"] != "fail" for r in recs), recs
 
 
+@pytest.mark.compat("dev cluster")
+def test_agent_status_on_the_cluster(agent):
+    """`slurmkit agent status` (through `dev/cluster.py agent status`, where that version's slurmd runs): exit 0
+    with the agent's pid and the hooks it served while it runs; exit 1, "NOT RUNNING" with the socket, once it
+    stops."""
+    c = agent
+    j = c.sbatch("#!/bin/sh\ntrue\n", "--gres=gpu:1", "-o", "/dev/null")
+    c.wait_job(j, timeout=90)
+    _wait_served(c, "epilog", j)
+    pid = json.loads((c.dir / "pids.json").read_text())["agent"]
+    deadline = time.monotonic() + 10
+    while True:  # the agent writes its counts at most once a second
+        doc = json.loads(_agent(c, "status", "--json").stdout)
+        if doc.get("hooks_served", 0) >= 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert doc["state"] == "answering" and doc["pid"] == pid and doc["hooks_served"] >= 2, doc
+    _agent(c, "stop")
+    r = subprocess.run([sys.executable, str(REPO / "dev" / "cluster.py"), "--dir", str(c.dir), "agent", "status"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert f"agent: NOT RUNNING: no socket at {c.dir}/run/agent/agent.sock" in r.stdout
+
+
 def test_a_faulty_node_is_drained_through_the_agent(agent):
     c = agent
     c.set_scenario("n2", "xid79")

@@ -1,4 +1,4 @@
-"""The hook agent (slurmkit/hooks/agent.py) as an admin sees it: the repo's prolog/prolog and epilog/epilog scripts,
+"""The hook agent (slurmkit/agent/server.py) as an admin sees it: the repo's prolog/prolog and epilog/epilog scripts,
 run as Slurm runs them, give the same exit code, the same message on stderr and the same health-log verdicts
 whether the agent runs them or they run in their own process; and whatever goes wrong with the agent (none
 installed, crashed with its socket left behind, refusing, answering nothing) the hook still runs, in process.
@@ -23,8 +23,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hooksite import sampler_argv, write_site_config
-from slurmkit import hookclient, nodeconf
-from slurmkit.hooks import agent
+from slurmkit import nodeconf
+from slurmkit.agent import client as hookclient
+from slurmkit.agent import server as agent
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE = REPO / "dev" / "fakegpu" / "bin"
@@ -62,12 +63,12 @@ def _verdicts(tmp_path: Path, job: int) -> list[tuple]:
 
 
 class Agent:
-    def __init__(self, tmp_path: Path, env: dict | None = None):
+    def __init__(self, tmp_path: Path, env: dict | None = None, sock: str | None = None):
         self.sock = tmp_path / "agent" / "agent.sock"
         self.pidf = tmp_path / "agent.pid"
         self.log = tmp_path / "agent.log"
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-m", "slurmkit.hooks.agent", "--socket", str(self.sock), "--pid-file",
+            [sys.executable, "-I", "-m", "slurmkit.agent.server", "--socket", sock or str(self.sock), "--pid-file",
              str(self.pidf)], stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, cwd=str(REPO),
             env=dict(os.environ, **(env or {})))
         deadline = time.monotonic() + 60
@@ -205,7 +206,7 @@ def test_the_agent_refuses_a_directory_others_can_write(tmp_path):
     d = tmp_path / "open"
     d.mkdir(mode=0o755)
     d.chmod(0o755)
-    r = subprocess.run([sys.executable, "-I", "-m", "slurmkit.hooks.agent", "--socket", str(d / "agent.sock")],
+    r = subprocess.run([sys.executable, "-I", "-m", "slurmkit.agent.server", "--socket", str(d / "agent.sock")],
                        capture_output=True, text=True, timeout=60, cwd=str(REPO))
     assert r.returncode != 0 and "mode 0700" in r.stderr
 
@@ -274,7 +275,8 @@ def test_parse_reply_examples():
 
 
 def test_socket_path_can_turn_the_agent_off():
-    assert hookclient.socket_path({}) == hookclient.DEFAULT_SOCKET.encode()
+    assert hookclient.socket_path({}) == hookclient.LEGACY_SOCKET.encode()  # no ClusterName: the old path
+    assert hookclient.socket_path({}, {b"clustername": b"c1"}) == b"/run/slurmkit/c1/agent.sock"
     for off in (b"", b"none", b"OFF", b" none "):
         assert hookclient.socket_path({b"SLURMKIT_AGENT_SOCKET": off}) == b""
     assert hookclient.socket_path({b"SLURMKIT_AGENT_SOCKET": b"/x/a.sock"}) == b"/x/a.sock"
@@ -339,7 +341,7 @@ def test_the_agents_children_leave_with_it(tmp_path, running_agent):
 
 
 def test_a_second_agent_is_refused_unless_it_takes_over(tmp_path, running_agent):
-    cmd = [sys.executable, "-I", "-m", "slurmkit.hooks.agent", "--socket", str(running_agent.sock)]
+    cmd = [sys.executable, "-I", "-m", "slurmkit.agent.server", "--socket", str(running_agent.sock)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=str(REPO))
     assert r.returncode != 0 and "another agent answers" in r.stderr
     # what the agent does when it re-executes itself after an upgrade: the new one takes the socket over

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurmkit import config
-from slurmkit.hookclient import DEFAULT_SOCKET
+from slurmkit.agent.client import DEFAULT_SOCKET
 from slurmkit.install.bundle import Wheelhouse, _unit_word, agent_unit_text, artifacts
 from slurmkit.install.layout import layout
 

@@ -1,4 +1,4 @@
-"""The prolog's and epilog's first step: hand the hook to the node's hook agent (slurmkit/hooks/agent.py), if one
+"""The prolog's and epilog's first step: hand the hook to the node's hook agent (slurmkit/agent/server.py), if one
 runs, and exit with its answer; else return None, and the hook runs in this process as before.
 
 The agent forks, from an interpreter that has already imported slurmkit's hook code, a child that runs exactly the
@@ -23,7 +23,7 @@ never runs twice:
 
 Only builtin modules (`_socket`, `posix`, `sys`, `time`) are imported here, and slurmkit/nodeconf.py (slurm.conf's
 timeouts; builtins only too); it lives outside slurmkit/hooks/ so that importing it runs no package __init__ but
-slurmkit's own (which imports nothing): this runs first, on every job, and when the agent answers, nothing else is
+slurmkit's own and slurmkit/agent's (which import nothing): this runs first, on every job, and when the agent answers, nothing else is
 imported at all.
 """
 
@@ -31,9 +31,13 @@ import posix
 import sys
 import time
 
-from .nodeconf import slurm_conf
+from ..nodeconf import safe_node_name, slurm_conf
 
-DEFAULT_SOCKET = "/run/slurmkit/agent.sock"
+# where the agent listens: {cluster} is slurm.conf's ClusterName (a host may serve nodes of several clusters, each
+# with its own agent); without one, {cluster} and the / before it are dropped: LEGACY_SOCKET, the path of old agents
+DEFAULT_SOCKET = "/run/slurmkit/{cluster}/agent.sock"
+LEGACY_SOCKET = "/run/slurmkit/agent.sock"
+STATUS = b"status"  # a request of this word after MAGIC asks "are you there?": b"agent <pid>" (old agents: b"fallback")
 MAGIC = b"slurmkit-hook/2"
 MAX_REQUEST = 64 * 1024  # a Slurm hook's environment is a few KiB; a larger one runs in process
 # Where slurm.conf names no hook timeout (unset: Slurm waits for the hook without end), the agent's child ends
@@ -49,13 +53,27 @@ DEFAULT_WAIT = 20.0
 LATE = 0.5  # a child that reads a request this close to its answer-by time drops it: the client is leaving
 
 
-def socket_path(environ) -> bytes:
-    """SLURMKIT_AGENT_SOCKET, else the default; empty, "none" or "off" turns the agent off for this hook.
+def socket_path(environ, conf: dict[bytes, bytes] | None = None) -> bytes:
+    """SLURMKIT_AGENT_SOCKET (the installed hooks set it from the site's `agent.socket`), else DEFAULT_SOCKET, with
+    {cluster} filled in from `conf` (parse_slurm_conf); empty, "none" or "off" turns the agent off for this hook.
     `environ` is bytes to bytes (posix.environ)."""
     p = environ.get(b"SLURMKIT_AGENT_SOCKET")
     if p is None:
-        return DEFAULT_SOCKET.encode()
-    return b"" if p.strip().lower() in (b"", b"none", b"off") else p
+        p = DEFAULT_SOCKET.encode()
+    elif p.strip().lower() in (b"", b"none", b"off"):
+        return b""
+    return expand_socket(p, conf or {})
+
+
+def expand_socket(template: bytes, conf: dict[bytes, bytes]) -> bytes:
+    """{cluster} in the socket's path -> slurm.conf's ClusterName (a name that can name a directory); without one,
+    {cluster} and the / before it are dropped (pure)."""
+    if b"{cluster}" not in template:
+        return template
+    name = conf.get(b"clustername", b"")
+    if name and safe_node_name(name.decode("ascii", "replace")):
+        return template.replace(b"{cluster}", name)
+    return template.replace(b"/{cluster}", b"").replace(b"{cluster}", b"")
 
 
 def hook_timeout(conf: dict[bytes, bytes], module: str) -> int | None:
@@ -121,8 +139,7 @@ def delegate(module: str) -> int | None:
     global fallback_reason
     fallback_reason = None
     environ = posix.environ
-    path = socket_path(environ)
-    if not path:
+    if not socket_path(environ):
         return None
     try:
         import _socket
@@ -130,6 +147,7 @@ def delegate(module: str) -> int | None:
         return None
     t0 = time.monotonic_ns()
     conf = slurm_conf(environ)
+    path = socket_path(environ, conf)
     timeout = hook_timeout(conf, module)
     wait, limit = budgets(timeout, environ.get(b"SLURMKIT_AGENT_WAIT"))
     answer_by, run_until = t0 + int(wait * 1e9), t0 + int((limit - 2) * 1e9)
@@ -216,7 +234,7 @@ def _kill(pid: int | None) -> None:
 def _say(module: str, environ, conf: dict[bytes, bytes]) -> None:
     """The fallback, said loudly (the hook then imports slurmkit anyway: it runs here)."""
     try:
-        from .logsinks import alert
+        from ..logsinks import alert
 
         alert(f"{module.rsplit('.', 1)[1]}: {fallback_reason}; running the hook in this process", conf=conf)
     except Exception:  # noqa: BLE001 - saying it must never stop the hook
