@@ -16,6 +16,7 @@ from slurmkit.fabric import conf, ibnet, tree
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fabric_synth import synth_ibnetdiscover  # noqa: E402
+from nohang import no_hang as _no_hang  # noqa: E402
 
 IB = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "ib"
 HANG_SECONDS = 20
@@ -27,17 +28,8 @@ SYNTH = synth_ibnetdiscover({"leaf1": ["n1", "n2"], "leaf2": ["n3"]}, ["spine1"]
 TEXTS = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(IB.glob("*.txt"))] + [SYNTH]
 
 
-@contextlib.contextmanager
 def no_hang(seconds=HANG_SECONDS):
-    def boom(*_):
-        raise TimeoutError(f"ran past {seconds} s")
-    old = signal.signal(signal.SIGALRM, boom)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+    return _no_hang(seconds)
 
 
 @st.composite

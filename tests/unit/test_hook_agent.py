@@ -26,6 +26,7 @@ from hooksite import sampler_argv, write_site_config
 from slurmkit import nodeconf
 from slurmkit.agent import client as hookclient
 from slurmkit.agent import server as agent
+from syslogsock import received, syslog_sock  # noqa: E402,F401 - syslog_sock: a fixture
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE = REPO / "dev" / "fakegpu" / "bin"
@@ -378,25 +379,6 @@ def _slurm_conf(tmp_path: Path, timeout: int) -> Path:
     return conf
 
 
-@pytest.fixture
-def syslog_sock(tmp_path):
-    path = tmp_path / "syslog.sock"
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    srv.bind(str(path))
-    srv.settimeout(0.2)
-    yield path, srv
-    srv.close()
-
-
-def _syslog_lines(srv) -> list[str]:
-    out = []
-    while True:
-        try:
-            out.append(srv.recv(65536).decode())
-        except (socket.timeout, BlockingIOError):
-            return out
-
-
 def test_a_listener_that_never_answers_holds_the_hook_a_third_of_its_timeout_at_most(tmp_path, syslog_sock):
     """Something accepts on the agent's socket and says nothing: the prolog waits a third of PrologEpilogTimeout
     (here 6 s: 2 s), runs itself with the same verdict, and says so on stderr, in slurmd's log and in syslog."""
@@ -418,7 +400,7 @@ def test_a_listener_that_never_answers_holds_the_hook_a_third_of_its_timeout_at_
     said = "did not take the hook within 2 s (PrologEpilogTimeout=6 in slurm.conf)"
     assert said in r.stderr and "running the hook in this process" in r.stderr, r.stderr
     assert said in (tmp_path / "slurmd-n1.log").read_text()
-    assert any(said in ln and ln.startswith("<27>") for ln in _syslog_lines(sys_srv))
+    assert any(said in ln and ln.startswith("<27>") for ln in received(sys_srv))
 
 
 def test_a_stopped_agent_neither_holds_the_hook_nor_runs_it_late(tmp_path):

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from hooksite import write_site_config
+from syslogsock import received, syslog_sock  # noqa: E402,F401 - syslog_sock: a fixture
 
 REPO = Path(__file__).resolve().parents[2]
 SCEN = REPO / "dev" / "fakegpu" / "scenarios"
@@ -59,25 +60,6 @@ def broken_log(request, tmp_path):
         subprocess.run(["umount", "-l", str(d)], capture_output=True, timeout=30)
 
 
-@pytest.fixture
-def syslog(tmp_path):
-    path = tmp_path / "syslog.sock"
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    srv.bind(str(path))
-    srv.settimeout(0.2)
-    yield path, srv
-    srv.close()
-
-
-def _drain(srv) -> list[str]:
-    out = []
-    while True:
-        try:
-            out.append(srv.recv(65536).decode())
-        except (socket.timeout, BlockingIOError):
-            return out
-
-
 def _env(tmp_path: Path, job: int, scenario: str, syslog_path: Path) -> dict:
     conf = tmp_path / "slurm.conf"
     conf.write_text(f"# synthetic: only the keys the hooks read\nSlurmdLogFile={tmp_path}/slurmd-%n.log\n"
@@ -95,10 +77,10 @@ def _env(tmp_path: Path, job: int, scenario: str, syslog_path: Path) -> dict:
 # nvidia-smi that fails (quietly): a fault every run finds again (an Xid is new to a node only once)
 @pytest.mark.parametrize("scenario, code", [("healthy-h100x8", 0), ("nvsmi-fails-quietly", 1)])
 def test_a_health_log_that_cannot_be_written_is_said_every_time_and_the_verdict_stands(
-        tmp_path, broken_log, syslog, scenario, code):
+        tmp_path, broken_log, syslog_sock, scenario, code):
     kind, _ = broken_log
     write_site_config(tmp_path, efficiency=False)
-    path, srv = syslog
+    path, srv = syslog_sock
     msgs: list[str] = []
     for n, job in enumerate((101, 102), 1):
         r = subprocess.run([str(REPO / "prolog" / "prolog")], env=_env(tmp_path, job, scenario, path),
@@ -108,7 +90,7 @@ def test_a_health_log_that_cannot_be_written_is_said_every_time_and_the_verdict_
         slurmd_log = (tmp_path / "slurmd-n1.log").read_text().splitlines()
         said = [ln for ln in slurmd_log if "] error: slurmkit prolog: " in ln and "cannot write the health log" in ln]
         assert len(said) == n and f"job {job}:" in said[-1], slurmd_log
-        msgs += _drain(srv)
+        msgs += received(srv)
         assert len([m for m in msgs if m.startswith("<27>") and f"job {job}: cannot write the health log" in m]) == 1
         line = f"slurmkit prolog: node n1 job {job}: cannot write the health log {tmp_path}/health/"
         assert line in r.stderr, r.stderr
@@ -117,5 +99,5 @@ def test_a_health_log_that_cannot_be_written_is_said_every_time_and_the_verdict_
     r = subprocess.run([str(REPO / "epilog" / "epilog")], env=_env(tmp_path, 103, scenario, path),
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "slurmkit epilog: node n1 job 103: cannot write the health log" in r.stderr
-    assert [m for m in _drain(srv) if "slurmkit epilog: node n1 job 103" in m]
+    assert [m for m in received(srv) if "slurmkit epilog: node n1 job 103" in m]
     assert "slurmkit epilog: node n1 job 103: cannot write" in (tmp_path / "slurmd-n1.log").read_text()

@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 FIX = REPO / "tests" / "fixtures"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sbatch_parser import sbatch_arguments  # noqa: E402
+from nohang import no_hang as _no_hang  # noqa: E402
 
 S = config.loads("{}\n", "site.yaml")
 HANG_SECONDS = 20          # far past any parse of these inputs (milliseconds); a hang is a failure, not a wait
@@ -36,17 +37,8 @@ PROPS = hsettings(max_examples=int(os.environ.get("SLURMKIT_PROP_EXAMPLES", "60"
                                                                         HealthCheck.data_too_large])
 
 
-@contextlib.contextmanager
 def no_hang(seconds=HANG_SECONDS):
-    def boom(*_):
-        raise TimeoutError(f"ran past {seconds} s")
-    old = signal.signal(signal.SIGALRM, boom)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+    return _no_hang(seconds)
 
 
 def _texts(*globs):
