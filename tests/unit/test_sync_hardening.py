@@ -207,7 +207,9 @@ def test_copies_that_run_ahead_of_their_hashes_wait_and_never_deadlock(tmp_path,
     # the same, with one large file whose bytes no longer match its manifest: refused, nothing published
     with open(os.path.join(d, "big1.bin"), "r+b") as f:
         f.seek(2 << 20)
-        f.write(b"X")
+        b = f.read(1)
+        f.seek(2 << 20)
+        f.write(bytes([b[0] ^ 0xFF]))  # a byte that differs (a fixed b"X" was already there one time in 256)
     os.utime(d)
     src2 = tmp_path / "src2"
     os.rename(src, src2)
