@@ -11,7 +11,7 @@ import sys
 import click
 
 from . import __version__
-from .commands.ctx import Ctx, pass_ctx  # noqa: F401 - pass_ctx: still importable from here for older imports
+from .commands.ctx import Ctx
 from .errors import SlurmkitError
 
 

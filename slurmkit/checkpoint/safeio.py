@@ -49,10 +49,6 @@ def lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
         return None
 
 
-def fsync_fd(fd: int) -> None:
-    os.fsync(fd)
-
-
 def open_nofollow(root: str, rel: str) -> int:
     """Open root/rel for reading without following a symlink anywhere below root; refuse non-regular files."""
     parts = rel.split("/")

@@ -20,7 +20,6 @@ _UUID = re.compile(r"^(GPU|MIG)-[0-9a-fA-F-]+$")
 RECOVERY = {"none", "reset", "reboot", "drain_p2p", "drain and reset", "drain_and_reset"}
 # aliases nvidia-smi expands in its header (`clocks.gr` prints `clocks.current.graphics`)
 ALIASES = {"used_memory": "used_gpu_memory", "gpu_util": "utilization.gpu", "memory.util": "utilization.memory"}
-PID_FIELDS = {"pid"}
 
 
 def _split(line: str) -> list[str]:

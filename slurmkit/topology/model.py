@@ -130,8 +130,3 @@ def parse_cpulist(text: str) -> list[int] | None:
             return None
         out.extend(range(lo, hi + 1))
     return sorted(set(out))
-
-
-def group_label(indices: list[int], prefix: str = "GPU") -> str:
-    """[0, 1, 2, 3, 6] -> 'GPU0-3,6'."""
-    return prefix + format_cpulist(indices) if indices else ""
