@@ -24,12 +24,12 @@ from __future__ import annotations
 import json
 import os
 import stat
-import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from .files import rotate
 from .nodeconf import safe_node_name
+from .times import parse_utc_iso, utc_iso
 
 if TYPE_CHECKING:
     from .settings import Settings
@@ -42,7 +42,7 @@ _BLOCK = 64 * 1024
 
 
 def now_iso() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # not datetime: its import is a hook's 3% CPU
+    return utc_iso()
 
 
 def record(
@@ -272,13 +272,10 @@ def _lines_backwards(path: str) -> Iterator[bytes]:
 
 
 def _iso_minus(since: str, seconds: int) -> str:
-    from datetime import datetime, timezone  # readers only (audit): the hooks that write records never need it
-
     try:
-        t = datetime.strptime(since, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        return utc_iso(parse_utc_iso(since) - seconds)
     except ValueError:
         return since
-    return datetime.fromtimestamp(t.timestamp() - seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def read_node(directory: str, node: str, *, since: str | None = None) -> list[dict]:

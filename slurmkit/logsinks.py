@@ -28,8 +28,8 @@ import socket
 import struct
 import sys
 import time
-from datetime import datetime, timezone
 from .files import atomic_write
+from .times import parse_utc_iso
 
 JOURNAL_SOCKET = "/run/systemd/journal/socket"
 SYSLOG_SOCKET = "/dev/log"  # SLURMKIT_SYSLOG_SOCKET names another (a test's, a container's)
@@ -179,7 +179,7 @@ def _label(v: str) -> str:
 
 def _ts(rec: dict) -> float:
     try:
-        return datetime.strptime(str(rec.get("time")), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+        return parse_utc_iso(str(rec.get("time")))
     except ValueError:
         return 0.0
 

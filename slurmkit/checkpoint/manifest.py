@@ -18,6 +18,7 @@ import os
 
 from ..settings import HASH_ALGOS
 from ..files import atomic_write
+from ..times import utc_iso
 
 MANIFEST = "slurmkit-manifest.json"
 FORMAT = "slurmkit-checkpoint/1"
@@ -86,12 +87,11 @@ def build(root: str, step: int, algo: str = DEFAULT_ALGO, extra: dict | None = N
     for rel in walk_files(root):
         size, digest = hash_file(os.path.join(root, rel), algo)
         files.append({"path": rel, "size": size, "hash": digest})
-    from datetime import datetime, timezone
 
     m = {
         "format": FORMAT,
         "step": int(step),
-        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created": utc_iso(),
         "algo": algo,
         "files": files,
     }

@@ -4,13 +4,13 @@ and the lean entry (slurmkit/entry.py) both run `audit_main`."""
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from collections.abc import Callable
 from typing import Any
 
 from ..context import Ctx
 from ..errors import CommandError, UsageError
-from ..times import human_age, parse_now, parse_since
+from ..times import human_age, parse_now, parse_since, utc_iso
 
 
 def _records(ctx: Ctx, from_file: str | None):
@@ -91,7 +91,7 @@ def _health(ctx: Ctx, since: datetime | None, recs=(), window: timedelta = timed
     from ..audit import out_of_service, slurm_time
 
     def iso(t: datetime) -> str:
-        return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return utc_iso(t.timestamp())
 
     bounds: dict[str, str | None] = {}
     for r in recs:
@@ -190,7 +190,7 @@ def audit_main(
         emit_json(
             {
                 "source": source,
-                "now": now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "now": utc_iso(now.timestamp()),
                 "nodes": [e.to_dict() for e in entries],
                 "summary": summary,
             }

@@ -20,6 +20,7 @@ from .verdict import Thresholds, summarize
 
 from typing import TYPE_CHECKING
 from ..files import rotate
+from ..times import utc_iso
 
 if TYPE_CHECKING:
     from typing import Any
@@ -115,7 +116,7 @@ def build(
     for g in doc["gpus"]:
         by_state[g["state"]] = round(by_state.get(g["state"], 0.0) + seconds / 3600.0, 6)
     rec = {
-        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(end)),
+        "time": utc_iso(end),
         "job_id": head.get("job_id"),
         "node": node,
         "user": environ.get("SLURM_JOB_USER"),

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from ..times import parse_utc_iso, utc_iso
 
 CHECK = "remediate"
 ASKED = "reboot-asked"
@@ -68,7 +68,7 @@ def record_time(rec: dict) -> float | None:
     if not isinstance(t, str):
         return None
     try:
-        return datetime.strptime(t, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+        return parse_utc_iso(t)
     except ValueError:
         return None
 
@@ -190,7 +190,7 @@ def history(settings, node: str) -> list[dict] | None:
     from .. import healthlog
 
     since = time.time() - settings.health.remediate_flap_window_hours * 3600
-    stamp = datetime.fromtimestamp(since, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = utc_iso(since)
     try:
         return list(healthlog.read(settings.paths.health_log, node=node, since=stamp))
     except (OSError, ValueError):

@@ -33,7 +33,8 @@ def _key(path: str, st: os.stat_result) -> dict:
 
     # the schema is part of the key: a slurmkit with new settings must not be served an older cache
     here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "settings")
-    schema = [os.stat(os.path.join(here, f)) for f in ("__init__.py", "fields.py", "ops.py", "checks.py")]
+    # every module of the schema, so a section added in a new file (overrides.py came so) changes the key too
+    schema = [os.stat(os.path.join(here, f)) for f in sorted(os.listdir(here)) if f.endswith(".py")]
     return {
         "path": os.path.abspath(path),
         "ino": st.st_ino,

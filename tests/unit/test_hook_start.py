@@ -25,7 +25,7 @@ SCEN = REPO / "dev" / "fakegpu" / "scenarios" / "healthy-h100x8"
 # costs every node CPU on every job). No third-party module at all (PyYAML only when the settings cache is stale).
 SLURMKIT_ALLOWED = {
     "slurmkit", "slurmkit.bounded", "slurmkit.drain", "slurmkit.errors", "slurmkit.files", "slurmkit.proc",
-    "slurmkit.signals", "slurmkit.healthlog", "slurmkit.agent", "slurmkit.agent.client", "slurmkit.nodeconf", "slurmkit.hooks",
+    "slurmkit.signals", "slurmkit.times", "slurmkit.healthlog", "slurmkit.agent", "slurmkit.agent.client", "slurmkit.nodeconf", "slurmkit.hooks",
     "slurmkit.hooks.common",
     "slurmkit.hooks.settings_cache", "slurmkit.settings", "slurmkit.settings.checks", "slurmkit.settings.fields",
     "slurmkit.settings.ops", "slurmkit.settings.overrides", "slurmkit.health", "slurmkit.health.base",
