@@ -171,7 +171,7 @@ def run_hook(
 
 def load_settings(profile: str):
     from ..errors import SlurmkitError
-    from .settings_cache import load
+    from ..nodesettings import load
 
     try:
         return load()

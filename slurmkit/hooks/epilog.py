@@ -1,4 +1,4 @@
-"""The epilog entry point (epilog/epilog runs `python -I -m slurmkit.hooks.epilog`).
+"""The epilog entry point (epilog/epilog, a link to bin/slurmkit-hook, calls its `run()`).
 
 Order matters: the checkpoint sync runs FIRST, so a failing health verdict never loses a job's checkpoints.
 Then the epilog profile (Xid since the job started, ECC, processes left on the job's GPUs after a grace period);
@@ -68,5 +68,10 @@ def main() -> int:
     return 1 if action.startswith("drain-failed") else 0
 
 
+def run() -> int:
+    """What epilog/epilog (bin/slurmkit-hook) calls: main() with fail_safe's exit code."""
+    return fail_safe("epilog", main)
+
+
 if __name__ == "__main__":
-    sys.exit(fail_safe("epilog", main))
+    sys.exit(run())

@@ -1,4 +1,4 @@
-"""The prolog entry point (prolog/prolog runs `python -I -m slurmkit.hooks.prolog`).
+"""The prolog entry point (prolog/prolog, a link to bin/slurmkit-hook, calls its `run()`).
 
 Runs the prolog profile of checks on the job's GPUs; on a failure drains the node with a `slurmkit:<check>`
 reason (never over an admin's) and exits 1 so Slurm requeues the job elsewhere. Every verdict goes to the health
@@ -31,5 +31,10 @@ def main() -> int:
     return 0 if report.healthy else 1
 
 
+def run() -> int:
+    """What prolog/prolog (bin/slurmkit-hook) calls: main() with fail_safe's exit code."""
+    return fail_safe("prolog", main)
+
+
 if __name__ == "__main__":
-    sys.exit(fail_safe("prolog", main))
+    sys.exit(run())

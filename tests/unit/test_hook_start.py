@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -22,12 +23,12 @@ SCEN = REPO / "dev" / "fakegpu" / "scenarios" / "healthy-h100x8"
 
 # What a healthy job's hooks may import, by name: slurmkit's own modules on the hook path, and the standard
 # library's (any other module, a new slurmkit one included, fails the test until it is added here on purpose: each
-# costs every node CPU on every job). No third-party module at all (PyYAML only when the settings cache is stale).
+# costs every node CPU on every job). No third-party module at all (PyYAML only when install's settings file is stale or missing).
 SLURMKIT_ALLOWED = {
     "slurmkit", "slurmkit.bounded", "slurmkit.drain", "slurmkit.errors", "slurmkit.files", "slurmkit.proc",
     "slurmkit.signals", "slurmkit.times", "slurmkit.healthlog", "slurmkit.agent", "slurmkit.agent.client", "slurmkit.nodeconf", "slurmkit.hooks",
-    "slurmkit.hooks.common",
-    "slurmkit.hooks.settings_cache", "slurmkit.settings", "slurmkit.settings.checks", "slurmkit.settings.fields",
+    "slurmkit.hooks.common", "slurmkit.hooks.prolog", "slurmkit.hooks.epilog",  # imported by bin/slurmkit-hook
+    "slurmkit.nodesettings", "slurmkit.config", "slurmkit.typedyaml", "slurmkit.settings", "slurmkit.settings.checks", "slurmkit.settings.fields",
     "slurmkit.settings.ops", "slurmkit.settings.overrides", "slurmkit.health", "slurmkit.health.base",
     "slurmkit.health.checks",
     "slurmkit.health.checks.registry", "slurmkit.health.context", "slurmkit.health.dcgm", "slurmkit.health.heavycache",
@@ -42,9 +43,9 @@ SLURMKIT_ALLOWED = {
 }
 STDLIB_ALLOWED = {
     "__future__", "abc", "ast", "bisect", "codecs", "collections", "contextlib", "copy", "copyreg", "dataclasses",
-    "dis", "encodings", "enum", "errno", "fcntl", "functools", "gc", "genericpath", "importlib", "inspect", "io",
+    "dis", "encodings", "enum", "errno", "fcntl", "functools", "gc", "genericpath", "hashlib", "importlib", "inspect", "io",
     "itertools", "json", "keyword", "linecache", "locale", "marshal", "math", "opcode", "operator", "os", "posix",
-    "posixpath", "re", "reprlib", "runpy", "select", "selectors", "signal", "socket", "stat", "struct",
+    "posixpath", "re", "reprlib", "select", "selectors", "signal", "socket", "stat", "struct",
     "subprocess", "threading", "time", "token", "tokenize", "types", "typing", "warnings", "weakref", "zipimport",
 }
 
@@ -53,13 +54,16 @@ def _env(tmp_path: Path, job: int) -> dict:
     cfg = tmp_path / "slurmkit.yaml"
     if not cfg.exists():
         write_site_config(tmp_path, sync=True)
+        # what `slurmkit install` leaves beside the config: the hooks then never import PyYAML
+        from slurmkit import nodesettings
+        nodesettings_file = Path(nodesettings.settings_path(str(cfg)))
+        nodesettings_file.write_bytes(nodesettings.render(cfg.read_bytes(), str(cfg)))
         shim = tmp_path / "python-importtime"
         shim.write_text(f"#!/bin/sh\nexec {sys.executable} -X importtime \"$@\"\n")
         shim.chmod(0o755)
     return {"SLURMKIT_CONFIG": str(cfg), "SLURMKIT_FAKEGPU_SCENARIO": str(SCEN), "SLURMD_NODENAME": "n1",
             "SLURM_JOB_ID": str(job), "SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_USER": "root",
-            "SLURM_JOB_GPUS": "0,1", "SLURMKIT_HOOK_CACHE_DIR": str(tmp_path / "cache"),
-            "SLURMKIT_PYTHON": str(tmp_path / "python-importtime")}
+            "SLURM_JOB_GPUS": "0,1", "SLURMKIT_PYTHON": str(tmp_path / "python-importtime")}
 
 
 DOCUMENTED_DATACLASS = """
@@ -107,7 +111,7 @@ def _hook(which: str, env: dict) -> tuple[subprocess.CompletedProcess, set[str]]
 
 def test_hooks_import_only_the_allowlist_and_start_the_sampler_detached(tmp_path):
     env = _env(tmp_path, 4242)
-    _hook("prolog", dict(env, SLURM_JOB_ID="4241"))  # the first run parses the YAML and fills the settings cache
+    _hook("prolog", dict(env, SLURM_JOB_ID="4241"))  # a first run (the sampler, the kernel-log mark)
     _hook("epilog", dict(env, SLURM_JOB_ID="4241"))
     r, mods = _hook("prolog", env)
     assert r.returncode == 0, r.stderr
@@ -136,3 +140,26 @@ def test_hooks_import_only_the_allowlist_and_start_the_sampler_detached(tmp_path
     (rec,) = [x for x in recs if x.get("job_id") == 4242]
     assert 0 <= rec["sampler_cpu_seconds"] < 5, rec
     assert started > 0
+
+
+def test_one_hook_script_whose_name_says_which_hook_it_is(tmp_path):
+    """prolog/prolog, epilog/epilog and health/health are the one bin/slurmkit-hook; a copy under a name that says
+    none of the three refuses to guess (exit 2, the message says what to name it) instead of running some hook."""
+    one = (REPO / "bin" / "slurmkit-hook").resolve()
+    assert all((REPO / h / h).resolve() == one for h in ("prolog", "epilog", "health"))
+    odd = tmp_path / "slurm-hook.sh"
+    shutil.copy(one, odd)
+    r = subprocess.run([str(odd)], env={}, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "name it prolog, epilog or health" in r.stderr, r
+
+
+def test_the_hook_module_is_one_word_of_the_command_line(tmp_path):
+    """`pgrep -f slurmkit.hooks.epilog` finds the epilog (and the sync children it forks, which keep its command
+    line): the one script passes the module's name to Python as an argument of its own."""
+    py = tmp_path / "python"
+    py.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    py.chmod(0o755)
+    for hook in ("prolog", "epilog", "health"):
+        r = subprocess.run([str(REPO / hook / hook)], env={"SLURMKIT_PYTHON": str(py)}, capture_output=True,
+                           text=True, timeout=30)
+        assert f"slurmkit.hooks.{hook}" in r.stdout.splitlines(), r
