@@ -75,3 +75,12 @@ class CommandError(SlurmkitError):
         self.stderr = stderr
         self.timed_out = timed_out
         self.missing = missing
+
+
+class RangeError(ValueError):
+    """A numeric setting outside its valid range; `key` is the field's name (the loader adds its line)."""
+
+    def __init__(self, key: str, detail: str):
+        super().__init__(f"{key}: {detail}")
+        self.key = key
+        self.detail = detail

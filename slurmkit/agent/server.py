@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 from . import client
 from . import status as agent_status
-from ..files import atomic_write
+from ..files import atomic_write, publish
 
 HOOKS = ("slurmkit.hooks.prolog", "slurmkit.hooks.epilog")  # the only modules a client may ask for
 IDLE_SECONDS = 3.0  # a child that served a hook waits this long for another (a burst of jobs), then exits
@@ -59,9 +59,9 @@ def warm() -> None:
     for name in (
         "slurmkit.hooks.prolog",
         "slurmkit.hooks.epilog",
-        "slurmkit.hooks.settings_cache",
+        "slurmkit.nodesettings",
         "slurmkit.settings",
-        "slurmkit.config",  # with PyYAML: a child that finds the settings cache stale parses without importing
+        "slurmkit.config",  # with PyYAML: a child that finds the settings file stale parses without importing
         "slurmkit.drain",
         "slurmkit.healthlog",
         "slurmkit.health.runner",
@@ -95,11 +95,10 @@ def warm() -> None:
 
 
 def prime_settings() -> None:
-    """Load the site config the hooks will read (SLURMKIT_CONFIG of the agent's environment, else the default), so
-    its settings cache (hooks/settings_cache.py) is current before the first hook and after each change: a burst of
-    jobs after a config change then finds the cache, instead of every hook parsing the YAML at once. A config that
-    does not load is left to the hooks, which report it as they always do."""
-    from ..hooks.settings_cache import load
+    """Load the site config the hooks will read (SLURMKIT_CONFIG of the agent's environment, else the default),
+    from install's settings file (nodesettings.py) or the YAML: a config that does not load is left to the hooks,
+    which report it as they always do."""
+    from ..nodesettings import load
 
     try:
         load()
@@ -152,7 +151,7 @@ def listen(path: str, replace: bool = False) -> socket.socket:
         s.bind(tmp)
     finally:
         os.umask(old)
-    os.replace(tmp, path)
+    publish(tmp, path)  # the socket bound beside it, renamed into place: a client never meets a half-made one
     s.listen(128)
     return s
 

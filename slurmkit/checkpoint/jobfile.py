@@ -22,7 +22,7 @@ def read_job_file(source: str, name: str) -> dict:
         text = f.read(65536).decode("utf-8", "replace")
     from dataclasses import dataclass
 
-    from ..config import parse_yaml
+    from ..typedyaml import parse_yaml
 
     @dataclass
     class JobSync:

@@ -16,7 +16,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..files import publish
 from ..errors import SlurmkitError, UsageError
+from ..nodesettings import render as render_settings, settings_path
 from .layout import Layout
 
 SOURCE_DATE_EPOCH = "315532800"  # 1980-01-01: wheels built twice from the same tree are byte-identical
@@ -26,7 +28,7 @@ SOURCE_DATE_EPOCH = "315532800"  # 1980-01-01: wheels built twice from the same 
 class Artifact:
     """One file as it must be on the node."""
 
-    role: str  # prolog | epilog | config | wheel | payload | stamp
+    role: str  # prolog | epilog | config | settings | wheel | payload | stamp
     path: str  # absolute path on the node
     data: bytes = field(repr=False)
     mode: int = 0o644  # permission bits; owner is always root (uid 0, gid 0)
@@ -154,6 +156,8 @@ def artifacts(
         out = [Artifact("wheel", f"{lay.wheel_dir}/{w.name}", w.read_bytes(), 0o644) for w in wh.wheels]
     out += [
         Artifact("config", lay.config, site_config, 0o644),
+        # the same config through the one loader, stamped with its sha256: the hooks skip the YAML while it matches
+        Artifact("settings", settings_path(lay.config), render_settings(site_config, lay.config), 0o644),
         Artifact("prolog", lay.prolog, hook_text(prolog, lay), 0o755),
         Artifact("epilog", lay.epilog, hook_text(epilog, lay), 0o755),
     ]
@@ -279,7 +283,7 @@ def wheelhouse(
         _pip_wheels(tmp, src, pins, timeout)
         (tmp / ".complete").write_text("\n".join(pins) + "\n")
         shutil.rmtree(target, ignore_errors=True)
-        os.replace(tmp, target)
+        publish(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return _read_wheelhouse(target, str(target))

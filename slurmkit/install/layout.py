@@ -22,7 +22,7 @@ class Layout:
     wheel_dir: str
     stamp: str
     agent_unit: str = ""  # the hook agent's systemd unit; "" when the site installs none
-    run_dir: str = ""  # slurmkit's runtime directory (the hooks' settings cache, the agent's socket)
+    run_dir: str = ""  # slurmkit's runtime directory (the agent's socket)
     agent_socket: str = "/run/slurmkit/{cluster}/agent.sock"  # the site's agent.socket ({cluster}: the node's)
     agent_enabled: bool = False  # the site's agent.enabled: install starts the agent, the hooks look for it
 

@@ -104,7 +104,9 @@ class LocalTransport:
             os.close(fd)
 
     def rename(self, src: str, dst: str) -> None:
-        os.replace(src, dst)
+        from ..files import publish
+
+        publish(src, dst)  # SFTP's posix-rename, here
 
     def symlink(self, target: str, path: str) -> None:
         os.symlink(target, path)

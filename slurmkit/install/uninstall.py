@@ -4,7 +4,7 @@ What goes, per node (each path as `install.*` and `{node}` make it, under `insta
   the prolog, epilog and health script, the site config, the version stamp and the agent's systemd unit, each
   with its `.slurmkit-prev` twin and any staged `.NAME.slurmkit-tmp-*` leftover; the venv link and its
   `.slurmkit-prev`; every `venv-*` beside it; the wheel directory; the runtime directory (`install.run_dir`, the
-  hooks' settings cache and the agent's socket); the node's own files in `paths.state_dir` (`*-<node>.json`,
+  agent's socket; the settings file beside the config); the node's own files in `paths.state_dir` (`*-<node>.json`,
   `*-<node>.lock`: the directory may be shared); the hook wrappers at `install.slurm_prolog`/`slurm_epilog` when
   they are exactly what `--hook-wrapper` prints; with `remove_logs`, the node's health log files (`<node>.jsonl`
   and its rotations; never a single shared file). Then every directory that is left empty, up to the per-node
@@ -21,6 +21,7 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
+from ..nodesettings import settings_path
 from .layout import PREV, Layout
 from .plan import Change, RemoteFile
 
@@ -64,7 +65,20 @@ class UninstallPlan:
 def owned_files(lay: Layout) -> list[str]:
     """The single files `install` writes on a node (without their PREV twins)."""
     mark = posixpath.join(posixpath.dirname(lay.stamp), "rolled-back.json")  # pin.NAME: a rollback's mark
-    return [p for p in (lay.prolog, lay.epilog, lay.health, lay.config, lay.agent_unit, mark, lay.stamp) if p]
+    return [
+        p
+        for p in (
+            lay.prolog,
+            lay.epilog,
+            lay.health,
+            lay.config,
+            settings_path(lay.config),
+            lay.agent_unit,
+            mark,
+            lay.stamp,
+        )
+        if p
+    ]
 
 
 def owned_dirs(lay: Layout, run_dir: str) -> list[str]:
@@ -153,7 +167,7 @@ def plan_uninstall(v: NodeView, *, remove_logs: bool = False, per_node_root: boo
     if _exists(v, lay.wheel_dir):
         rm(lay.wheel_dir, "wheels / prebuilt venv tarball", tree=True)
     if _exists(v, v.run_dir):
-        rm(v.run_dir, "runtime directory (settings cache, agent socket)", tree=True)
+        rm(v.run_dir, "runtime directory (agent socket)", tree=True)
     for name in sorted(v.listings.get(v.state_dir, [])):
         if state_name(name, lay.node):
             rm(posixpath.join(v.state_dir, name), "this node's state in paths.state_dir")

@@ -3,7 +3,7 @@
 Each section is a dataclass; its fields, with their types and defaults, are the schema. Every numeric field has
 a documented valid range (`num(default, lo, hi)`, kept in the field's metadata as a `Range`); NaN and infinity
 are never valid. The ranges are checked whenever a section is made, whether by the YAML loader
-(slurmkit/config.py: file:line:key errors) or by the hooks' JSON cache (slurmkit/hooks/settings_cache.py), so
+(slurmkit/config.py: file:line:key errors) or from install's settings file (slurmkit/nodesettings.py), so
 there is one settings type and one validation. Standard library only: the hooks import this, never PyYAML.
 
 To add a setting, add a field (a numeric one with `num(...)`); the loader, the checks, the error messages and
@@ -28,6 +28,7 @@ from .checks import (
     NcclSettings,
     NvlinkSettings,
     PcieSettings,
+    ClocksSettings,
     XidSettings,
 )
 from .fields import *  # noqa: F403
@@ -75,6 +76,7 @@ class Settings(Section):
     xid: XidSettings = field(default_factory=XidSettings)
     driver: DriverSettings = field(default_factory=DriverSettings)
     pcie: PcieSettings = field(default_factory=PcieSettings)
+    clocks: ClocksSettings = field(default_factory=ClocksSettings)
     nvlink: NvlinkSettings = field(default_factory=NvlinkSettings)
     gpu_procs: GpuProcsSettings = field(default_factory=GpuProcsSettings)
     nccl: NcclSettings = field(default_factory=NcclSettings)

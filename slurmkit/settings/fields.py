@@ -8,6 +8,8 @@ import math
 from dataclasses import field
 from typing import TYPE_CHECKING
 
+from ..errors import RangeError
+
 if TYPE_CHECKING:
     from typing import Any
 
@@ -40,15 +42,6 @@ class Range:
         lo = "-inf" if self.lo is None else fmt(self.lo)
         hi = "inf" if self.hi is None else fmt(self.hi)
         return f"{'(' if self.lo_open or self.lo is None else '['}{lo}, {hi}{')' if self.hi_open or self.hi is None else ']'}"
-
-
-class RangeError(ValueError):
-    """A numeric setting outside its valid range; `key` is the field's name (the loader adds its line)."""
-
-    def __init__(self, key: str, detail: str):
-        super().__init__(f"{key}: {detail}")
-        self.key = key
-        self.detail = detail
 
 
 def num(

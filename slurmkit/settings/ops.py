@@ -183,7 +183,7 @@ class InstallSettings(Section):
     # the hook agent's systemd unit (slurmkit/agent/server.py: the prolog and epilog run in a child of it, at a
     # fraction of their CPU); "" installs none, and the hooks run in their own processes as before
     agent_unit: str = "/etc/systemd/system/slurmkit-agent.service"
-    # slurmkit's runtime directory on the node (the hooks' settings cache, the agent's socket): `--uninstall`
+    # slurmkit's runtime directory on the node (the agent's socket): `--uninstall`
     # removes it
     run_dir: str = "/run/slurmkit"
     python: str = "python3"  # the node's Python that creates the venv

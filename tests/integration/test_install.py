@@ -112,6 +112,11 @@ def test_install_to_all_then_a_rerun_changes_nothing(site):
             (REPO / "epilog" / "epilog").read_text().split("\n", 1)[1])
         assert site.path(n, "/etc/slurmkit/config.yaml").read_bytes() == cfg
         assert site.path(n, "/etc/slurmkit/config.yaml").stat().st_mode & 0o777 == 0o644
+        # the node's settings file: the same config through the one loader, stamped with its sha256, root's 0644
+        node_settings = site.path(n, "/etc/slurmkit/config.settings.json")
+        st = node_settings.stat()
+        assert (st.st_mode & 0o777, st.st_uid) == (0o644, 0)
+        assert json.loads(node_settings.read_text())["sha256"] == hashlib.sha256(cfg).hexdigest()
         stamp = json.loads(site.path(n, "/etc/slurmkit/installed.json").read_text())
         assert stamp["slurmkit_version"] == doc["bundle"]["slurmkit_version"]
         assert stamp["bundle"] == doc["bundle"]["id"]
@@ -235,7 +240,7 @@ def test_rollback_restores_the_previous_version(site):
         assert node["status"] == "rolled-back"
         assert {c["path"] for c in node["changes"]} == {
             str(site.path(n, p)) for p in ("/etc/slurm/slurmkit/prolog", "/etc/slurmkit/config.yaml",
-                                           "/etc/slurmkit/installed.json")}
+                                           "/etc/slurmkit/config.settings.json", "/etc/slurmkit/installed.json")}
         assert "v1" in site.path(n, "/etc/slurm/slurmkit/prolog").read_text()
         assert site.path(n, "/etc/slurmkit/config.yaml").read_bytes() == v1_cfg
         assert site.path(n, "/etc/slurmkit/installed.json").read_bytes() == v1[n]
@@ -319,12 +324,13 @@ def test_without_the_prebuilt_venv_each_node_builds_its_own_from_the_wheels(site
                            capture_output=True, text=True, timeout=30)
         assert v.stdout.strip() == f"slurmkit, version {doc['bundle']['slurmkit_version']}", v.stderr
     # switched on again: the venv of this bundle is there (built from the wheels), so the tarball comes, the
-    # site config (its prebuilt_venv line) and the stamp change; nothing is rebuilt
+    # site config (its prebuilt_venv line), the settings file made from it and the stamp change; nothing is rebuilt
     site.write_config()
     r, doc = site.install("--nodes", "n1", "--json")
     assert r.returncode == 0, r.stderr
     assert [(c["action"], Path(c["path"]).name) for c in doc["nodes"][0]["changes"]] == \
-        [("create", "slurmkit-venv.tar.gz"), ("update", "config.yaml"), ("update", "installed.json")]
+        [("create", "slurmkit-venv.tar.gz"), ("update", "config.yaml"), ("update", "config.settings.json"),
+         ("update", "installed.json")]
 
 
 def test_the_ssh_agent_is_used_when_no_key_file_is_named(site, tmp_path):

@@ -53,6 +53,10 @@ def test_an_override_takes_effect_on_its_node_only(clean, tmp_path):
         got = {n: yaml.safe_load((fleet.node_root(n) / "etc/slurmkit/config.yaml").read_text()) for n in NODES}
         assert got["n2"]["gpu_count"]["expected"] == 4 and got["n1"]["gpu_count"].get("expected") == 8
         assert "overrides" not in got["n1"] and "overrides" not in got["n2"]
+        # each node's settings file is made from its own config: the hooks on n2 see the override without YAML
+        made = {n: json.loads((fleet.node_root(n) / "etc/slurmkit/config.settings.json").read_text()) for n in NODES}
+        assert made["n2"]["settings"]["gpu_count"]["expected"] == 4
+        assert made["n1"]["settings"]["gpu_count"]["expected"] == 8
         head = (fleet.node_root("n2") / "etc/slurmkit/config.yaml").read_text().splitlines()[0]
         assert head == f"# written by `slurmkit install` for node n2 from {cfg}: the site config with " \
                        "overrides[0] nodes n2 applied."

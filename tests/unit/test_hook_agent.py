@@ -47,7 +47,7 @@ def _env(tmp_path: Path, job: int, scenario: str = "healthy-h100x8", sock: Path 
     return {"SLURMKIT_CONFIG": str(tmp_path / "slurmkit.yaml"), "SLURMKIT_FAKEGPU_SCENARIO": str(SCEN / scenario),
             "SLURMD_NODENAME": "n1", "SLURM_JOB_ID": str(job), "SLURM_JOB_UID": str(os.getuid()),
             "SLURM_JOB_USER": "root", "SLURM_JOB_GPUS": "0,1", "SLURMKIT_PYTHON": sys.executable,
-            "SLURMKIT_HOOK_CACHE_DIR": str(tmp_path / "cache"), "SLURMKIT_AGENT_SOCKET": str(sock)}
+            "SLURMKIT_AGENT_SOCKET": str(sock)}
 
 
 def _hook(which: str, env: dict) -> subprocess.CompletedProcess:

@@ -70,7 +70,7 @@ def _env(tmp_path: Path, job: int, scenario: str, syslog_path: Path) -> dict:
     return {"SLURMKIT_CONFIG": str(tmp_path / "slurmkit.yaml"), "SLURMKIT_FAKEGPU_SCENARIO": str(SCEN / scenario),
             "SLURMD_NODENAME": "n1", "SLURM_JOB_ID": str(job), "SLURM_JOB_UID": str(os.getuid()),
             "SLURM_JOB_USER": "root", "SLURM_JOB_GPUS": "0,1", "SLURMKIT_PYTHON": sys.executable,
-            "SLURMKIT_HOOK_CACHE_DIR": str(tmp_path / "cache"), "SLURMKIT_AGENT_SOCKET": "none",
+            "SLURMKIT_AGENT_SOCKET": "none",
             "SLURM_CONF": str(conf), "SLURMKIT_SYSLOG_SOCKET": str(syslog_path), "SLURM_JOB_EXIT_CODE": "0"}
 
 
