@@ -16,7 +16,8 @@ set_option = click.option(
     multiple=True,
     metavar="KEY=VALUE",
     help="Override a spec key (dotted for nested keys: preemption.signal_lead=60); the "
-    "value is YAML (a number, a string, a list [1, 2]).",
+    "value is YAML (a number, a string, a list [1, 2]). KEY+=VALUE adds to a list key "
+    "(sbatch+=--exclusive, setup+='module load x', exclude+=n3).",
 )
 
 

@@ -43,6 +43,9 @@ def check_request(spec, partition: str | None, cpus_per_node: int | None, record
                 f"most {most}; refused before submission",
             )
     fit = [r for r in nodes if r.gpus_total >= gpn]
+    fit = _hosts_fit(spec, label, nodes, fit)
+    if spec.gpu_type and gpn:
+        fit = _typed_fit(spec, label, gpn, fit)
     if cpus_per_node:
         cpu_fit = [r for r in fit if r.cpus is None or r.cpus >= cpus_per_node]
         if not cpu_fit:
@@ -54,7 +57,60 @@ def check_request(spec, partition: str | None, cpus_per_node: int | None, record
             )
         fit = cpu_fit
     if spec.nodes > len(fit):
-        what = f" with {gpn} GPUs or more" if gpn else ""
+        what = f" with {gpn} {spec.gpu_type + ' ' if spec.gpu_type else ''}GPUs or more" if gpn else ""
         raise spec.error(
             "nodes", f"{spec.nodes} nodes requested, but {label} has {len(fit)}{what}; refused before submission"
         )
+
+
+def _hosts_fit(spec, label: str, nodes, fit):
+    """nodelist/exclude: every host named is a node of the partition (sbatch would refuse it without a line), and
+    what is left after the exclusions still holds the job."""
+    from .keys import as_list, check_hosts
+
+    names = {r.name for r in nodes}
+    for key in ("nodelist", "exclude"):
+        hosts = check_hosts(as_list(getattr(spec, key)))
+        unknown = [h for h in hosts if h not in names]
+        if unknown:
+            raise spec.error(
+                key,
+                f"{', '.join(unknown[:5])}{' ...' if len(unknown) > 5 else ''}: not a usable node of {label} "
+                f"(its nodes: {_few(sorted(names))}); refused before submission",
+            )
+        if key == "nodelist" and hosts:
+            small = [r.name for r in fit if r.name in hosts]
+            if len(small) < len(hosts):
+                short = sorted(set(hosts) - set(small))
+                raise spec.error(
+                    key,
+                    f"{', '.join(short[:5])}: too few GPUs for {spec.gpus_per_node} per node; refused before submission",
+                )
+        if key == "exclude" and hosts:
+            fit = [r for r in fit if r.name not in hosts]
+    return fit
+
+
+def _typed_fit(spec, label: str, gpn: int, fit):
+    """gpu_type: nodes whose Gres has that many GPUs of that type (a MIG profile is a type in Gres)."""
+    from ..slurm.records import gres_gpu_types
+
+    typed = [r for r in fit if gres_gpu_types(r.gres).get(spec.gpu_type, 0) >= gpn]
+    if not typed:
+        have: dict[str, int] = {}
+        for r in fit:
+            for t, n in gres_gpu_types(r.gres).items():
+                have[t] = max(have.get(t, 0), n)
+        what = ", ".join(f"{t} (up to {n} per node)" for t, n in sorted(have.items())) or (
+            "untyped GPUs only (Gres gpu:N, no type)"
+        )
+        raise spec.error(
+            "gpu_type",
+            f"no node of {label} has {gpn} GPUs of type {spec.gpu_type!r} in its Gres; the nodes that fit have "
+            f"{what}; refused before submission",
+        )
+    return typed
+
+
+def _few(names: list[str]) -> str:
+    return ", ".join(names[:8]) + (f" ... ({len(names)} in all)" if len(names) > 8 else "")

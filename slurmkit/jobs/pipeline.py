@@ -29,7 +29,8 @@ def yaml_text(value: Any) -> str:
     """Plain data (None, bool, int, float, str, list, tuple, dict with str keys) as YAML text the spec loader reads
     back to the same value: JSON, which is YAML, but for two places where PyYAML (YAML 1.1) reads JSON otherwise:
     a float always has a `.` (`1e+16` would be a string), and a character past U+FFFF is YAML's \\UXXXXXXXX (JSON's
-    surrogate-pair escape would be two lone surrogates). TypeError/ValueError for anything else."""
+    surrogate-pair escape would be two lone surrogates). A slurmkit.Job is its id (for `dependency`).
+    TypeError/ValueError for anything else."""
     if value is None or isinstance(value, (bool, int)):
         return json.dumps(value)
     if isinstance(value, float):
@@ -51,6 +52,10 @@ def yaml_text(value: Any) -> str:
             if not isinstance(k, str):
                 raise TypeError(f"a mapping key must be a string, got {type(k).__name__} {k!r}")
         return "{" + ", ".join(f"{yaml_text(k)}: {yaml_text(v)}" for k, v in value.items()) + "}"
+    from .handle import Job
+
+    if isinstance(value, Job):  # dependency=[job1, job2] from Python: the job's id ("123", or "123_4")
+        return json.dumps(value.id)
     raise TypeError(f"{type(value).__name__} {value!r} is not plain data")
 
 

@@ -18,10 +18,12 @@ from .spec import JobSpec
 from ..topology.binding import plan_binding
 from .profile import load_profile, profile_cpus_per_gpu
 from .templates import TEMPLATES, render_template, template_below_spec
+from .sbatchopts import Options, base_options, extra_options, key_options, slurm_quote, sbatch_opt  # noqa: F401
 
 
 q = shlex.quote
 RENDEZVOUS_LAUNCHERS = ("torchrun", "accelerate", "deepspeed")
+SETUP_MARK = "# setup from the spec"  # the base template's line before the setup lines (see render())
 ARGS = ' "$@"'  # bash -c 'launcher ... "$@"' NAME ARGV...: the argv reaches the launcher unquoted by a shell
 
 
@@ -43,24 +45,6 @@ def opt(name: str, value=None) -> str:
     return name if value is None else f"{name}={q(str(value))}"
 
 
-_SLURM_SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+", re.ASCII)
-
-
-def slurm_quote(value: str) -> str:
-    """`value` as one word for Slurm's `#SBATCH` parser (sbatch's opt.c `_get_argument`), which is not the
-    shell's: a backslash escapes the next character even inside quotes, an unquoted `#` starts a comment, and
-    whitespace ends a word unless quoted. So: single quotes around it, with `\\` and `'` backslash-escaped.
-    (Those lines are comments to bash: only Slurm reads them.) Newlines never get here (the spec refuses them)."""
-    if value and _SLURM_SAFE.fullmatch(value):
-        return value
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def sbatch_opt(name: str, value: str | None = None) -> str:
-    """One `#SBATCH` option: the name as checked by the spec, the value quoted for Slurm's parser."""
-    return name if value is None else f"{name}={slurm_quote(str(value))}"
-
-
 # --- the plan: everything the template needs, already quoted -------------------------------------------------------
 
 
@@ -77,9 +61,10 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
             "the site config where pyxis/enroot is installed)",
         )
     tasks, gpus_per_task = _shape(spec)
-    sb = _Options()
-    _base_options(sb, spec, name, partition, tasks)
+    sb = Options()
+    base_options(sb, spec, name, partition, tasks)
     srun_bind, bind_env, profile_path = _bind(sb, spec, settings, partition, tasks, gpus_per_task, notes)
+    key_options(sb, spec)
     lead = _preemption(sb, spec, sub)
     grid = spec.sweep_grid()
     ck_paths: list[str] = []
@@ -90,7 +75,7 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
     if grid:
         sb.put("--array", f"0-{len(grid) - 1}" + (f"%{spec.sweep_parallel}" if spec.sweep_parallel else ""))
     cpus_per_node = sb.cpus_per_node(spec.gpus_per_node, tasks)
-    sbatch_lines = sb.lines() + _extra_options(sb, spec)
+    sbatch_lines = sb.lines() + extra_options(sb, spec)
     env, sweep = _environment_vars(spec, bind_env, grid)
     srun, launcher = _srun_options(spec, srun_bind, notes)
     launch, wrapper = _launch(spec, sub, launcher, srun, tasks, notes)
@@ -108,6 +93,7 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
         "launcher": launcher,
         "wrapped": wrapper,
         "signal_lead": lead,
+        "setup": list(spec.setup),  # shell text by definition, like a string command: as written
         "rdzv_port": str(torch.rdzv_port) if torch.rdzv_port else "$((20000 + SLURM_JOB_ID % 20000))",
         # MASTER_ADDR/MASTER_PORT: every multi-node job and every rendezvous launcher, whatever else is set (a
         # spec's own env.MASTER_ADDR wins; MASTER_PORT from the job's environment is kept)
@@ -159,45 +145,8 @@ def _shape(spec: JobSpec) -> tuple[int, int]:
     return tasks, (gpn // tasks if gpn and gpn % tasks == 0 else 0)
 
 
-class _Options:
-    """sbatch options by name, in a fixed order (golden files): the raw value (None for a flag), quoted for
-    Slurm's `#SBATCH` parser only when the lines are written."""
-
-    def __init__(self):
-        self.raw: dict[str, str | None] = {}
-
-    def put(self, name: str, value=None) -> None:
-        self.raw[name] = None if value is None else str(value)
-
-    def lines(self) -> list[str]:
-        return [sbatch_opt(n, v) for n, v in self.raw.items()]
-
-    def cpus_per_node(self, gpn: int, tasks: int) -> int | None:
-        """What the options ask of each node (for the check against the cluster), from the values themselves."""
-        out = None
-        for oname, per in (("--cpus-per-gpu", gpn), ("--cpus-per-task", tasks)):
-            v = self.raw.get(oname)
-            if v is not None and v.isascii() and v.isdigit():
-                out = int(v) * per
-        return out
-
-
-def _base_options(sb: _Options, spec: JobSpec, name: str, partition, tasks: int) -> None:
-    sb.put("--job-name", name)
-    if partition:
-        sb.put("--partition", partition)
-    if spec.account:
-        sb.put("--account", spec.account)
-    if spec.qos:
-        sb.put("--qos", spec.qos)
-    sb.put("--nodes", spec.nodes)
-    sb.put("--ntasks-per-node", tasks)
-    if spec.gpus_per_node:
-        sb.put("--gpus-per-node", spec.gpus_per_node)
-
-
 def _bind(
-    sb: _Options, spec: JobSpec, settings, partition, tasks: int, gpus_per_task: int, notes: list[str]
+    sb: Options, spec: JobSpec, settings, partition, tasks: int, gpus_per_task: int, notes: list[str]
 ) -> tuple[list[str], dict[str, str], str | None]:
     """CPU/GPU binding from the partition's topology profile: sbatch options (into `sb`), srun options, env, and
     the profile's path (None: no profile)."""
@@ -285,7 +234,7 @@ def _bind(
     return srun_bind, bind_env, profile_path
 
 
-def _preemption(sb: _Options, spec: JobSpec, sub) -> int:
+def _preemption(sb: Options, spec: JobSpec, sub) -> int:
     """Preemption-safe defaults: USR2 `lead` seconds before the time limit, requeue, append to the output."""
     p = spec.preemption
     lead = p.signal_lead if p.signal_lead is not None else sub.signal_lead
@@ -305,17 +254,6 @@ def _preemption(sb: _Options, spec: JobSpec, sub) -> int:
     sb.put("--requeue" if p.requeue else "--no-requeue")
     sb.put("--open-mode", "append")
     return lead
-
-
-def _extra_options(sb: _Options, spec: JobSpec) -> list[str]:
-    """The spec's own `sbatch:` options, after ours (the name was checked by the spec: one option, no spaces)."""
-    out = []
-    for raw in spec.sbatch:
-        oname, eq, oval = raw.partition("=")
-        if not eq and oname in sb.raw and sb.raw[oname] is None:
-            continue  # already there (e.g. --exclusive from the binding)
-        out.append(sbatch_opt(oname, oval if eq else None))
-    return out
 
 
 def _environment_vars(spec: JobSpec, bind_env: dict[str, str], grid) -> tuple[list, list]:
@@ -437,5 +375,11 @@ def render(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
         tname = TEMPLATES[r.template]
     r.template = tname
     script = render_template(settings, tname, r.context, extra_dir=extra, spec=spec)
+    if spec.setup and SETUP_MARK not in script:
+        raise spec.error(
+            "setup",
+            f"template {tname} does not place the setup lines (extend base.sbatch.j2, or keep its "
+            "`user_setup` block): refused rather than run the command without them",
+        )
     r.script = script.rstrip("\n") + "\n"
     return r

@@ -13,6 +13,10 @@
     checkpoint_dir: /scratch/ckpt         # configured -> the command runs under `slurmkit run`
     preemption: {signal_lead: 120, max_requeues: 3}
     sweep: {lr: [1e-4, 3e-4], seed: [1, 2, 3]}   # a grid -> a job array; each task gets its own values in env
+    dependency: afterok:1234            # or [1234, 1235]: start when those jobs completed successfully
+    gpu_type: h100                      # --gpus-per-node=h100:N; mem_per_gpu, constraint, exclude, nodelist,
+    mail: {type: [END, FAIL]}           # comment: the sbatch options of the same names
+    setup: [module load cuda/12.4, source .venv/bin/activate]   # before the command, outside any container
 
 The schema is the dataclasses below (the site-config loader does the typing and the `file:line` errors); the
 checks that need more than a type (a time format, a valid environment name, the signal lead inside the time
@@ -30,12 +34,10 @@ from typing import Literal
 
 from ..times import TIME_RE, seconds as time_seconds  # noqa: F401 - TIME_RE: the spec's grammar
 from ..errors import SpecError, UsageError
+from ..typedyaml import MAX_DEPTH, MAX_INT_DIGITS, MAX_NODES  # the one set of YAML bounds
 from .validate import MAX_SWEEP, MEM_RE, NAME_RE, SBATCH_OPT_RE, UNLIMITED, validate  # noqa: F401 - the spec's grammar
 
 SPEC_LIMIT = 16 * 1024 * 1024  # bytes: a job spec is a page of YAML; 16 MiB is far past any real one
-MAX_NODES = 100_000  # YAML nodes after aliases are expanded (anchor bombs), and nesting depth
-MAX_DEPTH = 64
-MAX_INT_DIGITS = 30
 
 
 @dataclass
@@ -76,6 +78,14 @@ class Torchrun:
 
 
 @dataclass
+class Mail:
+    """Mail from Slurm about the job: to `user` (default: the submitting user), on the events in `type`."""
+
+    type: list[str] | str  # BEGIN, END, FAIL, REQUEUE, ALL, TIME_LIMIT_80, ... (sbatch --mail-type)
+    user: str | None = None
+
+
+@dataclass
 class JobSpec:
     """A validated job spec: what `slurmkit submit` renders into an sbatch script."""
 
@@ -86,9 +96,11 @@ class JobSpec:
     qos: str | None = None
     nodes: int = 1
     gpus_per_node: int = 1
+    gpu_type: str | None = None  # h100, a100_80gb, a MIG profile (1g.10gb): --gpus-per-node=TYPE:N
     tasks_per_node: int | None = None
     cpus_per_gpu: int | Literal["auto"] = "auto"
     mem: str | None = None
+    mem_per_gpu: str | None = None  # --mem-per-gpu; not with mem
     time: str | None = None
     launcher: Literal["none", "srun", "torchrun", "accelerate", "deepspeed"] = "none"
     env: dict[str, str] = field(default_factory=dict)
@@ -101,7 +113,14 @@ class JobSpec:
     torchrun: Torchrun = field(default_factory=Torchrun)
     sweep: dict[str, list[str]] = field(default_factory=dict)
     sweep_parallel: int | None = None  # at most this many array tasks at once (--array=0-N%K)
-    sbatch: list[str] = field(default_factory=list)  # extra raw options, e.g. ["--exclusive", "--constraint=h100"]
+    dependency: str | list[str] | None = None  # "afterok:123:124", or job ids (afterok), or Job objects in Python
+    constraint: str | None = None  # node features: h100&ib, [rack1|rack2]
+    exclude: list[str] | str = field(default_factory=list)  # host lists: n3, n[5-8]
+    nodelist: list[str] | str = field(default_factory=list)
+    mail: Mail | None = None
+    comment: str | None = None
+    setup: list[str] | str = field(default_factory=list)  # shell lines before the command, outside any container
+    sbatch: list[str] = field(default_factory=list)  # extra raw options, e.g. ["--exclusive"]
     template: str | None = None
     source: str | None = field(default=None, metadata={"internal": True})
     lines: dict[str, int] = field(default_factory=dict, metadata={"internal": True})
@@ -160,22 +179,10 @@ class _as_spec_error:
 def _loads(text: str, path: str, sets) -> JobSpec:
     import yaml
 
-    from .. import config
+    from .. import typedyaml
 
-    try:
-        config.prescan(text, path, max_nodes=MAX_NODES)  # 200,000 env keys: refused at once
-        # libyaml's parser where PyYAML has it: same nodes and marks, less start-up
-        node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except RecursionError:
-        raise UsageError("YAML nested too deeply", path=path) from None
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        raise UsageError(
-            f"YAML syntax error: {e.problem or e.context}", path=path, line=mark.line + 1 if mark else None
-        ) from None
-    except yaml.YAMLError as e:
-        raise UsageError(f"YAML error: {e}", path=path) from None
-    if node is None or (isinstance(node, yaml.ScalarNode) and node.tag.endswith(":null")):
+    node = typedyaml.compose(text, path)  # its bounds first: 200,000 env keys are refused at once
+    if node is None:
         node = yaml.MappingNode("tag:yaml.org,2002:map", [], _mark(), _mark())
     if not isinstance(node, yaml.MappingNode):
         raise UsageError(
@@ -188,8 +195,9 @@ def _loads(text: str, path: str, sets) -> JobSpec:
     for item in sets:
         set_keys.add(_apply_set(node, item))
     _check_command(node, path, set_keys)
+    _check_typed_gpus(node, path, set_keys)
     lines: dict[str, int] = {}
-    spec = config._convert(node, JobSpec, "", path, lines)
+    spec = typedyaml.convert(node, JobSpec, "", path, lines)
     spec.source = path
     spec.lines = {k: v for k, v in lines.items() if k.split(".")[0].split("[")[0] not in set_keys and k not in set_keys}
     spec.set_keys = sorted(set_keys)
@@ -286,16 +294,39 @@ def _check_command(root, path: str, set_keys) -> None:
         raise UsageError(msg, path=path, line=item.start_mark.line + 1)
 
 
+def _check_typed_gpus(root, path: str, set_keys) -> None:
+    """`gpus_per_node: a100:4` (sbatch's own spelling): say which two keys it is, not only 'expected an integer'."""
+    import yaml
+
+    node = _mapping_get(root, "gpus_per_node")
+    if isinstance(node, yaml.ScalarNode) and "gpus_per_node" not in set_keys:
+        hint = typed_gpus_hint(node.value)
+        if hint:
+            raise UsageError(hint, path=path, line=node.start_mark.line + 1)
+
+
+def typed_gpus_hint(value: str) -> str | None:
+    import re
+
+    m = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9_.-]{0,63}):([0-9]{1,4})", value.strip())
+    if not m:
+        return None
+    return f"gpus_per_node: {value.strip()!r} is sbatch's spelling; write gpu_type: {m[1]} and gpus_per_node: {m[2]}"
+
+
 def _apply_set(root, item: str) -> str:
     """Apply one `--set a.b=value` to the composed YAML tree; check the key and the value's type first."""
     import yaml
 
-    from .. import config
+    from .. import typedyaml
 
     where = f"--set {item}"
     if "=" not in item:
-        raise UsageError(f"{where}: expected KEY=VALUE")
+        raise UsageError(f"{where}: expected KEY=VALUE (or KEY+=VALUE to add to a list)")
     key, value = item.split("=", 1)
+    append = key.endswith("+")
+    if append:
+        key = key[:-1]
     parts = key.strip().split(".")
     tp: typing.Any = JobSpec
     node = root
@@ -311,7 +342,7 @@ def _apply_set(root, item: str) -> str:
                     f"{where}: unknown key '{'.'.join(parts[: i + 1])}'"
                     + (f"; did you mean '{hint[0]}'?" if hint else "")
                 )
-            tp = config._hints(tp)[part]
+            tp = typedyaml.field_types(tp)[part]
             if typing.get_origin(tp) in (typing.Union, __import__("types").UnionType):
                 inner = [a for a in typing.get_args(tp) if a is not type(None)]
                 if len(inner) == 1 and dataclasses.is_dataclass(inner[0]) and not last:
@@ -320,9 +351,13 @@ def _apply_set(root, item: str) -> str:
             tp = typing.get_args(tp)[1]
         else:
             raise UsageError(f"{where}: '{'.'.join(parts[:i])}' has no sub-keys")
-        if last:
+        if last and key.strip() == "gpus_per_node" and typed_gpus_hint(value):
+            raise UsageError(f"--set {typed_gpus_hint(value)}")
+        if last and append:
+            _mapping_put(node, part, _appended(where, key, tp, _mapping_get(node, part), value))
+        elif last:
             try:
-                vnode = yaml.compose(value, Loader=yaml.SafeLoader)
+                vnode = yaml.compose(value, Loader=typedyaml.loader())
             except yaml.YAMLError as e:
                 if not _takes_str(tp):
                     why = getattr(e, "problem", None) or str(e).splitlines()[0]
@@ -331,7 +366,7 @@ def _apply_set(root, item: str) -> str:
             if vnode is None:
                 vnode = yaml.ScalarNode("tag:yaml.org,2002:null", "null", _mark(), _mark())
             try:
-                config._convert(vnode, tp, key, "--set", {})
+                typedyaml.convert(vnode, tp, key, "--set", {})
             except UsageError as e:
                 if not _takes_str(tp):
                     msg = str(e).split(": ", 1)[1] if str(e).startswith("--set") else str(e)
@@ -347,6 +382,43 @@ def _apply_set(root, item: str) -> str:
                 _mapping_put(node, part, child)
             node = child
     return key.strip()
+
+
+def _appended(where: str, key: str, tp, old, value: str):
+    """`--set key+=value`: the key's list (from the file, or empty) with the value added: one item, or each item of
+    a YAML list (`exclude+=[n3, n4]`). An item that does not parse as YAML is the text as typed."""
+    import types
+
+    import yaml
+
+    from .. import typedyaml
+
+    alts = typing.get_args(tp) if typing.get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
+    lists = [a for a in alts if typing.get_origin(a) is list]
+    if not lists:
+        raise UsageError(f"{where}: '{key}' is not a list; += adds to a list key (sbatch, setup, exclude, ...)")
+    try:
+        vnode = yaml.compose(value, Loader=typedyaml.loader())
+    except yaml.YAMLError:
+        vnode = None
+    if vnode is None or isinstance(vnode, yaml.MappingNode):
+        vnode = yaml.ScalarNode("tag:yaml.org,2002:str", value, _mark(), _mark())
+    new = list(vnode.value) if isinstance(vnode, yaml.SequenceNode) else [vnode]
+    if isinstance(old, yaml.SequenceNode):
+        items = list(old.value)
+    elif old is None or (isinstance(old, yaml.ScalarNode) and old.tag.endswith(":null")):
+        items = []
+    elif isinstance(old, yaml.ScalarNode):
+        items = [old]  # `exclude: n3` in the file, `exclude+=n4` here: [n3, n4]
+    else:
+        raise UsageError(f"{where}: '{key}' in the spec is a mapping, not a list")
+    seq = yaml.SequenceNode("tag:yaml.org,2002:seq", items + new, _mark(), _mark())
+    try:
+        typedyaml.convert(seq, lists[0], key, "--set", {})
+    except UsageError as e:
+        msg = str(e).split(": ", 1)[1] if str(e).startswith("--set") else str(e)
+        raise UsageError(f"{where}: {msg}") from None
+    return seq
 
 
 def _takes_str(tp) -> bool:

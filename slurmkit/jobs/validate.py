@@ -32,6 +32,7 @@ def validate(spec: JobSpec, set_keys=frozenset()) -> None:
     _check_preemption(spec, limit)
     _check_container(spec)
     _check_sweep(spec)
+    _check_keys(spec)
     _check_sbatch(spec)
     _check_template(spec)
 
@@ -47,7 +48,17 @@ def _check_command_and_lines(spec: JobSpec) -> None:
     elif isinstance(spec.command, str) and "\0" in spec.command:
         fail("command", "contains a NUL byte")
     # values that end up on #SBATCH lines: one line each, no NUL
-    for key in ("name", "partition", "account", "qos", "workdir", "output", "checkpoint_dir", "template"):
+    for key in (
+        "name",
+        "partition",
+        "account",
+        "qos",
+        "workdir",
+        "output",
+        "checkpoint_dir",
+        "template",
+        "comment",
+    ):
         v = getattr(spec, key)
         if v is not None:
             if v == "":
@@ -163,8 +174,91 @@ def _check_sweep(spec: JobSpec) -> None:
             fail("sweep_parallel", "only makes sense with a sweep")
 
 
+def _check_keys(spec: JobSpec) -> None:
+    """The keys that are sbatch options of their own (issue 30): each value checked by its grammar (keys.py),
+    then the combinations Slurm would refuse, or do something else with, than what the spec says."""
+    from . import keys
+
+    fail = _failer(spec)
+
+    def check(key: str, fn, value):
+        try:
+            return fn(value)
+        except ValueError as e:
+            fail(key, str(e))
+
+    if spec.dependency is not None:
+        check("dependency", keys.dependency_text, spec.dependency)
+    if spec.gpu_type is not None:
+        check("gpu_type", keys.check_gpu_type, spec.gpu_type)
+        if spec.gpus_per_node < 1:
+            fail("gpu_type", "is set, but gpus_per_node is 0 (a GPU type needs GPUs)")
+    if spec.mem_per_gpu is not None:
+        if not MEM_RE.fullmatch(spec.mem_per_gpu):
+            fail("mem_per_gpu", f"expected a size like 80G or 512M, got {spec.mem_per_gpu!r}")
+        if spec.mem is not None:
+            fail("mem_per_gpu", "is set together with mem: Slurm takes one of --mem and --mem-per-gpu; remove one")
+        if spec.gpus_per_node < 1:
+            fail("mem_per_gpu", "is set, but gpus_per_node is 0 (memory per GPU needs GPUs)")
+    if spec.constraint is not None:
+        check("constraint", keys.check_constraint, spec.constraint)
+    hosts: dict[str, list[str]] = {}
+    for key in ("nodelist", "exclude"):
+        items = keys.as_list(getattr(spec, key))
+        setattr(spec, key, items)
+        for i, item in enumerate(items):
+            if not item.strip():
+                fail(f"{key}[{i}]", "is empty")
+        hosts[key] = check(key, keys.check_hosts, items) or []
+    both = sorted(set(hosts["nodelist"]) & set(hosts["exclude"]))
+    if both:
+        fail(
+            "exclude", f"{', '.join(both)} {'is' if len(both) == 1 else 'are'} also in nodelist: a host cannot be both"
+        )
+    if hosts["nodelist"] and len(hosts["nodelist"]) > spec.nodes:
+        fail(
+            "nodelist",
+            f"names {len(hosts['nodelist'])} hosts, but nodes is {spec.nodes} (Slurm would allocate every host "
+            "in nodelist); raise nodes or name fewer hosts",
+        )
+    if spec.mail is not None:
+        spec.mail.type = check("mail.type", keys.mail_types, spec.mail.type)
+        if spec.mail.user is not None:
+            check("mail.user", keys.check_mail_user, spec.mail.user)
+    spec.setup = keys.as_list(spec.setup)
+    for i, line in enumerate(spec.setup):
+        if "\0" in line:
+            fail(f"setup[{i}]", "contains a NUL byte")
+        if not line.strip():
+            fail(f"setup[{i}]", "is empty")
+
+
+# the sbatch options each spec key writes (long and short names): a raw `sbatch:` item naming one of them while the
+# key is set is refused (which one would Slurm take? the last, silently, and the pre-check would judge the other)
+OWNED_OPTIONS = {
+    "partition": ("--partition", "-p"),
+    "account": ("--account", "-A"),
+    "qos": ("--qos", "-q"),
+    "time": ("--time", "-t"),
+    "mem": ("--mem", "--mem-per-gpu", "--mem-per-cpu"),
+    "mem_per_gpu": ("--mem-per-gpu", "--mem", "--mem-per-cpu"),
+    "gpu_type": ("--gpus-per-node", "--gpus", "-G"),  # and --gres=gpu:... (below)
+    "dependency": ("--dependency", "-d"),
+    "constraint": ("--constraint", "-C"),
+    "exclude": ("--exclude", "-x"),
+    "nodelist": ("--nodelist", "-w"),
+    "mail": ("--mail-type", "--mail-user"),
+    "comment": ("--comment",),
+}
+
+
 def _check_sbatch(spec: JobSpec) -> None:
     fail = _failer(spec)
+    owner: dict[str, str] = {}
+    for k, names in OWNED_OPTIONS.items():
+        if getattr(spec, k) not in (None, []):
+            for n in names:
+                owner.setdefault(n, k)
     for i, opt in enumerate(spec.sbatch):
         if any(c in opt for c in "\n\r\0"):
             fail(f"sbatch[{i}]", "must be a single line")
@@ -177,6 +271,13 @@ def _check_sbatch(spec: JobSpec) -> None:
             )
         if optname in ("--array", "-a") and spec.sweep:
             fail(f"sbatch[{i}]", "--array is made from `sweep`; do not set both")
+        key = owner.get(optname)
+        if key is None and optname == "--gres" and spec.gpu_type and "gpu" in opt.partition("=")[2]:
+            key = "gpu_type"
+        if key is not None:
+            line = spec.lines.get(key)
+            where = f" (line {line})" if line and key not in spec.set_keys else ""
+            fail(f"sbatch[{i}]", f"{opt} sets what the key `{key}`{where} sets: keep one of them")
 
 
 def _check_template(spec: JobSpec) -> None:

@@ -226,6 +226,18 @@ def gres_gpu_count(gres: str) -> int:
     return total
 
 
+def gres_gpu_types(gres: str) -> dict[str, int]:
+    """GPUs per type in a gres string: 'gpu:h100:4(S:0-1),gpu:1g.10gb:7' -> {'h100': 4, '1g.10gb': 7}; untyped GPUs
+    ('gpu:8') are not in it (gres_gpu_count counts them)."""
+    out: dict[str, int] = {}
+    for item in split_gres(gres):
+        m = _GRES_ITEM_RE.match(item.strip())
+        if not m or m["name"] != "gpu" or m["type"] is None or m["type"].isdigit():
+            continue
+        out[m["type"]] = out.get(m["type"], 0) + (int(m["count"]) if m["count"] is not None else 1)
+    return out
+
+
 def split_gres(gres: str) -> list[str]:
     """Split on commas outside parentheses: 'gpu:2(IDX:0,2),nic:1' -> ['gpu:2(IDX:0,2)', 'nic:1']."""
     out: list[str] = []

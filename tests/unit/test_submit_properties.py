@@ -13,6 +13,8 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 
 from slurmkit import config
 from slurmkit.jobs import render, spec as specmod
+from slurmkit.jobs import keys
+from slurmkit.jobs.validate import OWNED_OPTIONS
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden" / "submit"
@@ -68,8 +70,29 @@ def valid_specs(draw):
     d["sweep"] = {k: v for k, v in sweep.items() if k not in d["env"]}
     d["preemption"] = {"signal_lead": draw(st.integers(1, 299)), "max_requeues": draw(st.integers(0, 5)),
                        "requeue": draw(st.booleans())}
-    d["sbatch"] = draw(st.lists(st.builds(lambda a, b: f"--{a}={b}", st.from_regex(r"\A[a-z][a-z-]{0,10}\Z"),
+    # raw options, but not those a set key writes (mem, time, ...: refused as a conflict, tests/unit/test_submit_spec_keys.py)
+    owned = {n[2:] for names in OWNED_OPTIONS.values() for n in names}
+    d["sbatch"] = draw(st.lists(st.builds(lambda a, b: f"--{a}={b}",
+                                          st.from_regex(r"\A[a-z][a-z-]{0,10}\Z").filter(lambda n: n not in owned),
                                           line), max_size=2))
+    # the keys that are sbatch options of their own (issue 30; their grammars: tests/unit/test_submit_spec_keys.py)
+    if draw(st.booleans()):
+        d["comment"] = draw(line)
+    if draw(st.booleans()):
+        d["dependency"] = draw(st.one_of(st.lists(st.integers(1, 10 ** 6), min_size=1, max_size=3),
+                                         st.sampled_from(["afterok:1:2", "afterany:3,afterok:4_1", "singleton"])))
+    if draw(st.booleans()):
+        d["constraint"] = draw(st.sampled_from(["h100", "ib&nvlink", "[rack1|rack2]", "a*2&b", "(x|y)&z"]))
+    if draw(st.booleans()):
+        d["mail"] = {"type": draw(st.lists(st.sampled_from(["BEGIN", "END", "FAIL", "requeue"]), min_size=1,
+                                           max_size=3))}
+    if draw(st.booleans()):
+        d["setup"] = draw(st.lists(st.sampled_from(SHELL_SNIPPETS), max_size=3))
+    if draw(st.booleans()):
+        d["exclude"] = draw(st.sampled_from(["n3", ["n3", "n[5-6]"]]))
+    if d["gpus_per_node"] and draw(st.booleans()):
+        d["gpu_type"] = draw(st.sampled_from(["h100", "a100_80gb", "1g.10gb"]))
+        d["mem_per_gpu"] = d.pop("mem")
     return {k: v for k, v in d.items() if v is not None}
 
 
@@ -133,7 +156,8 @@ junk = st.one_of(st.text(max_size=8), st.integers(-5, 0), st.lists(st.integers()
 
 @st.composite
 def invalid_docs(draw):
-    kind = draw(st.sampled_from(["unknown", "type", "env", "time", "lead", "sweep", "sbatch", "text", "nested"]))
+    kind = draw(st.sampled_from(["unknown", "type", "env", "time", "lead", "sweep", "sbatch", "text", "nested",
+                                 "keys"]))
     d = json.loads(json.dumps(BASE))
     if kind == "unknown":
         d[draw(ident.filter(lambda k: k not in FIELDS))] = draw(junk)
@@ -163,9 +187,28 @@ def invalid_docs(draw):
     elif kind == "nested":
         d["preemption"] = {draw(ident.filter(lambda k: k not in ("signal_lead", "max_requeues", "requeue",
                                                                   "signal", "grace"))): 1}
+    elif kind == "keys":  # a value its key's grammar refuses (keys.py), or a conflict between keys
+        key, check = draw(st.sampled_from([("dependency", keys.dependency_text), ("constraint", keys.check_constraint),
+                                           ("gpu_type", keys.check_gpu_type), ("mail", keys.mail_types),
+                                           ("exclude", lambda t: keys.check_hosts([t])),
+                                           ("conflict", None)]))
+        if check is None:
+            d.update(draw(st.sampled_from([{"mem": "1G", "mem_per_gpu": "1G"}, {"nodelist": "n1", "exclude": "n1"},
+                                           {"comment": "x", "sbatch": ["--comment=y"]}])))
+        else:
+            val = draw(st.text(max_size=12).filter(lambda t: _refused(check, t)))
+            d[key] = {"type": val} if key == "mail" else val
     else:
         return draw(st.text(max_size=60))
     return yaml.safe_dump(d, allow_unicode=True)
+
+
+def _refused(check, text) -> bool:
+    try:
+        check(text)
+    except ValueError:
+        return True
+    return False
 
 
 @PROPS
