@@ -12,7 +12,7 @@ a bandwidth limit (MiB/s, a sleep between chunks), so training is not slowed and
 left behind: the wrapper never waits on it past `timeout`.
 
 Before the child starts, `restore` brings the newest complete checkpoint at DEST that is newer than LOCAL's
-newest to LOCAL (a filesystem DEST; verified the same way), so `checkpoint.latest(LOCAL)` sees it: a job requeued
+newest to LOCAL (a filesystem DEST, or s3:// via s3.fetch; verified against the manifest), so `checkpoint.latest(LOCAL)` sees it: a job requeued
 onto another node resumes from what was durable, not from nothing.
 
 The epilog's final sync stays; it skips what is already at DEST (same manifest).
@@ -96,8 +96,7 @@ def restore(
     t0 = time.monotonic()
     out: dict[str, Any] = {"restored": None, "step": None, "errors": [], "why": ""}
     if dest.startswith("s3://"):
-        out["why"] = "restore from s3:// is not supported yet: the epilog's sync or `slurmkit sync` brings it back"
-        return out
+        return _restore_s3(local, dest, deadline, out, t0)
     try:
         durable, parts = durable_steps(dest)
         have, _ = scan_source(local)
@@ -123,6 +122,34 @@ def restore(
         out.update(restored=name, step=step_number(name))
     elif not out["errors"]:
         out["errors"].append(f"{name}: not restored ({rep['status']})")
+    out["seconds"] = round(time.monotonic() - t0, 3)
+    return out
+
+
+def _restore_s3(local: str, dest: str, deadline: float | None, out: dict, t0: float) -> dict:
+    """restore() for an s3:// DEST (single-node layout): DEST's newest step with a manifest, fetched and verified
+    (s3.fetch); a partial step is never made visible."""
+    from .layout import step_number
+    from .report import Deferred
+
+    try:
+        from .. import config
+        from . import s3
+
+        d = s3.S3Dest(dest, config.load().sync)
+        complete, _, _ = d.scan()
+        have, _ = scan_source(local) if os.path.isdir(local) else ({}, [])
+        name = restore_choice(sorted(have), sorted(complete))
+        if name is None:
+            out["why"] = "node-local is as new as DEST" if complete else "nothing durable at DEST"
+            return out
+        os.makedirs(local, exist_ok=True)
+        s3.fetch(d, name, local, deadline=deadline)
+        out.update(restored=name, step=step_number(name))
+    except Deferred:
+        out["errors"].append(f"{dest}: restore not finished within the timeout")
+    except Exception as e:  # noqa: BLE001 - never raises: the child starts from node-local disk, logged
+        out["errors"].append(f"{dest}: {e}")
     out["seconds"] = round(time.monotonic() - t0, 3)
     return out
 

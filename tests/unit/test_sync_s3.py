@@ -15,7 +15,20 @@ from slurmkit.checkpoint import s3 as s3mod  # noqa: E402
 from slurmkit.checkpoint import sync as cs  # noqa: E402
 from slurmkit.settings import SyncSettings  # noqa: E402
 
-PORT = int(os.environ.get("SLURMKIT_TEST_S3_PORT", "7690"))
+
+
+def _port() -> int:
+    """SLURMKIT_TEST_S3_PORT (each Slurm version's run its own), else 7690; under pytest-xdist a free port of the
+    kernel's for each worker: every worker that runs a test of this module starts its own moto_server, and two on
+    one port crossed: a bucket made through one was missing in the next call (NoSuchBucket, in 26.05's CI run)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    return int(os.environ.get("SLURMKIT_TEST_S3_PORT", "7690"))
+
+
+PORT = _port()
 
 
 Cfg = SyncSettings(s3_endpoint=f"http://127.0.0.1:{PORT}", s3_region="us-east-1", s3_part_size=5 << 20)
@@ -192,3 +205,35 @@ def test_cli_sync_to_s3(tmp_path, bucket):
     import json
     assert json.loads(r.stdout)["copied"] == ["step-0000000002"]
     assert sorted(s3mod.S3Dest(f"s3://{bucket}/cli", Cfg).scan()[0]) == ["step-0000000002"]
+
+
+def test_restore_on_resume_from_s3_newest_complete_verified_partial_absent(tmp_path, bucket, monkeypatch):
+    """Issue 29: before the child starts, DEST's newest complete step (s3://) reaches node-local disk and
+    checkpoint.latest() sees it; a step whose manifest never arrived (an interrupted upload) is absent."""
+    from slurmkit import checkpoint
+    from slurmkit.checkpoint.replicate import restore
+
+    monkeypatch.setenv("SLURMKIT_S3_ENDPOINT", Cfg.s3_endpoint)
+    src = str(tmp_path / "src")
+    make_ckpt(src, 1)
+    make_ckpt(src, 2, big=6 << 20)
+    url = f"s3://{bucket}/alice/train"
+    assert cs.sync_dir(src, url, keep=5, settings=Cfg)["status"] == "ok"
+    c = s3mod.client(Cfg)
+    # synthetic: step 3 uploaded without its manifest, as an upload cut off by the node's loss
+    c.put_object(Bucket=bucket, Key="alice/train/step-0000000003/model/small.bin", Body=b"x")
+    local = str(tmp_path / "local")
+    r = restore(local, url, deadline=None)
+    assert r["restored"] == "step-0000000002" and r["step"] == 2 and not r["errors"], r
+    assert os.path.basename(checkpoint.latest(local).path) == "step-0000000002"
+    with open(os.path.join(src, "step-0000000002", "model", "big.bin"), "rb") as a, \
+            open(os.path.join(local, "step-0000000002", "model", "big.bin"), "rb") as b:
+        assert a.read() == b.read()
+    assert restore(local, url, deadline=None)["why"] == "node-local is as new as DEST"
+    # a step at DEST whose file no longer matches its manifest: fail closed, nothing readable appears
+    make_ckpt(src, 4)
+    assert cs.sync_dir(src, url, keep=5, settings=Cfg)["status"] == "ok"
+    c.put_object(Bucket=bucket, Key="alice/train/step-0000000004/model/small.bin", Body=b"corrupt")
+    r = restore(local, url, deadline=None)
+    assert r["restored"] is None and "not matching the manifest" in r["errors"][0], r
+    assert os.path.basename(checkpoint.latest(local).path) == "step-0000000002"
