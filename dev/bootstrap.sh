@@ -32,3 +32,11 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
     .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
     echo "$want" > "$stamp"
 fi
+
+# NVIDIA's real nvidia-smi (535, from Debian's non-free nvidia-smi package; only the binary) for the dev cluster's
+# mock-NVML nodes (dev/fakenvml.py, scenarios dev/fakegpu/scenarios/nvml-*); about 10 s on a fresh machine
+nvsmi=${SLURMKIT_NVIDIA_SMI_CACHE:-/var/cache/slurmkit-nvidia-smi}
+if [ -f ../shared/tools/nvml-mock/get-nvidia-smi.sh ] && [ ! -x "$nvsmi/nvidia-smi" ]; then
+    echo "[bootstrap] fetching nvidia-smi into $nvsmi" >&2
+    bash ../shared/tools/nvml-mock/get-nvidia-smi.sh "$nvsmi"
+fi

@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fakenvml  # noqa: E402  (dev/fakenvml.py, standard library only)
 import rootfs  # noqa: E402  (dev/rootfs.py, standard library only)
 
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
@@ -341,7 +342,7 @@ gpu_procs:
 gpu_count:
   expected: {a.gpus}
 driver:
-  driver_versions: ["550.54.15"]
+  driver_versions: ["550.54.15", "550.163.01"]   # the synthetic captures; the mock NVML profiles
   cuda_versions: ["12.4"]
 nccl:
   expected_busbw_gbps: 90
@@ -393,6 +394,7 @@ def setup_fakegpu(a, d: Path) -> None:
     nodes_dir.mkdir(parents=True, exist_ok=True)
     overrides = dict(s.split("=", 1) for s in a.scenario)
     (d / "fakegpu" / "boot").mkdir(parents=True, exist_ok=True)
+    fakenvml.setup(d)   # scenarios with an `nvml` file answer nvidia-smi with the real binary over the mock NVML
     for node in node_names(a.nodes):
         scen = overrides.get(node, a.default_scenario)
         set_scenario(d, node, scen)
@@ -407,6 +409,10 @@ def set_scenario(d: Path, node: str, scenario: str) -> None:
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(src)
+    if (src / "nvml").exists():
+        if fakenvml.ready(d):
+            raise SystemExit(f"dev-cluster: scenario {src.name} needs the mock NVML: {fakenvml.ready(d)}")
+        fakenvml.reset(d, node)   # a new scenario starts with the profile's healthy GPUs
     # a new scenario is a new kernel log (as after a reboot): forget which Xid lines this node's hooks have seen
     (d / "slurmkit" / "state" / f"xid-{node}.json").unlink(missing_ok=True)
 
@@ -592,6 +598,17 @@ def scenario_cmd(a) -> None:
     set_scenario(a.dir, a.node, a.name_)
 
 
+def nvml_cmd(a) -> None:
+    """`nvml NODE CTL-ARGS...`: nvml-mock-ctl on NODE's mock GPUs (its scenario must have an `nvml` file)."""
+    if not (a.dir / "fakegpu" / "nodes" / a.node / "nvml").exists():
+        log(f"{a.node}'s scenario is not a mock NVML one (dev/fakegpu/scenarios/nvml-*)")
+        raise SystemExit(2)
+    r = fakenvml.ctl(a.dir, a.node, a.args)
+    sys.stdout.write(r.stdout)
+    sys.stderr.write(r.stderr)
+    raise SystemExit(r.returncode)
+
+
 def add_hook_paths(p) -> None:
     p.add_argument("--prolog", metavar="PATH", help="exec this prolog instead of the repo's ({node} = the node's "
                    "name), e.g. the one `slurmkit install` put on the nodes")
@@ -649,12 +666,16 @@ def main(argv=None) -> None:
     s = sub.add_parser("scenario", help="point NODE's fake GPU tools at another scenario")
     s.add_argument("node")
     s.add_argument("name_", metavar="SCENARIO")
+    n = sub.add_parser("nvml", help="nvml-mock-ctl on NODE's mock GPUs: fail --gpu 3 --mode fallen_off_bus, "
+                       "throttle --gpu 5 hw_slowdown, reset --gpu all, status ...")
+    n.add_argument("node")
+    n.add_argument("args", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)
     a.dir = a.dir.resolve()
     if a.cmd == "env":
         print(env_lines(a.dir), end="")
         return
-    {"up": up, "down": down, "status": status, "scenario": scenario_cmd, "agent": agent_cmd,
+    {"up": up, "down": down, "status": status, "scenario": scenario_cmd, "agent": agent_cmd, "nvml": nvml_cmd,
      "hooks": lambda a: write_hooks(a, a.dir)}[a.cmd](a)
 
 

@@ -98,6 +98,11 @@ class Node(dict):
 
         return any(not is_na(v) for _, v in self.walk())
 
+    def lost(self) -> bool:
+        """Does any field read "GPU is lost" (NVML_ERROR_GPU_IS_LOST: the GPU fell off the bus or stopped answering)?
+        nvidia-smi still lists such a GPU and fills its other fields from what the driver cached."""
+        return any(isinstance(v, str) and v.strip().lower() == "gpu is lost" for _, v in self.walk())
+
     def walk(self, prefix: tuple[str, ...] = ()):
         """(path, value) for every leaf, in file order. Iterative: no depth of nesting recurses."""
         todo = [(prefix, iter(self.order))]

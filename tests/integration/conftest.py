@@ -63,6 +63,25 @@ class Cluster:
             time.sleep(interval)
         raise AssertionError(f"job {job_id} not in {states} after {timeout}s: {st}")
 
+    def wait_first_checkpoint(self, job_id: int, ck: Path, out: Path, timeout=60.0):
+        """Wait until `slurmkit run`'s job has written its first checkpoint under `ck`. On timeout the failure says
+        what the job record, the job's output and its node's slurmd log showed (a CI flake here once said only
+        `None is not None`)."""
+        from slurmkit import checkpoint
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if checkpoint.latest(str(ck)) is not None:
+                return
+            time.sleep(0.2)
+        rec = self.backend.job(job_id)
+        node = rec.raw.get("BatchHost") or rec.nodes
+        text = out.read_text(errors="replace")[-2000:] if out.exists() else "(no output file)"
+        log = self.dir / "log" / f"slurmd-{node}.log"
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:]) if log.is_file() else f"(no {log})"
+        raise AssertionError(f"job {job_id} wrote no checkpoint under {ck} in {timeout:.0f}s: {rec}\n"
+                             f"--- job output ---\n{text}\n--- {log.name} ---\n{tail}")
+
     def node(self, name):
         (rec,) = self.backend.nodes(name)
         return rec

@@ -169,3 +169,18 @@ def test_retired_pages_pending_old_gpus():
     k = next(n for n in range(j, len(lines)) if lines[n].strip().startswith("Total"))
     lines[k] = lines[k].replace(": 0", ": 3")
     assert judge("ecc", "\n".join(lines)).status == "fail"
+
+
+def test_a_gpu_that_fell_off_the_bus_is_not_a_visible_gpu():
+    """NVIDIA's real nvidia-smi 535 over the mock NVML with GPU 3 failed `fallen_off_bus` (tests/fixtures/local,
+    FIXTURES-PROVENANCE.md): it still lists 8 GPUs, GPU 3's fields read "GPU is lost". gpu_count fails naming it,
+    with the count of the working ones; the same node before the fault (every field readable) passes."""
+    from slurmkit.health.checks import gpu_count
+
+    text = (FIX / "local" / "nvml-mock-h100x8-nvidia-smi-535-q-gpu3-fallen-off-bus.txt").read_text()
+    r = gpu_count.evaluate(text, 8)
+    assert r.status == "fail" and r.code == "gpu_count", r
+    assert r.reason == "GPU 00000000:4B:00.0 is lost (nvidia-smi reads 'GPU is lost'); 7 of 8 GPUs working"
+    assert r.evidence["lost"] == ["00000000:4B:00.0"]
+    healthy = text.replace("GPU is lost", "0 MiB")          # synthetic: the same text with the lost fields read
+    assert gpu_count.evaluate(healthy, 8).status == "ok"

@@ -37,6 +37,18 @@ def evaluate(text: str, expected: int | None) -> Result:
     if errs:
         ev["errors"] = errs
         return Result(NAME, "fail", f"nvidia-smi: {errs[-1]}", ev, code="gpu_count")
+    lost = [] if listed else [g["bus_id"] for g in q["gpus"] if g["bus_id"] and g["tree"].lost()]
+    if lost:
+        # listed, so counted, but gone: a GPU that fell off the bus is not a visible GPU
+        ev["lost"] = lost
+        return Result(
+            NAME,
+            "fail",
+            f"GPU {', '.join(lost[:8])} is lost (nvidia-smi reads 'GPU is lost'); {seen - len(lost)} of "
+            f"{expected if expected is not None else seen} GPUs working",
+            ev,
+            code="gpu_count",
+        )
     if expected is not None and seen != expected:
         return Result(NAME, "fail", f"{seen} of {expected} GPUs visible", ev, code="gpu_count")
     why = f"{seen} GPUs visible" + ("" if expected is not None else " (no expected count configured)")

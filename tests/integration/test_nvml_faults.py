@@ -1,0 +1,126 @@
+"""GPU faults injected mid-job through NVIDIA's mock NVML (issue 32, the test rig): the node runs NVIDIA's real
+nvidia-smi 535 over the mock (scenario nvml-h100, dev/fakenvml.py), `dev/cluster.py nvml NODE ...` runs
+nvml-mock-ctl on that node's overrides file, and what slurmkit does is read back from the real scontrol/sinfo."""
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+NODE = "n2"
+
+
+def nvml(c, *args):
+    r = c.run(sys.executable, str(REPO / "dev" / "cluster.py"), "--dir", str(c.dir), "nvml", NODE, *args,
+              check=False, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+@pytest.fixture
+def mock_node(clean):
+    sys.path.insert(0, str(REPO / "dev"))
+    import fakenvml
+    missing = fakenvml.ready(clean.dir)
+    if missing:
+        pytest.fail(f"the mock NVML rig is not set up: {missing}")
+    clean.set_scenario(NODE, "nvml-h100")
+    yield clean
+
+
+def live_check(c, *only):
+    """`slurmkit check --json` as the node runs it (the recheck's environment: the node's fake tools)."""
+    env = dict(c.env, SLURMKIT_FAKE_NODE=NODE)
+    r = c.slurmkit("check", "--json", "--node", NODE, *[a for o in only for a in ("--only", o)], env=env)
+    doc = json.loads(r.stdout)
+    return r.returncode, {x["check"]: x for x in doc["results"]}
+
+
+@pytest.mark.compat("health")
+def test_ecc_failure_mid_job_drains_in_the_epilog_and_resumes_once_cleared(mock_node, tmp_path):
+    c = mock_node
+    flag = tmp_path / "go"
+    out = tmp_path / "job.out"
+    tmp_path.chmod(0o777)
+    nvsmi = REPO / "dev" / "fakegpu" / "bin" / "nvidia-smi"
+    q = f"{nvsmi} --query-gpu=index,ecc.errors.uncorrected.volatile.total --format=csv,noheader"
+    # the job reads its GPUs (the node's real nvidia-smi, in slurmd's job environment), waits for the fault, reads again
+    job = f"#!/bin/sh\n{q}\nwhile [ ! -e {flag} ]; do sleep 0.1; done\n{q}\n"
+    jid = c.sbatch(job, "-w", NODE, "-o", str(out))
+    c.wait_job(jid, states=("RUNNING",), timeout=30, interval=0.1)
+    assert live_check(c, "ecc")[1]["ecc"]["status"] == "ok"
+    nvml(c, "fail", "--gpu", "1", "--mode", "ecc_uncorrectable", "--xid", "48")
+    flag.touch()
+    c.wait_job(jid, states=("COMPLETED",), timeout=30)
+    lines = out.read_text().splitlines()
+    assert lines[:8] == [f"{i}, 0" for i in range(8)], lines       # before: the profile's healthy counters
+    after = dict(x.split(", ") for x in lines[8:16])
+    assert int(after["1"]) > 0 and all(after[str(i)] == "0" for i in range(8) if i != 1), lines
+    rec = c.wait_node(NODE, lambda r: r.drained and r.reason.startswith("slurmkit:ecc"), timeout=60)
+    sinfo = c.run("sinfo", "-h", "-n", NODE, "-o", "%T|%E").stdout.strip()
+    assert sinfo.split("|")[0].startswith("drain") and sinfo.split("|")[1] == rec.reason, sinfo
+
+    r = c.slurmkit("audit", "resume", NODE, "--recheck")
+    assert r.returncode == 1 and f"{NODE}: refuse:" in r.stdout, r.stdout + r.stderr
+    assert c.node(NODE).drained
+
+    nvml(c, "reset", "--gpu", "all")        # the GPU replaced: the profile's healthy counters again
+    r = c.slurmkit("audit", "resume", NODE, "--recheck")
+    assert f"{NODE}: resumed: check ecc passed" in r.stdout, r.stdout + r.stderr
+    c.wait_node(NODE, lambda r: not r.drained)
+
+
+@pytest.mark.compat("health")
+def test_row_remap_failure_on_an_idle_node_is_drained_by_the_health_program(mock_node):
+    """Between jobs: the health program as slurmd runs it (no PATH, only SLURMD_NODENAME and SLURM_CONF) sees
+    the growing uncorrectable ECC and row-remap failure nvml-mock-ctl injected, and drains the node."""
+    c = mock_node
+    nvml(c, "fail", "--gpu", "6", "--mode", "ecc_uncorrectable")
+    r = subprocess.run([str(c.dir / "hooks" / "health")], capture_output=True, text=True, timeout=60,
+                       env={"SLURMD_NODENAME": NODE, "SLURM_CONF": str(c.conf)})
+    rec = c.wait_node(NODE, lambda r: r.drained, timeout=30)
+    assert rec.reason.startswith("slurmkit:ecc") and "row remapping failure" in rec.reason, (rec, r.stderr)
+    nvml(c, "reset", "--gpu", "6")
+    r = c.slurmkit("audit", "resume", NODE, "--recheck")
+    assert f"{NODE}: resumed: check ecc passed" in r.stdout, r.stdout + r.stderr
+    c.wait_node(NODE, lambda r: not r.drained)
+
+
+@pytest.mark.compat("health")
+def test_throttled_gpu_shows_in_the_live_check(mock_node):
+    c = mock_node
+    nvml(c, "throttle", "--gpu", "5", "hw_slowdown", "hw_thermal_slowdown")
+    env = dict(c.env, SLURMKIT_FAKE_NODE=NODE)
+    q = c.run(str(REPO / "dev" / "fakegpu" / "bin" / "nvidia-smi"), "-q", "-d", "PERFORMANCE", "-i", "5",
+              env=env).stdout
+    assert "HW Slowdown                       : Active" in q and "HW Thermal Slowdown           : Active" in q, q
+    rc, res = live_check(c)
+    # what today's checks read of a throttled GPU: nothing fails (no check reads the clock event reasons yet);
+    # once the `clocks` check exists it must fail naming GPU 5 and its reasons
+    if "clocks" in res:
+        assert res["clocks"]["status"] == "fail" and "HW Slowdown" in res["clocks"]["reason"], res["clocks"]
+    else:
+        assert rc == 0 and all(x["status"] in ("ok", "skip") for x in res.values()), res
+    nvml(c, "throttle", "--gpu", "5", "none")
+    q = c.run(str(REPO / "dev" / "fakegpu" / "bin" / "nvidia-smi"), "-q", "-d", "PERFORMANCE", "-i", "5",
+              env=env).stdout
+    deadline = time.monotonic() + 10   # the mock re-reads its overrides file on a short TTL
+    while "HW Slowdown                       : Active" in q and time.monotonic() < deadline:
+        time.sleep(0.2)
+        q = c.run(str(REPO / "dev" / "fakegpu" / "bin" / "nvidia-smi"), "-q", "-d", "PERFORMANCE", "-i", "5",
+                  env=env).stdout
+    assert "HW Slowdown                       : Not Active" in q, q
+
+
+def test_gpu_fallen_off_the_bus_fails_the_live_check(mock_node):
+    """The real nvidia-smi still lists a GPU that fell off the bus, its fields reading "GPU is lost": gpu_count
+    does not count it as visible."""
+    c = mock_node
+    nvml(c, "fail", "--gpu", "3", "--mode", "fallen_off_bus")
+    rc, res = live_check(c)
+    assert rc == 1 and res["gpu_count"]["status"] == "fail", res
+    assert "00000000:4B:00.0 is lost" in res["gpu_count"]["reason"], res["gpu_count"]
