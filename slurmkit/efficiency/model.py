@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # the states a GPU (and a job) can be in, worst first: a job's verdict is its worst GPU's
-STATES = ("hung", "idle", "unknown", "underused", "busy")
+STATES = ("hung", "suspect-hung", "idle", "unknown", "underused", "busy")
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..bounded import read_text
 from ..errors import UsageError
-from . import parse_cols, parse_csv, parse_other
+from . import parse_cols, parse_csv, parse_other, parse_prom
 from .cells import refuse_failure
 from .model import Capture
 
@@ -13,6 +13,7 @@ FORMATS = (
     "nvidia-smi-dmon",
     "nvidia-smi-pmon",
     "dcgmi-dmon",
+    "dcgm-exporter",
     "nvidia-smi-table",
     "jobstats",
     "jobstats-json",
@@ -25,6 +26,7 @@ PARSERS = {
     "nvidia-smi-dmon": parse_cols.parse_dmon,
     "nvidia-smi-pmon": parse_cols.parse_pmon,
     "dcgmi-dmon": parse_cols.parse_dcgmi,
+    "dcgm-exporter": parse_prom.parse_dcgm_exporter,
     "nvidia-smi-table": parse_other.parse_table,
     "jobstats": parse_other.parse_jobstats_text,
     "jobstats-json": parse_other.parse_jobstats_json,
@@ -38,6 +40,8 @@ def detect(text: str) -> str:
     if not lines:
         raise UsageError("empty capture")
     first = lines[0].strip()
+    if parse_prom.looks_like(first):
+        return "dcgm-exporter"
     if first.startswith("#Entity"):
         return "dcgmi-dmon"
     if first.startswith("#"):

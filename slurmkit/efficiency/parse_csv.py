@@ -112,6 +112,7 @@ def parse(text: str, *, path: str = "<capture>", fields: list[str] | None = None
     positional = 0  # GPUs without index/uuid: numbered by their row within a tick
     last_ts = object()
     section_rows = 0
+    apps_headers = 0  # --query-compute-apps headers met (one with no rows: no process at capture time)
     n_data = [i for i, ln in enumerate(lines, 1) if ln.strip() and not is_header(ln)]
     last_line = n_data[-1] if n_data else 0
     for i, raw in enumerate(lines, 1):
@@ -119,6 +120,7 @@ def parse(text: str, *, path: str = "<capture>", fields: list[str] | None = None
             continue
         if is_header(raw):
             names = [_field(c) for c in _split(raw)]
+            apps_headers += "pid" in names
             positional, section_rows, last_ts = 0, 0, object()
             continue
         if "<=" in raw:  # an author's note pasted after the value ("Reset   <= GPU is unusable, ...")
@@ -140,6 +142,11 @@ def parse(text: str, *, path: str = "<capture>", fields: list[str] | None = None
             _app_row(cap, row, path, i)
         else:
             positional, last_ts = _gpu_row(cap, row, path, i, positional, last_ts, cut=(i == last_line))
+    if not cap.gpus and apps_headers and not n_data:
+        cap.note("no process on any GPU at capture time (a --query-compute-apps header and no rows)", line=1)
+        cap.meta["no_processes"] = True
+        cap.snapshot = True
+        return cap
     if not cap.gpus:
         raise UsageError("no GPU rows in the capture (only headers?)", path=path, line=max(1, len(lines)))
     cap.snapshot = all(len(g.util) <= 1 for g in cap.gpus.values())

@@ -2,6 +2,9 @@
 
   hung       utilisation >= hung_util_pct while power < hung_power_ratio x the board's limit, for hung_seconds in
              a row (a stuck NCCL collective spins at "100 %" at a fraction of the power)
+  suspect-hung  that signature (utilisation >= hung_util_pct with power < hung_power_ratio x the limit, or SM
+             activity < sm_low_active_pct) in every sample when too few samples or no interval allow a duration:
+             one snapshot of a spin-waiting collective is a suspect hang, never "busy"
   idle       utilisation <= idle_util_pct in at least idle_fraction of the samples (memory held or not)
   underused  mean utilisation under underused_util_pct
   busy       the rest
@@ -9,7 +12,7 @@
              "busy" running little (few SMs occupied: small kernels, launch-bound, a spin-wait); not a state
   unknown    fewer than min_samples readable samples, or no utilisation at all (MIG, N/A, a compute-apps list)
 
-A job's verdict is its worst GPU's, in that order (hung, idle, unknown, underused, busy).
+A job's verdict is its worst GPU's, in that order (hung, suspect-hung, idle, unknown, underused, busy).
 """
 
 from __future__ import annotations
@@ -76,6 +79,22 @@ def _hung_run(g: GpuSeries, th: Thresholds, limit: float | None) -> int:
     return best
 
 
+def _suspect(g: GpuSeries, th: Thresholds, utils: list, hung_n: int, limit: float | None) -> str | None:
+    """Why this GPU looks hung though no duration can be judged: every sample has the signature."""
+    if hung_n and hung_n == len(utils):
+        return (
+            f"{hung_n} sample(s) at >= {th.hung_util_pct:g} % utilisation below {th.hung_power_ratio:g} x "
+            f"{limit:g} W (a spin-waiting collective looks like this; no duration to judge it hung)"
+        )
+    sm = _mean(g.sm_active)
+    if sm is not None and sm < th.sm_low_active_pct and min(utils) >= th.hung_util_pct:
+        return (
+            f"{len(utils)} sample(s) at >= {th.hung_util_pct:g} % utilisation with {sm:g} % SM activity "
+            f"(< {th.sm_low_active_pct:g} %; no duration to judge it hung)"
+        )
+    return None
+
+
 def gpu_summary(g: GpuSeries, th: Thresholds, *, interval: float | None, power_limit: float | None = None) -> dict:
     utils = _valid(g.util)
     mems = _valid(g.mem_used)
@@ -112,6 +131,8 @@ def gpu_summary(g: GpuSeries, th: Thresholds, *, interval: float | None, power_l
             else "no utilisation in this capture" + (" (a process list)" if g.processes else "")
         )
         s.update(state="unknown", evidence=why)
+    elif (hung_s is None or len(utils) < th.min_samples) and (suspect := _suspect(g, th, utils, hung_n, limit)):
+        s.update(state="suspect-hung", evidence=suspect)
     elif len(utils) < th.min_samples:
         s.update(state="unknown", evidence=f"{len(utils)} sample(s), fewer than min_samples={th.min_samples}")
     elif hung_s is not None and hung_s >= th.hung_seconds:
@@ -131,7 +152,7 @@ def gpu_summary(g: GpuSeries, th: Thresholds, *, interval: float | None, power_l
         s.update(state="underused", evidence=f"mean {s['util_mean']:g} % < {th.underused_util_pct:g} %")
     else:
         s.update(state="busy", evidence=f"mean {s['util_mean']:g} %")
-    if hung_n and s["state"] != "hung" and hung_s is None:
+    if hung_n and s["state"] not in ("hung", "suspect-hung") and hung_s is None:
         s["evidence"] += f"; {hung_n} samples at high utilisation and low power (interval unknown: not judged hung)"
     return s
 
@@ -179,7 +200,13 @@ def next_steps(gpus: list[dict], verdict: str, th: Thresholds | None = None) -> 
                 + ": is the job waiting on something (input, a lock, a debugger), or not using the GPU?"
             )
     for g in gpus:
-        if g["state"] == "hung":
+        if g["state"] == "suspect-hung":
+            out.append(
+                f"GPU {g['index']}: {g['evidence']}: sample it again (nvidia-smi --query-gpu=index,"
+                "utilization.gpu,power.draw,power.limit --format=csv -l 10); if it stays so, take py-spy dump / "
+                "NCCL_DEBUG=INFO stacks"
+            )
+        elif g["state"] == "hung":
             out.append(
                 f"GPU {g['index']}: {g['evidence']}: a stuck collective (NCCL) or a spin-wait looks like this; "
                 "take py-spy dump / NCCL_DEBUG=INFO stacks and cancel the job"
@@ -190,7 +217,7 @@ def next_steps(gpus: list[dict], verdict: str, th: Thresholds | None = None) -> 
                 "pinned memory, a larger batch) or CPU-bound"
             )
     for g in gpus:
-        if th is not None and g["state"] != "hung" and low_sm(g, th):
+        if th is not None and g["state"] not in ("hung", "suspect-hung") and low_sm(g, th):
             out.append(
                 f"GPU {g['index']} is busy running little ({g['sm_active_mean']:g} % SM activity): small "
                 "kernels or a launch-bound loop (a larger batch, CUDA graphs, torch.compile); profile it with "
@@ -213,7 +240,7 @@ def summarize(cap: Capture, th: Thresholds, *, interval: float | None = None, po
         if g["state"] != "busy":
             findings.append(
                 {
-                    "severity": "warn" if g["state"] in ("idle", "hung", "underused") else "info",
+                    "severity": "warn" if g["state"] in ("idle", "hung", "suspect-hung", "underused") else "info",
                     "gpu": g["index"],
                     "line": None,
                     "text": f"GPU {g['index']} {g['state']}: {g['evidence']}",

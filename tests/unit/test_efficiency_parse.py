@@ -23,6 +23,8 @@ EXPECTED = {
         ("idle", {0: "idle", 1: "idle", 2: "busy", 3: "idle"}),            # mixed: GPU 2 98 %, GPU 1 idle
     "8gpu-query-gpu-index-gpu-recovery-action-noheader-reset-annotated-dcgm-263.txt":
         ("unknown", {1: "unknown"}),                                       # faulty: GPU 1 Reset (a finding)
+    "a800-sxm4-x8-dcgm-exporter-metrics-prof-mig-gpu0-3-instances-gpu-i-profile-labels-no-pcie-for-mig-excerpt.txt":
+        ("idle", {"0 GI 3": "idle", "0 GI 6": "idle", 1: "idle", 7: "idle"}),   # idle: every PROF ratio 0
     "gtx1080ti-gtx1060-query-gpu-alias-expanded-header-clocks-current-bpytop-26.txt":
         ("idle", {0: "busy", 1: "idle"}),                                  # GPU0 36 % moderately busy, GPU1 idle
     "h200x4-pmon-new-format-jpg-ofa-idle-gpus-dash-rows.txt":
