@@ -3,6 +3,14 @@
 step "slurmkit check on a healthy node (n1's fake GPUs)"
 SLURMKIT_FAKE_NODE=n1 $sk check || true
 
+step "n4 on NVIDIA's mock NVML and the real nvidia-smi 535: the hardware slows GPU 5 down (nvml-mock-ctl), the clocks check names it"
+if $py dev/cluster.py scenario n4 nvml-h100; then
+    $py dev/cluster.py nvml n4 throttle --gpu 5 hw_slowdown hw_power_brake_slowdown
+    SLURMKIT_FAKE_NODE=n4 $sk check --only clocks || true
+    $py dev/cluster.py nvml n4 throttle --gpu 5 none >/dev/null
+    $py dev/cluster.py scenario n4 healthy-h100x8
+fi
+
 step "slurmkit check on a file from a support ticket (a real dmesg with Xid 48, 63, 94)"
 $sk check --capture xid=tests/fixtures/xid/h100-dmesg-xid48-63-94-dbe-contained.txt || true
 

@@ -1,4 +1,4 @@
-"""The HealthCheckProgram entry point (health/health runs `python -I -m slurmkit.hooks.health`).
+"""The HealthCheckProgram entry point (health/health, a link to bin/slurmkit-hook, calls its `run()`).
 
 slurmd runs it every HealthCheckInterval seconds with no PATH, no SLURM_CONF and only SLURMD_NODENAME, and its
 exit code never drains a node: it drains by itself, with the prolog's etiquette (never over a reason slurmkit did
@@ -14,11 +14,12 @@ from __future__ import annotations
 import os
 import sys
 
+from ..health.checks.registry import BESIDE_JOB
 from ..drain import HANDS_OFF  # the one list of hands-off node flags, shared with the drain
 from .common import fail_safe, load_settings, run_hook
 
-# what may run beside a job: they read counters and logs, never touch the GPUs' memory or compute
-NON_DISRUPTIVE = ("xid", "gpu_count", "ecc", "recovery", "driver", "pcie", "nvlink")
+# what may run beside a job: they read counters and logs, never touch the GPUs' memory or compute (the registry's)
+NON_DISRUPTIVE = BESIDE_JOB
 BUSY_STATES = {"ALLOCATED", "MIXED", "COMPLETING"}
 
 
@@ -184,5 +185,10 @@ def _remediate(settings, node: str, backend, rem, report, action: str) -> None:
         print(f"slurmkit health: {node}: {step['action']}: {step['reason']}", file=sys.stderr)
 
 
+def run() -> int:
+    """What health/health (bin/slurmkit-hook) calls: main() with fail_safe's exit code."""
+    return fail_safe("health", main)
+
+
 if __name__ == "__main__":
-    sys.exit(fail_safe("health", main))
+    sys.exit(run())

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from typing import Literal
+from typing import Literal
 
 from ..health.checks.registry import default_profiles
 from .fields import DAY, Section, num
@@ -73,6 +70,33 @@ class PcieSettings(Section):
     min_width: int | None = num(None, 1, 64)  # accept links at least this wide (else: width must equal its max)
     min_gen: int | None = num(None, 1, 16)  # the link's max generation must reach this (current drops idle)
     status: Literal["warn", "fail"] = "fail"  # how a PCIe link finding counts
+
+
+# the clock event reasons nvidia-smi names (--query-gpu clocks_event_reasons.<name>)
+ClockReason = Literal[
+    "hw_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "sw_thermal_slowdown",
+    "sw_power_cap",
+    "gpu_idle",
+    "applications_clocks_setting",
+    "sync_boost",
+    "display_clock_setting",
+]
+
+
+@dataclass(kw_only=True)
+class ClocksSettings(Section):
+    """The clocks check: which clock event reasons (nvidia-smi's, by their --query-gpu names) fail or warn."""
+
+    # the hardware's own slowdowns fail; the reasons a GPU slows on purpose (gpu_idle, sw_power_cap,
+    # applications_clocks_setting, sync_boost, display_clock_setting) are never findings unless listed here
+    fail_on: list[ClockReason] = field(
+        default_factory=lambda: ["hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"]
+    )
+    # the reasons that warn (never drain): by default the driver's own thermal limit, reached before the hardware's
+    warn_on: list[ClockReason] = field(default_factory=lambda: ["sw_thermal_slowdown"])
 
 
 @dataclass(kw_only=True)

@@ -120,8 +120,8 @@ def test_healthy_scenario_is_healthy(tmp_path):
     rep = run_checks(s, "full", node="n1")
     assert rep.healthy, rep.to_dict()
     assert {r.check: r.status for r in rep.results} == {
-        "xid": "ok", "gpu_count": "ok", "ecc": "ok", "recovery": "ok", "driver": "ok", "pcie": "ok", "nvlink": "ok",
-        "gpu_procs": "ok", "nccl": "skip"}
+        "xid": "ok", "gpu_count": "ok", "ecc": "ok", "recovery": "ok", "driver": "ok", "pcie": "ok", "clocks": "ok",
+        "nvlink": "ok", "gpu_procs": "ok", "nccl": "skip"}
 
 
 def test_hung_nvidia_smi_fails_within_its_timeout(tmp_path):
@@ -248,8 +248,7 @@ def test_check_command_exit_codes_and_json(tmp_path):
 def hook(tmp_path, which, scenario, **env):
     e = {"SLURMKIT_CONFIG": str(write_config(tmp_path)), "SLURMKIT_FAKEGPU_SCENARIO": str(SCEN / scenario),
          "SLURMD_NODENAME": "n7", "SLURM_JOB_ID": "77", "SLURM_JOB_GPUS": "0,1",
-         "SLURMKIT_PYTHON": sys.executable, "SLURMKIT_HOOK_CACHE_DIR": str(tmp_path / "cache"),
-         **env}     # no PATH, as slurmd runs it
+         "SLURMKIT_PYTHON": sys.executable, **env}     # no PATH, as slurmd runs it
     return subprocess.run([str(REPO / which / which)], capture_output=True, text=True, env=e, timeout=60)
 
 
@@ -257,7 +256,8 @@ def test_prolog_script_runs_without_path_and_logs_every_verdict(tmp_path):
     r = hook(tmp_path, "prolog", "healthy-h100x8")
     assert r.returncode == 0, r.stderr
     recs = [json.loads(x) for x in (tmp_path / "health.jsonl").read_text().splitlines()]
-    assert {x["check"] for x in recs} == {"xid", "gpu_count", "ecc", "recovery", "driver", "pcie", "gpu_procs", "nccl", "dcgm"}
+    assert {x["check"] for x in recs} == {"xid", "gpu_count", "ecc", "recovery", "driver", "pcie", "clocks", "gpu_procs", "nccl",
+                                             "dcgm"}
     assert all(x["context"] == "prolog" and x["job_id"] == 77 and x["node"] == "n7" for x in recs)
     r = hook(tmp_path, "prolog", "xid79")
     assert r.returncode == 1 and "slurmkit:xid79 GPU 0000:5d:00 fell off the bus" in r.stderr
@@ -284,46 +284,12 @@ def test_prolog_imports_nothing_heavy(tmp_path):
     assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout + r.stderr
 
 
-def test_hook_settings_cache(tmp_path, monkeypatch):
-    from slurmkit.hooks import settings_cache
-    cfg = write_config(tmp_path)
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("SLURMKIT_CONFIG", str(cfg))
-    monkeypatch.setattr(settings_cache, "CACHE_DIR", str(cache))
-    first = settings_cache.load()
-    (cached_file,) = cache.iterdir()
-    assert oct(cache.stat().st_mode & 0o777) == "0o700"
-    again = settings_cache.load()
-    import dataclasses
-    for f in dataclasses.fields(first):
-        if not f.metadata.get("internal") and not f.metadata.get("not_section"):
-            assert vars(getattr(again, f.name)) == dataclasses.asdict(getattr(first, f.name)), f.name
-    assert again.gpu_count.expected == 8 and again.health.drain is False and again.lines == first.lines
-    # a hit costs no YAML and no config module: a fresh process shows it
-    code = ("import sys; from slurmkit.hooks import settings_cache as c; c.CACHE_DIR = sys.argv[1]; "
-            "s = c.load(); print(s.gpu_count.expected, 'yaml' in sys.modules, 'slurmkit.config' in sys.modules)")
-    r = subprocess.run([sys.executable, "-c", code, str(cache)], capture_output=True, text=True, timeout=60,
-                       env=dict(os.environ, SLURMKIT_CONFIG=str(cfg)))
-    assert r.stdout.split() == ["8", "False", "False"], r.stderr
-    # a changed config is parsed again, never served stale
-    cfg.write_text(cfg.read_text().replace("expected: 8", "expected: 4"))
-    assert settings_cache.load().gpu_count.expected == 4
-    # a cache anyone could have written is not trusted (it names the binaries a root hook runs)
-    doc = json.loads(cached_file.read_text())
-    doc["settings"]["tools"]["nvidia_smi"] = "/tmp/evil"
-    cached_file.write_text(json.dumps(doc))
-    cached_file.chmod(0o666)
-    assert settings_cache.load().tools.nvidia_smi.endswith("/nvidia-smi")
-
-
 def fake_sync_site(tmp_path, monkeypatch, sync_for_job, source_tail):
     """A stand-in sync module, an uncached site config syncing SOURCE tmp_path/src/<source_tail>, job 9's env."""
     import types
-    from slurmkit.hooks import settings_cache
     fake = types.ModuleType("slurmkit.checkpoint.sync")
     fake.sync_for_job = sync_for_job
     monkeypatch.setitem(sys.modules, "slurmkit.checkpoint.sync", fake)
-    monkeypatch.setattr(settings_cache, "CACHE_DIR", str(tmp_path / "cache"))
     cfg = write_config(tmp_path)
     cfg.write_text(cfg.read_text() + f"sync:\n  enabled: true\n  source: {tmp_path}/src/{source_tail}\n"
                                      f"  dest: {tmp_path}/dst/$SLURM_JOB_ID\n")

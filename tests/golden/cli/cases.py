@@ -7,7 +7,8 @@ that do not exist, and SLURMKIT_NODE fixes the node name.
 The golden files were written from the tree before issue 27 (ef2521e), and every commit of the redesign answered
 exactly as that tree did. Issue 35 then changed audit's answers on purpose (a `reason_history` field; a node down
 with no reason is "not-responding", by slurm): those three files were rewritten from its merge, the diff in the
-commit that did it.
+commit that did it. Issue 32's `clocks` check joined the list `check --only` names: check-unknown.json was rewritten
+from that commit (the one line that says which checks exist).
 """
 
 from __future__ import annotations
