@@ -18,6 +18,13 @@ import os
 import stat
 
 
+def publish(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """Rename a finished file or directory into place in one step (os.replace: a reader sees the old or the new,
+    never a part). slurmkit's one rename into place; checkpoint/fsdest.py keeps its own, relative to directory
+    descriptors (nothing under a destination is reached through a path that a link could redirect)."""
+    os.replace(src, dst)
+
+
 def atomic_write(path: str | os.PathLike, data: bytes | str, *, mode: int = 0o644, fsync: bool = False) -> None:
     """Write `data` to `path` in one rename: the old content or the new, never a part. The temporary file beside
     it is created exclusively and without following a link (O_EXCL | O_NOFOLLOW: a name planted in the directory is
@@ -38,7 +45,7 @@ def atomic_write(path: str | os.PathLike, data: bytes | str, *, mode: int = 0o64
                 os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        publish(tmp, path)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -62,8 +69,8 @@ def rotate(base: str, keep: int) -> None:
     for i in range(keep - 1, 0, -1):
         src = f"{base}.{i}"
         if os.path.exists(src):
-            os.replace(src, f"{base}.{i + 1}")
-    os.replace(base, f"{base}.1")
+            publish(src, f"{base}.{i + 1}")
+    publish(base, f"{base}.1")
 
 
 def private(path: str | os.PathLike) -> bool:
@@ -115,3 +122,21 @@ def cache_dir(name: str) -> str | None:
     except OSError:
         return None
     return d
+
+
+def read_trusted(path: str, limit: int) -> bytes | None:
+    """The bytes of `path` when only root or we could have written them: a regular file (a link is not followed)
+    owned by root or the effective user, not writable by group or others, in a directory no one else can change
+    entries of (the cache's parent rule). None for anything else, or when it is missing or over `limit` bytes."""
+    if not _safe_parent(os.path.dirname(os.path.abspath(path))):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)  # the file opened, not the name: no swap between the check and the read
+        if not stat.S_ISREG(st.st_mode) or st.st_uid not in (0, os.geteuid()) or st.st_mode & 0o022:
+            return None
+        data = f.read(limit + 1)
+    return data if len(data) <= limit else None

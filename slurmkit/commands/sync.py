@@ -1,3 +1,6 @@
+"""`slurmkit sync SOURCE DEST`: the rules and the copy are slurmkit/checkpoint/manual.py; this parses, shows a
+progress bar on a terminal, and prints the report."""
+
 from __future__ import annotations
 
 import sys
@@ -35,7 +38,7 @@ from .ctx import Ctx, echo, pass_ctx
 def sync(ctx: Ctx, source, dest, keep, as_user, marker, series, dry_run, as_json):
     """Copy the complete checkpoints of SOURCE to DEST (a path or s3://bucket/prefix): atomic, verified,
     unchanged ones skipped, the newest --keep kept."""
-    from .sync_core import sync_main
+    from ..checkpoint.manual import sync as run_sync
 
     progress = on_total = None
     state: dict = {}
@@ -56,8 +59,8 @@ def sync(ctx: Ctx, source, dest, keep, as_user, marker, series, dry_run, as_json
                     state["bar"].update(n)
 
     try:
-        return sync_main(
-            ctx,
+        rep = run_sync(
+            ctx.settings,
             source,
             dest,
             keep=keep,
@@ -65,11 +68,30 @@ def sync(ctx: Ctx, source, dest, keep, as_user, marker, series, dry_run, as_json
             marker=marker,
             series=series,
             dry_run=dry_run,
-            as_json=as_json,
-            echo=echo,
             progress=progress,
             on_total=on_total,
         )
     finally:
         if "bar" in state:
             state["bar"].__exit__(None, None, None)
+    if as_json:
+        from ..output import emit_json
+
+        emit_json(rep.as_dict())
+    else:
+        if dry_run:
+            echo(f"would copy: {', '.join(rep.get('copy', [])) or '-'} ({rep.get('would_copy_bytes', 0)} bytes)")
+            echo(f"would prune: {', '.join(rep.get('prune', [])) or '-'}")
+            echo(f"unchanged: {', '.join(rep['skipped']) or '-'}")
+        else:
+            mib = rep["bytes"] / 2**20
+            echo(
+                f"copied {len(rep['copied'])} ({mib:.1f} MiB in {rep['seconds']:.2f}s), "
+                f"unchanged {len(rep['skipped'])}, pruned {len(rep['pruned'])}"
+                + (f", incomplete at source (not copied): {', '.join(rep['incomplete'])}" if rep["incomplete"] else "")
+            )
+        for w in rep.get("refused", []):
+            echo(f"slurmkit: refused symlink {w}", err=True)
+        for err in rep["errors"]:
+            echo(f"slurmkit: error: {err}", err=True)
+    return 1 if rep["errors"] or rep.get("deferred") else 0

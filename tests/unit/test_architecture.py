@@ -118,3 +118,9 @@ def test_nothing_assigns_into_sys_modules():
 def test_the_cache_directory_is_decided_in_one_module():
     users = sorted(str(p.relative_to(PKG)) for p in PKG.rglob("*.py") if "XDG_CACHE_HOME" in p.read_text())
     assert users == ["files.py"]
+
+
+def test_one_rename_into_place():
+    # files.publish is the rename; fsdest's is relative to directory descriptors (no path a link could redirect)
+    users = sorted(str(p.relative_to(PKG)) for p in PKG.rglob("*.py") if "os.replace(" in p.read_text())
+    assert users == ["checkpoint/fsdest.py", "files.py"]

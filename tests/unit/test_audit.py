@@ -229,7 +229,7 @@ def test_recheck_argv_is_a_list_with_placeholders_filled():
 
 def test_the_default_recheck_runs_what_install_put_on_the_node(tmp_path):
     from slurmkit import config
-    from slurmkit.commands.audit import _installed
+    from slurmkit.audit.resume import installed as _installed
     ssh_cfg = tmp_path / "ssh_config"
     ssh_cfg.write_text("Host *\n")
     s = config.loads(f"install:\n  root: /srv/{{node}}\n  ssh_config: {ssh_cfg}\n  known_hosts: /kh\n")

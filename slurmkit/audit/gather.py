@@ -1,16 +1,17 @@
-"""What `slurmkit audit` does, without click: the click group (commands/audit.py, which also has `audit resume`)
-and the lean entry (slurmkit/entry.py) both run `audit_main`."""
+"""The audit's inputs, gathered: node records from Slurm (or a captured file, bounded and refused with its line when
+it names absurd hostlists), the health log of the out-of-service nodes only, each node's own log where the shared
+one has nothing; then the report (slurmkit/audit: pure). `run_audit` is what `slurmkit audit` and `audit resume`
+run, and what a script calls."""
 
 from __future__ import annotations
 
 import sys
 from datetime import datetime, timedelta
-from collections.abc import Callable
 from typing import Any
 
 from ..context import Ctx
 from ..errors import CommandError, UsageError
-from ..times import human_age, parse_now, parse_since, utc_iso
+from ..times import parse_now, parse_since, utc_iso
 
 
 def _records(ctx: Ctx, from_file: str | None):
@@ -26,7 +27,7 @@ def _records(ctx: Ctx, from_file: str | None):
         text = data.decode("utf-8", "replace")
     else:
         text = read_text(from_file, what="captured node output")
-    _refuse_huge_hostlists(text, from_file)
+    refuse_huge_hostlists(text, from_file)
     try:
         kind, recs = parse_node_capture(text)
     except NodeCaptureError as e:
@@ -38,7 +39,7 @@ def _records(ctx: Ctx, from_file: str | None):
     return f"{from_file} ({kind})", recs
 
 
-def _refuse_huge_hostlists(text: str, path: str) -> None:
+def refuse_huge_hostlists(text: str, path: str) -> None:
     """A 70-byte capture saying `n[1-99999999]` would make the parser build 100 million names (gigabytes)
     before anything could refuse it: read each bracketed hostlist's size off its text first (linear, no names
     made) and refuse one over the hostlist limit, with its line. Malformed ones are left for the parser to name."""
@@ -88,7 +89,7 @@ def _health(ctx: Ctx, since: datetime | None, recs=(), window: timedelta = timed
     """The health-log records of the out-of-service nodes only, each read back no further than what the audit can
     show for it: its drain time less the evidence window (or --since, whichever is later)."""
     from .. import healthlog
-    from ..audit import out_of_service, slurm_time
+    from . import out_of_service, slurm_time
 
     def iso(t: datetime) -> str:
         return utc_iso(t.timestamp())
@@ -135,7 +136,9 @@ def _fetch_node_logs(ctx: Ctx, nodes: list[str], health: dict[str, list[dict]]) 
             health[node] = recs
 
 
-def _run_audit(ctx: Ctx, from_file, since_text, partition, now_text, limit_nodes=None):
+def run_audit(ctx: Ctx, from_file, since_text, partition, now_text, limit_nodes=None):
+    """(source, now, entries, health): the audit of the cluster Slurm answers for (or of `from_file`), its nodes
+    limited to `limit_nodes` when given, with the health-log records it read."""
     from .. import audit as A
 
     s = ctx.settings
@@ -163,109 +166,3 @@ def _run_audit(ctx: Ctx, from_file, since_text, partition, now_text, limit_nodes
         _fetch_node_logs(ctx, missing, health)
         entries = A.audit(recs, health=health, **kw)
     return source, now, entries, health
-
-
-def audit_main(
-    ctx: Ctx,
-    *,
-    as_json: bool = False,
-    as_csv: bool = False,
-    partition: str | None = None,
-    since: str | None = None,
-    from_file: str | None = None,
-    now_text: str | None = None,
-    echo: Callable[..., None],
-) -> int:
-    """The audit report (JSON, CSV or text); the exit code: 1 when a node is out of service (3, raised as
-    errors.NoAnswer by the backend, when Slurm could not be asked)."""
-    if as_json and as_csv:
-        raise UsageError("--json and --csv: choose one")
-    from .. import audit as A
-
-    source, now, entries, _ = _run_audit(ctx, from_file, since, partition, now_text)
-    summary = A.summarize(entries, price_per_gpu_hour=ctx.settings.audit.price_per_gpu_hour)
-    if as_json:
-        from ..output import emit_json
-
-        emit_json(
-            {
-                "source": source,
-                "now": utc_iso(now.timestamp()),
-                "nodes": [e.to_dict() for e in entries],
-                "summary": summary,
-            }
-        )
-    elif as_csv:
-        import csv
-
-        w = csv.writer(sys.stdout, lineterminator="\n")
-        w.writerow(A.CSV_FIELDS)
-        from ..output import printable
-
-        w.writerows([[printable(c) if isinstance(c, str) else c for c in row] for row in A.csv_rows(entries)])
-    else:
-        _print_human(entries, summary, source, echo)
-    return 1 if entries else 0
-
-
-def _print_human(entries, summary, source, echo) -> None:
-    from .. import audit as A
-    from ..output import printable, table
-
-    if not entries:
-        echo(f"no node out of service ({printable(source)})")
-        return
-    rows = []
-    for e in entries:
-        n = e.node
-        who = e.by + (f"/{n.reason_user}" if n.reason_user and e.by in ("admin", "slurm") else "")
-        rows.append(
-            [
-                n.name,
-                A.condition(n),
-                human_age(e.age_seconds),
-                f"{e.gpus_out}/{n.gpus_total}",
-                who,
-                e.cause.id,
-                n.reason or "-",
-            ]
-        )
-    echo(table(rows, ["NODE", "CONDITION", "AGE", "GPUS OUT", "BY", "CAUSE", "REASON"]))
-    echo("")
-    for e in entries:
-        echo(printable(f"{e.node.name}: {e.cause.title}. Next: {e.next_step}"))
-        if e.history:
-            h = e.history
-            when = f" [{h['user'] or '?'}@{h['time']}]" if h.get("time") else ""
-            echo(printable(f"    history, not the cause: {h['reason']}{when}"))
-        for r in e.evidence:
-            ev = r.get("evidence") or {}
-            if isinstance(ev, dict) and isinstance(ev.get("line"), str):
-                detail = ev["line"]  # the line the check failed on, verbatim
-            elif isinstance(ev, dict):
-                detail = "; ".join(f"{k}={v}" for k, v in list(ev.items())[:4])
-            else:
-                detail = str(ev)
-            echo(
-                printable(
-                    f"    {r.get('time', '?')} {r.get('context', '')} {r.get('check', '')} "
-                    f"{r.get('status', '')}: {r.get('reason', '')}"
-                )
-                + (f" [{printable(detail[:300])}]" if detail else "")
-            )
-    s = summary
-    echo("")
-    causes = ", ".join(f"{k} {v['nodes']}" for k, v in sorted(s["by_cause"].items(), key=lambda kv: -kv[1]["nodes"]))
-    who = ", ".join(f"{k} {v['nodes']}" for k, v in sorted(s["by_who"].items()))
-    echo(f"{s['nodes']} nodes out of service ({who}); by cause: {causes}")
-    money = ""
-    if "cost_so_far" in s:
-        money = (
-            f" = {s['cost_so_far']:,.2f} so far, {s['cost_per_day']:,.2f} per day at "
-            f"{s['price_per_gpu_hour']:g} per GPU-hour"
-        )
-    unknown = f" ({s['nodes_of_unknown_age']} nodes of unknown age not counted)" if s["nodes_of_unknown_age"] else ""
-    echo(
-        f"{s['gpus_out']} GPUs out: {s['gpu_hours_lost']:,.1f} GPU-hours lost so far{unknown}, "
-        f"{s['gpu_hours_per_day']:,} GPU-hours per day{money}"
-    )

@@ -1,7 +1,8 @@
 """Drained-node audit: who took each node out of service, why, since when, what it costs, what to do next.
 
 Pure functions over node records (from Slurm or a captured file), the health log's records and the cause table
-(`slurmkit/data/audit_causes.yaml`); the command in `slurmkit/commands/audit.py` does the reading and the acting.
+(`slurmkit/data/audit_causes.yaml`). gather.py reads Slurm, the health log and the nodes' own logs; resume.py acts
+(`audit resume`); text.py prints the report for a human; `slurmkit/commands/audit.py` is the command.
 
 Who: `slurmkit` (a reason starting with `drain.prefix`, written by slurmkit's checks), `slurm` (messages Slurm
 writes itself: "Prolog error", "Not responding", ...), `other-checker` (NHC), `admin` (anything else: a person),
@@ -18,12 +19,12 @@ from pathlib import Path
 from collections.abc import Iterable
 from typing import Any
 
-from .drain import check_of_tag
-from .errors import UsageError
-from .slurm.records import NOT_RESPONDING, NodeRecord, current_reason
-from .times import human_age, parse_time
+from ..drain import check_of_tag
+from ..errors import UsageError
+from ..slurm.records import NOT_RESPONDING, NodeRecord, current_reason
+from ..times import human_age, parse_time
 
-DEFAULT_CAUSES = Path(__file__).resolve().parent / "data" / "audit_causes.yaml"
+DEFAULT_CAUSES = Path(__file__).resolve().parents[1] / "data" / "audit_causes.yaml"
 SINFO_R_WIDTH = 20  # `sinfo -R` cuts reasons at 20 characters by default
 OK_STATUSES = ("ok", "warn")
 

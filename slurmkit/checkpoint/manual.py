@@ -1,6 +1,8 @@
-"""What `slurmkit sync` does, without click: the click command (commands/sync.py, which adds the progress bar) and
-the lean entry (slurmkit/entry.py, which skips click's import) both run `sync_main`. It imports only the parts of
-the checkpoint package a sync uses (not the epilog's), and as the calling user nothing is preloaded."""
+"""The sync a person or a script asks for (`slurmkit sync`, or Python): the rules a sync outside the epilog keeps
+before it copies anything. SOURCE a local directory, DEST a path or s3://; the two never overlap; as root, only as a
+named user (--user) or into a DEST root owns (a root sync never writes where another user can plant links); as
+another user, everything is imported before the privilege drop. Then syncdir.sync_dir copies, verifies, publishes.
+Standard library only, as the rest of the checkpoint package."""
 
 from __future__ import annotations
 
@@ -8,8 +10,8 @@ import os
 from collections.abc import Callable
 
 
-def sync_main(
-    ctx,
+def sync(
+    settings,
     source: str,
     dest: str,
     *,
@@ -18,17 +20,17 @@ def sync_main(
     marker: str | None = None,
     series: str | None = None,
     dry_run: bool = False,
-    as_json: bool = False,
-    echo: Callable[..., None],
-    progress=None,
-    on_total=None,
-) -> int:
-    """Run the sync; print its report; the exit code (1 when a checkpoint failed or was deferred)."""
-    from ..checkpoint.patterns import check_disjoint, foreign_owner, validate_location
-    from ..checkpoint.report import SyncError
+    progress: Callable[[int], None] | None = None,
+    on_total: Callable[[int], None] | None = None,
+):
+    """Sync SOURCE's complete checkpoints to DEST under `settings.sync` (keep, marker: these override it): the
+    report (report.SyncReport). Bad arguments raise UsageError; a sync that cannot start, SlurmkitError; a
+    checkpoint that failed or was deferred is in the report's errors/deferred, not raised."""
+    from .patterns import check_disjoint, foreign_owner, validate_location
+    from .report import SyncError
     from ..errors import SlurmkitError, UsageError
 
-    cfg = ctx.settings.sync
+    cfg = settings.sync
     try:
         source = validate_location(os.path.abspath(source) if "://" not in source else source, "SOURCE")
         dest = validate_location(os.path.abspath(dest) if "://" not in dest else dest, "DEST")
@@ -56,8 +58,8 @@ def sync_main(
                 f"DEST {dest} belongs to uid {owner}: as root, sync as that user with --user "
                 "(a root sync never writes where another user can plant links)"
             )
-    from ..checkpoint.privsep import preload, run_as
-    from ..checkpoint.syncdir import sync_dir
+    from .privsep import preload, run_as
+    from .syncdir import sync_dir
 
     # the child of a privilege drop needs everything imported first; as ourselves, imports happen as used
     # (an S3 destination still sets its client up front, so its errors read the same either way)
@@ -81,24 +83,4 @@ def sync_main(
         )
     except SyncError as e:
         raise SlurmkitError(str(e)) from None
-    if as_json:
-        from ..output import emit_json
-
-        emit_json(rep.as_dict())
-    else:
-        if dry_run:
-            echo(f"would copy: {', '.join(rep.get('copy', [])) or '-'} ({rep.get('would_copy_bytes', 0)} bytes)")
-            echo(f"would prune: {', '.join(rep.get('prune', [])) or '-'}")
-            echo(f"unchanged: {', '.join(rep['skipped']) or '-'}")
-        else:
-            mib = rep["bytes"] / 2**20
-            echo(
-                f"copied {len(rep['copied'])} ({mib:.1f} MiB in {rep['seconds']:.2f}s), "
-                f"unchanged {len(rep['skipped'])}, pruned {len(rep['pruned'])}"
-                + (f", incomplete at source (not copied): {', '.join(rep['incomplete'])}" if rep["incomplete"] else "")
-            )
-        for w in rep.get("refused", []):
-            echo(f"slurmkit: refused symlink {w}", err=True)
-        for err in rep["errors"]:
-            echo(f"slurmkit: error: {err}", err=True)
-    return 1 if rep["errors"] or rep.get("deferred") else 0
+    return rep
