@@ -11,6 +11,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from collections.abc import Callable
 
@@ -114,8 +115,10 @@ class Runner:
         self.child_is_srun = bool(self.argv) and os.path.basename(self.argv[0]) == "srun"
         cs = (opts.checkpoint_signal or "none").strip()
         self.ask_signal = None if cs.lower() == "none" else signum(cs)
-        self._pending: list[int] = []
-        self._lock = threading.Lock()
+        # the signals caught and not yet handled. No lock: the handler runs in the main thread, between two
+        # bytecodes of whatever it was doing, so a lock the loop held at that moment would never be released; and
+        # the shorter the handler, the less it nests under a burst of signals. deque.append and popleft are atomic.
+        self._pending: deque[int] = deque()
         self._log_lock = threading.Lock()
         self._backend = None
         self._restart_set = False  # run.restart_delay applied once (logged once)
@@ -147,8 +150,14 @@ class Runner:
             pass
 
     def _on_signal(self, num, frame) -> None:
-        with self._lock:
-            self._pending.append(num)
+        self._pending.append(num)  # nothing more: see __init__
+
+    def _take_signals(self) -> list[int]:
+        """The signals caught since the last call, oldest first."""
+        taken = []
+        while self._pending:
+            taken.append(self._pending.popleft())
+        return taken
 
     def _send(self, num: int) -> None:
         """Signal the child's whole process group (a shell's children, torchrun's workers)."""
@@ -277,8 +286,7 @@ class Runner:
                         pass
                 except (BlockingIOError, InterruptedError):
                     pass
-                with self._lock:
-                    pending, self._pending = self._pending, []
+                pending = self._take_signals()
                 for num in pending:
                     if num == signal.SIGCHLD:
                         continue
@@ -352,8 +360,7 @@ class Runner:
         # not race the requeue.
         end = time.monotonic() + o.after_requeue_wait
         while time.monotonic() < end:
-            with self._lock:
-                pending, self._pending = self._pending, []
+            pending = self._take_signals()
             if any(signame(p) in TERMINATING for p in pending):
                 break
             try:
@@ -463,8 +470,7 @@ class Runner:
                 code = 128 - rc if rc < 0 else rc
                 self.log("child-exit", code=code, signal=signame(-rc) if rc < 0 else None)
                 return code
-            with self._lock:
-                pending, self._pending = self._pending, []
+            pending = self._take_signals()
             for num in pending:
                 if num not in (signal.SIGCHLD, self.trigger):
                     self._send(num)

@@ -227,6 +227,31 @@ def test_file_flag_only_and_forwarded_signals():
     assert p.returncode == 143 and "event=signal signal=SIGTERM action=" in err
 
 
+def test_a_flood_of_signals_never_hangs_the_wrapper():
+    """The wrapper's signal handler runs in its main thread, between two steps of whatever that thread was doing.
+    It took a lock the loop also takes: a handler run while the loop held it would wait for itself for good, and
+    under a flood of signals the handler ran inside itself until the wrapper died of RecursionError (exit 1,
+    every time, before the handler became one append). Signals come here as fast as one process can send them
+    while a short child runs: the wrapper must still see the child end, say so and exit with its code."""
+    p = wrapper("--", "sleep", "2")
+    assert "event=start" in p.stderr.readline()       # the wrapper's handlers are in place
+    sent = 0
+    deadline = time.monotonic() + 20
+    while p.poll() is None and time.monotonic() < deadline:
+        for _ in range(200):
+            try:
+                os.kill(p.pid, signal.SIGCHLD)
+                sent += 1
+            except ProcessLookupError:
+                break
+    if p.poll() is None:
+        p.kill()
+        p.communicate()
+        pytest.fail(f"the wrapper hung: still running 20 s into a 2 s child, {sent} signals sent")
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0 and "event=child-exit code=0" in err, err
+
+
 def test_spot_notice_asks_the_child(imds):
     p = wrapper("--imds-endpoint", imds.url, "--imds-poll", "0.2", "--", sys.executable, "-c", CHILD)
     assert p.stdout.readline().strip() == "child ready"
