@@ -56,7 +56,7 @@ FORK = """import os, sys
 root = sys.argv.pop(1)
 sys.path.append(root)
 sys.path.append(sys.executable.rpartition("/")[0] + "/../lib/python%d.%d/site-packages" % sys.version_info[:2])
-from slurmkit.hooks.settings_cache import load
+from slurmkit.nodesettings import load
 from slurmkit.efficiency.hooks import start
 start(load(), os.environ)
 sys.stdout.flush()

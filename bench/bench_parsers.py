@@ -95,7 +95,7 @@ def _spec_and_render(text):
 
 
 def _prescan(text):
-    from slurmkit.commands.audit_core import _refuse_huge_hostlists
+    from slurmkit.audit.gather import refuse_huge_hostlists as _refuse_huge_hostlists
     _refuse_huge_hostlists(text, "sinfo-R.txt")
 
 

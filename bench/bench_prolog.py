@@ -103,6 +103,9 @@ def part_a(runs: int, base: str = BASE) -> dict:
     with the floor and `python -I -c pass`; ms medians keyed "<tree> <way>"."""
     tmp = Path(tempfile.mkdtemp(prefix="sk-bench-prolog-"))
     cfg = site_config(tmp)
+    # what `slurmkit install` leaves beside every node's config (the tree before ignores it: its own cache)
+    from slurmkit import nodesettings
+    Path(nodesettings.settings_path(str(cfg))).write_bytes(nodesettings.render(cfg.read_bytes(), str(cfg)))
     trees = {"this": REPO}
     if base:
         trees["before"] = export(base, tmp / "before")
