@@ -168,7 +168,12 @@ def test_an_agent_that_does_not_answer_costs_a_third_of_the_prolog_timeout_not_t
         # the script ran (RUNNING comes before the prolog ends: PrologFlags=Alloc), well inside the 60 s
         c.wait_job(j, states=("COMPLETING", "COMPLETED"), timeout=45, interval=0.5)
         assert time.monotonic() - t0 < 45, "the prolog took most of PrologEpilogTimeout"
-        c.wait_job(j, timeout=60)
+        try:
+            c.wait_job(j, timeout=60)
+        except AssertionError as e:  # requeued once in CI (22.05): say what slurmd and the hooks saw
+            seen = [r for r in health_log(c, mark) if r.get("job_id") == j]
+            raise AssertionError(f"{e}\nslurmd: {_slurmd_log_lines(c, 'n1', start, '')[-25:]}\nhealth log: {seen}\n"
+                                 f"agent log: {_agent_log(c)[-10:]}") from None
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             recs = [r for r in health_log(c, mark) if r.get("job_id") == j]

@@ -31,9 +31,7 @@ def test_requeued_job_is_eligible_again_within_seconds(clean, tmp_path):
               f"-- {PY} {TOY} {ck} 100000 0.1 5\n")
     job = clean.sbatch(script, "--time=30", "--requeue", "--open-mode=append", f"--output={out}")
     clean.wait_job(job, states=("RUNNING",), timeout=30)
-    deadline = time.monotonic() + 30
-    while checkpoint.latest(str(ck)) is None and time.monotonic() < deadline:
-        time.sleep(0.2)
+    clean.wait_first_checkpoint(job, ck, out)
     # what Slurm sends at preemption with PreemptParameters=send_user_signal
     clean.run("scancel", "-b", "-s", "USR2", str(job))
     asked = time.monotonic()

@@ -60,7 +60,7 @@ def run_epilog(cluster, env):
     """The real epilog script, with what slurmd gives it (no PATH, Slurm's variables)."""
     e = {"SLURMKIT_CONFIG": str(cluster.site_config), "SLURM_CONF": str(cluster.conf),
          "SLURMKIT_FAKEGPU_DIR": os.environ.get("SLURMKIT_FAKEGPU_DIR", str(cluster.dir / "fakegpu")),
-         "SLURMKIT_HOOK_CACHE_DIR": str(cluster.dir / "hookcache-test"), **env}
+         **env}
     return subprocess.run([str(REPO / "epilog" / "epilog")], env=e, capture_output=True, text=True, timeout=120)
 
 
@@ -197,7 +197,7 @@ def sync_children(uid):
 @pytest.fixture
 def no_background(clean):
     """The site config with sync.background off (so a deferred sync says the command to finish by hand), put back
-    after. The hooks' settings cache keys on the file's size and mtime, so the next epilog reads the change."""
+    after. The settings file's stamp (the YAML's sha256) no longer matches, so the next epilog parses the change."""
     cfg = Path(clean.site_config)
     before = cfg.read_text()
     assert "  budget: 20\n" in before
