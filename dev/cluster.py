@@ -162,6 +162,8 @@ InactiveLimit=0
 SlurmdTimeout=30
 MessageTimeout=5
 PrologEpilogTimeout=60
+# a batch job's launch waits for its prolog: Slurm's default 10 s requeues a job whose prolog takes longer
+BatchStartTimeout=60
 Prolog={hooks}/prolog
 Epilog={hooks}/epilog
 PrologFlags=Alloc

@@ -8,7 +8,14 @@ import posix
 
 SLURM_CONF = "/etc/slurm/slurm.conf"
 CONF_LIMIT = 1 << 20  # slurm.conf is read up to 1 MiB; keys past that count as unset
-_CONF_KEYS = (b"prologepilogtimeout", b"prologtimeout", b"epilogtimeout", b"slurmdlogfile", b"clustername")
+_CONF_KEYS = (
+    b"prologepilogtimeout",
+    b"prologtimeout",
+    b"epilogtimeout",
+    b"batchstarttimeout",
+    b"slurmdlogfile",
+    b"clustername",
+)
 _NAME_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 _NAME_REST = _NAME_FIRST | frozenset(".+-")
 

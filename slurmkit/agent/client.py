@@ -50,6 +50,10 @@ CONNECT_TIMEOUT = 2.0
 # below half the timeout). A working agent answers in milliseconds: this only bounds a stopped or broken one.
 MAX_WAIT = 30.0
 DEFAULT_WAIT = 20.0
+# The prolog's wait also stays under half of slurm.conf's BatchStartTimeout (Slurm's default: 10 s): slurmctld
+# requeues a batch job whose launch, prolog included, took longer than that ("Batch JobId=N missing from batch
+# node ... not found BatchStartTime after startup"), seen on the dev cluster with a 20 s wait and the default.
+DEFAULT_BATCH_START = 10
 LATE = 0.5  # a child that reads a request this close to its answer-by time drops it: the client is leaving
 
 
@@ -87,11 +91,22 @@ def hook_timeout(conf: dict[bytes, bytes], module: str) -> int | None:
     return None
 
 
-def budgets(timeout: int | None, override: bytes | None = None) -> tuple[float, float]:
+def launch_timeout(conf: dict[bytes, bytes], module: str) -> int | None:
+    """The prolog: slurm.conf's BatchStartTimeout (Slurm's default when unset or unreadable), the time a batch
+    job's launch may take before slurmctld requeues it; the epilog and the health program: None (no launch waits)."""
+    if not module.endswith("prolog"):
+        return None
+    v = conf.get(b"batchstarttimeout", b"")
+    return int(v) if v.isdigit() and 0 < int(v) < 65534 else DEFAULT_BATCH_START
+
+
+def budgets(timeout: int | None, override: bytes | None = None, launch: int | None = None) -> tuple[float, float]:
     """(wait, limit): how long the client waits for the agent to take the hook, and how long the hook may run in
-    all, counted from the client's start (pure). `override`: SLURMKIT_AGENT_WAIT."""
+    all, counted from the client's start (pure). `override`: SLURMKIT_AGENT_WAIT; `launch`: launch_timeout()."""
     limit = float(timeout) if timeout else float(CHILD_LIMIT)
     wait = min(limit / 3, MAX_WAIT) if timeout else DEFAULT_WAIT
+    if launch:
+        wait = min(wait, launch / 2)
     if override:
         try:
             w = float(override)
@@ -149,7 +164,7 @@ def delegate(module: str) -> int | None:
     conf = slurm_conf(environ)
     path = socket_path(environ, conf)
     timeout = hook_timeout(conf, module)
-    wait, limit = budgets(timeout, environ.get(b"SLURMKIT_AGENT_WAIT"))
+    wait, limit = budgets(timeout, environ.get(b"SLURMKIT_AGENT_WAIT"), launch_timeout(conf, module))
     answer_by, run_until = t0 + int(wait * 1e9), t0 + int((limit - 2) * 1e9)
     umask = posix.umask(0o022)
     posix.umask(umask)

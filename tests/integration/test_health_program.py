@@ -157,7 +157,8 @@ def test_a_busy_node_runs_only_the_checks_that_cannot_disturb_its_job(fresh):
     c.wait(lambda: len(c.records("n2", context="health")) >= n + 6, what="a health run on busy n2")
     time.sleep(4)
     runs = c.records("n2", context="health")[n:]
-    assert {r["check"] for r in runs} <= {"xid", "gpu_count", "ecc", "recovery", "driver", "pcie", "nvlink"}, \
+    assert {r["check"] for r in runs} <= {"xid", "gpu_count", "ecc", "recovery", "driver", "pcie", "nvlink",
+                                          "clocks"}, \
         (c.node("n2"), [(r["time"], r["check"]) for r in runs])
     assert not c.node("n2").drained
     c.run("scancel", jid)

@@ -99,12 +99,9 @@ def test_throttled_gpu_shows_in_the_live_check(mock_node):
               env=env).stdout
     assert "HW Slowdown                       : Active" in q and "HW Thermal Slowdown           : Active" in q, q
     rc, res = live_check(c)
-    # what today's checks read of a throttled GPU: nothing fails (no check reads the clock event reasons yet);
-    # once the `clocks` check exists it must fail naming GPU 5 and its reasons
-    if "clocks" in res:
-        assert res["clocks"]["status"] == "fail" and "HW Slowdown" in res["clocks"]["reason"], res["clocks"]
-    else:
-        assert rc == 0 and all(x["status"] in ("ok", "skip") for x in res.values()), res
+    # the clocks check fails naming the throttled GPU and its reasons; nothing else fails
+    assert rc == 1 and res["clocks"]["status"] == "fail" and "HW Slowdown" in res["clocks"]["reason"], res["clocks"]
+    assert all(x["status"] in ("ok", "skip") for k, x in res.items() if k != "clocks"), res
     nvml(c, "throttle", "--gpu", "5", "none")
     q = c.run(str(REPO / "dev" / "fakegpu" / "bin" / "nvidia-smi"), "-q", "-d", "PERFORMANCE", "-i", "5",
               env=env).stdout

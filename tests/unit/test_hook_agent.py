@@ -450,6 +450,22 @@ def test_the_wait_is_a_third_of_the_hook_timeout_at_most():
         assert wait <= t / 3 and limit == t
 
 
+def test_the_prolog_waits_under_half_of_batch_start_timeout():
+    """slurmctld requeues a batch job whose launch (its prolog included) takes longer than BatchStartTimeout
+    (seen on the dev cluster: "Batch JobId=3 missing from batch node n1 (not found BatchStartTime after startup)"
+    after a 20 s wait under Slurm's default 10 s): the prolog's wait for a silent agent stays under half of it."""
+    conf = nodeconf.parse_slurm_conf(b"PrologEpilogTimeout=60\n")
+    launch = hookclient.launch_timeout(conf, "slurmkit.hooks.prolog")
+    assert launch == hookclient.DEFAULT_BATCH_START == 10                      # Slurm's default when unset
+    assert hookclient.budgets(60, None, launch) == (5.0, 60.0)
+    conf = nodeconf.parse_slurm_conf(b"PrologEpilogTimeout=60\nBatchStartTimeout=60\n")
+    assert hookclient.budgets(60, None, hookclient.launch_timeout(conf, "slurmkit.hooks.prolog")) == (20.0, 60.0)
+    assert hookclient.launch_timeout(conf, "slurmkit.hooks.epilog") is None      # no launch waits for an epilog
+    assert hookclient.budgets(60, None, None) == (20.0, 60.0)
+    for bad in (b"x", b"0", b"70000"):
+        assert hookclient.launch_timeout({b"batchstarttimeout": bad}, "slurmkit.hooks.prolog") == 10
+
+
 def test_parse_start_reads_only_a_pid():
     assert hookclient.parse_start(b"start 1234") == 1234
     for bad in (b"start 1", b"start 0", b"start -3", b"start ", b"fallback", b"late", b"", b"start 12345678901234"):
