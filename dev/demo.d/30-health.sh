@@ -8,6 +8,20 @@ if $py dev/cluster.py scenario n4 nvml-h100; then
     $py dev/cluster.py nvml n4 throttle --gpu 5 hw_slowdown hw_power_brake_slowdown
     SLURMKIT_FAKE_NODE=n4 $sk check --only clocks || true
     $py dev/cluster.py nvml n4 throttle --gpu 5 none >/dev/null
+    step "A 2-node job on n3 and n4, n4's GPUs held at 382 MHz under HW Power Brake: efficiency names n4 the straggler"
+    $py dev/cluster.py scenario n3 nvml-h100
+    for n in n3 n4; do
+        $py dev/cluster.py nvml $n util --gpu all 97 >/dev/null
+        $py dev/cluster.py nvml $n clocks --gpu all 1980 >/dev/null
+    done
+    $py dev/cluster.py nvml n4 clocks --gpu all 382 >/dev/null
+    $py dev/cluster.py nvml n4 throttle --gpu all hw_power_brake_slowdown >/dev/null
+    sj=$(sbatch --parsable -N 2 -w n3,n4 --gres=gpu:8 -o /dev/null --wrap "sleep 5")
+    for _ in $(seq 120); do
+        $sk efficiency "$sj" --json 2>/dev/null | grep -q '"node": "n[34],n[34]"' && break; sleep 0.5
+    done
+    $sk efficiency "$sj" | grep -E "^job|straggler" || true
+    $py dev/cluster.py scenario n3 healthy-h100x8
     $py dev/cluster.py scenario n4 healthy-h100x8
 fi
 

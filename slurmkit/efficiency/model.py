@@ -36,6 +36,8 @@ class GpuSeries:
     sm_active: list[float | None] = field(default_factory=list)  # DCGM 1002, %
     tensor_active: list[float | None] = field(default_factory=list)  # DCGM 1004, %
     dram_active: list[float | None] = field(default_factory=list)  # DCGM 1005, %
+    sm_clock: list[float | None] = field(default_factory=list)  # MHz (clocks.sm); None: not read (an older driver)
+    reasons: list[int | None] = field(default_factory=list)  # clock event reasons bitmask (nvidia-smi's .active)
     # the profiling lists above are aligned with t when one dcgmi capture gave everything; the sampler's own
     # dcgmi child runs on its own clock, so its values are appended by add_profile() (means only, no time)
     mem_total: float | None = None  # MiB
@@ -44,7 +46,17 @@ class GpuSeries:
     mig: bool = False
 
     def add(
-        self, *, t=None, util=None, mem_used=None, power=None, sm_active=None, tensor_active=None, dram_active=None
+        self,
+        *,
+        t=None,
+        util=None,
+        mem_used=None,
+        power=None,
+        sm_active=None,
+        tensor_active=None,
+        dram_active=None,
+        sm_clock=None,
+        reasons=None,
     ) -> None:
         self.t.append(t)
         self.util.append(util)
@@ -53,6 +65,8 @@ class GpuSeries:
         self.sm_active.append(sm_active)
         self.tensor_active.append(tensor_active)
         self.dram_active.append(dram_active)
+        self.sm_clock.append(sm_clock)
+        self.reasons.append(reasons)
 
     def add_profile(self, sm_active=None, tensor_active=None, dram_active=None) -> None:
         self.sm_active.append(sm_active)

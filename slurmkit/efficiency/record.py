@@ -53,10 +53,11 @@ def load_samples(text: str) -> tuple[Capture, dict]:
             obj = json.loads(ln)
         except ValueError:
             continue
-        if isinstance(obj, list) and len(obj) == 5 and isinstance(obj[1], int):
-            t, idx, util, mem, pw = obj
+        if isinstance(obj, list) and len(obj) in (5, 7) and isinstance(obj[1], int):
+            t, idx, util, mem, pw = obj[:5]
+            clk, why = obj[5:] or (None, None)  # 7: the SM clock and the clock event reasons bitmask too
             g = cap.gpu(idx, index=idx)
-            g.add(t=t, util=util, mem_used=mem, power=pw)
+            g.add(t=t, util=util, mem_used=mem, power=pw, sm_clock=clk, reasons=why if isinstance(why, int) else None)
         elif isinstance(obj, list) and len(obj) == 6 and obj[2] == "dcgm" and isinstance(obj[1], int):
             cap.gpu(obj[1], index=obj[1]).add_profile(*obj[3:])
         elif isinstance(obj, dict):
@@ -204,7 +205,7 @@ def report_for_job(settings, job_id: int, *, node: str | None = None, thresholds
     multi = len(latest) > 1
     gpus: list[dict] = []
     series: dict[Any, Any] = {}  # "node:gpu" keys across nodes, else the GPU index
-    findings: list[str] = []
+    findings: list[dict] = []
     steps: list[dict] = []
     for nd, r in latest.items():
         for g in r["gpus"]:
@@ -217,8 +218,11 @@ def report_for_job(settings, job_id: int, *, node: str | None = None, thresholds
             series[key] = v
         findings += r.get("findings") or []
         steps += r.get("next_steps") or []
+    from .straggler import find
     from .verdict import job_verdict
 
+    stragglers = find(latest, settings.efficiency.straggler_margin_pct)
+    findings += [{"severity": "warn", "gpu": None, "line": None, "text": x["text"]} for x in stragglers]
     first = next(iter(latest.values()))
     doc = {
         "job": {
@@ -236,6 +240,7 @@ def report_for_job(settings, job_id: int, *, node: str | None = None, thresholds
         "next_steps": steps,
         "mfu": first.get("mfu"),
         "records": len(recs),
+        "stragglers": stragglers,
         "profiling": first.get("profiling"),
     }
     return doc, series

@@ -38,6 +38,14 @@ if TYPE_CHECKING:
     from typing import Any
 
 FIELDS = "index,uuid,name,utilization.gpu,memory.used,memory.total,power.draw,power.limit"
+# the SM clock and the clock event reasons (a straggler's likely cause), asked first; a driver that refuses a
+# field ends nvidia-smi before its first row, and the sampler asks the next set: drivers before 535 know the
+# reasons as clocks_throttle_reasons; the last set is the one every driver answers
+FIELD_SETS = (
+    FIELDS + ",clocks.sm,clocks_event_reasons.active",
+    FIELDS + ",clocks.sm,clocks_throttle_reasons.active",
+    FIELDS,
+)
 MAX_LINE = 4096
 
 
@@ -66,6 +74,14 @@ def job_alive(job_id: int, proc_root: str = "/proc", known: set | None = None) -
     if known is not None:
         known.update(found)
     return bool(found)
+
+
+def _mask(s: str) -> int | None:
+    """'0x0000000000000080' -> 128; [N/A], [Not Supported] -> None."""
+    try:
+        return int(s, 16)
+    except ValueError:
+        return None
 
 
 def _num(s: str):
@@ -165,6 +181,13 @@ def sample_nvml(gpus: list[int], interval: float, w: Writer, stop: threading.Eve
     pynvml.nvmlInit()
     try:
         handles = {i: pynvml.nvmlDeviceGetHandleByIndex(i) for i in gpus}
+        # nvidia-ml-py 12.535+ names it ClocksEventReasons, older ones ClocksThrottleReasons (the same call); a
+        # binding without either (or without clock reads) samples without them
+        reasons_of = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+            pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+        )
+        clock_of = getattr(pynvml, "nvmlDeviceGetClockInfo", None)
+        sm_clock = getattr(pynvml, "NVML_CLOCK_SM", 1)
         for i, h in handles.items():
 
             def q(fn, *a):
@@ -199,7 +222,15 @@ def sample_nvml(gpus: list[int], interval: float, w: Writer, stop: threading.Eve
                     pw = pynvml.nvmlDeviceGetPowerUsage(h) / 1000
                 except pynvml.NVMLError:
                     pw = None
-                w.sample([t, i, util, mem, pw], first)
+                try:
+                    clk = clock_of(h, sm_clock) if clock_of else None
+                except pynvml.NVMLError:
+                    clk = None
+                try:
+                    why = reasons_of(h) if reasons_of else None
+                except pynvml.NVMLError:
+                    why = None
+                w.sample([t, i, util, mem, pw, clk, why], first)
                 first = False
             stop.wait(interval)
         return "stopped"
@@ -216,17 +247,16 @@ def sample_smi(
 ) -> str:
     # tools.nvidia_smi may be an argv prefix (a list; JSON on the command line) as for every other tool
     prefix = list(tool) if isinstance(tool, list) else (_tool_argv(tool) if tool.startswith("[") else [tool])
-    argv = [
-        *prefix,
-        f"--query-gpu={FIELDS}",
-        "--format=csv,noheader,nounits",
-        "-lms",
-        str(max(1, int(interval * 1000))),
-    ]
+    every = str(max(1, int(interval * 1000)))
+    field_set = 0  # FIELD_SETS[field_set] is asked; the next one when a driver refuses it
     env = dict(os.environ)
     env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
     restarts = 0
     while not stop.is_set():
+        fields = FIELD_SETS[field_set]
+        ncols = fields.count(",") + 1
+        argv = [*prefix, f"--query-gpu={fields}", "--format=csv,noheader,nounits", "-lms", every]
+        rows = 0
         try:
             # in the sampler's own process group (the prolog started the sampler as a session leader): the
             # epilog's one killpg ends both, and no nvidia-smi is left behind
@@ -248,8 +278,9 @@ def sample_smi(
         assert out is not None  # Popen(stdout=PIPE)
         for line in iter(lambda: out.readline(MAX_LINE), ""):
             cells = [c.strip() for c in line.split(",")]
-            if len(cells) != 8 or not cells[0].isdigit():
+            if len(cells) != ncols or not cells[0].isdigit():
                 continue
+            rows += 1
             idx = int(cells[0])
             if idx not in gpus:
                 continue
@@ -258,10 +289,16 @@ def sample_smi(
             new_tick = last_t is None or now - last_t > interval / 2
             if new_tick:
                 last_t = now
-            w.sample([last_t, idx, _num(cells[3]), _num(cells[4]), _num(cells[6])], new_tick)
+            row = [last_t, idx, _num(cells[3]), _num(cells[4]), _num(cells[6])]
+            if ncols > 8:
+                row += [_num(cells[8]), _mask(cells[9])]
+            w.sample(row, new_tick)
         rc = p.wait()
         if stop.is_set():
             break
+        if not rows and rc and field_set < len(FIELD_SETS) - 1:
+            field_set += 1  # refused before its first row: an older driver, not a failure of the tool
+            continue
         restarts += 1
         w.write({"event": "tool-exit", "rc": rc, "restarts": restarts})
         if restarts > 5:

@@ -56,6 +56,29 @@ def _mean(xs) -> float | None:
     return round(sum(v) / len(v), 1) if v else None
 
 
+def median(xs) -> float | None:
+    """The median of the readable values (None: none); not statistics.median, whose imports the epilog would pay."""
+    v = sorted(_valid(xs))
+    if not v:
+        return None
+    m = len(v) // 2
+    return round(v[m] if len(v) % 2 else (v[m - 1] + v[m]) / 2, 1)
+
+
+def clock_reasons(masks) -> dict[str, float]:
+    """Clock event reason bitmasks -> {reason: share of the readable samples it was active in}, Idle left out
+    (an idle GPU says so by itself); names as nvidia-smi's --query-gpu (clocks.REASONS)."""
+    from ..health.checks.clocks import REASONS
+
+    v = _valid(masks)
+    out: dict[str, float] = {}
+    for name, (_label, bit) in REASONS.items():
+        n = sum(1 for m in v if m & bit)
+        if n and name != "gpu_idle":
+            out[name] = round(n / len(v), 2)
+    return out
+
+
 def interval_of(g: GpuSeries, default: float | None) -> float | None:
     ts = _valid(g.t)
     if len(ts) >= 2:
@@ -112,6 +135,10 @@ def gpu_summary(g: GpuSeries, th: Thresholds, *, interval: float | None, power_l
         "mem_total_mib": g.mem_total,
         "power_mean_w": round(sum(pows) / len(pows), 1) if pows else None,
         "power_limit_w": limit,
+        "util_median": median(utils),
+        "power_median_w": median(pows),
+        "sm_clock_median_mhz": median(g.sm_clock),
+        "clock_reasons": clock_reasons(g.reasons) or None,
         "sm_active_mean": _mean(g.sm_active),
         "tensor_active_mean": _mean(g.tensor_active),
         "dram_active_mean": _mean(g.dram_active),

@@ -200,6 +200,9 @@ class EfficiencySettings(Section):
     dcgm_start_timeout: float = num(30.0, 1, 3600)  # seconds for dcgmi's first sample; past it: no profiling fields
     sm_busy_util_pct: float = num(80.0, 1, 100)  # "busy running little": utilisation mean at or above this ...
     sm_low_active_pct: float = num(20.0, 0, 100)  # ... while DCGM's SM activity mean is under this (a finding)
+    # a node of a multi-node job whose GPUs' median SM clock, activity or power is this many percent under the
+    # median of the job's other nodes is named a straggler (`efficiency JOBID`)
+    straggler_margin_pct: float = num(20.0, 1, 95)
     samples_max_bytes: int = num(4 << 20, 64 << 10, 1 << 30)  # a job's sample file; past it, half resolution
     log_max_bytes: int = num(64 << 20, 1 << 20, 1 << 40)  # the job-efficiency log; past it, it rotates to .1
     log: str | None = None  # default: beside paths.health_log, in its layout (efficiency/ or .jsonl)
