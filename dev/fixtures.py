@@ -14,6 +14,7 @@
 Never edit a copied fixture: a case we need and do not have is synthesized in the test and named synthetic.
 """
 import filecmp
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -86,7 +87,8 @@ def check():
 
 # --- grade: what slurmkit decides on every real capture that states a verdict --------------------------------
 
-SMI_CHECKS = ("gpu_count", "ecc", "recovery", "driver", "pcie", "gpu_procs", "nvlink")
+# every check that reads an nvidia-smi capture (`-q`, `nvlink -s`), from the check registry
+SMI_SOURCES = ("q", "nvlink_s")
 
 
 def _verdict(state: str) -> str | None:
@@ -103,7 +105,9 @@ def _kind(name: str, row: str, text: str) -> str | None:
         return "nccl"
     if top == "xid" and (logline.records(text, events.builtin_keywords()) or "nvidia-smi" not in row):
         return "kernel-log"
-    return "nvidia-smi" if "nvidia-smi" in row else None
+    # a row that names nvidia-smi, or a `-q` Fabric block pasted alone (azhpc-506's row names no tool)
+    fabric_block = re.search(r"^[ \t]*Fabric[ \t]*\n[ \t]+State[ \t]+:", text, re.M)
+    return "nvidia-smi" if "nvidia-smi" in row or fabric_block else None
 
 
 def _settings(overrides: dict):
@@ -122,7 +126,9 @@ def _decide(kind: str, text: str, settings) -> tuple[str, str, list[str]]:
     from slurmkit.errors import UsageError
     from slurmkit.health.base import worst
     from slurmkit.health.runner import run_checks
-    names = {"kernel-log": ("xid",), "nccl": ("nccl",), "nvidia-smi": SMI_CHECKS}[kind]
+    from slurmkit.health.checks.registry import CHECKS
+    smi = tuple(c.name for c in CHECKS if c.source in SMI_SOURCES)
+    names = {"kernel-log": ("xid",), "nccl": ("nccl",), "nvidia-smi": smi}[kind]
     results = []
     for n in names:
         try:
@@ -143,7 +149,8 @@ def grade(as_json: bool = False, quiet: bool = False) -> int:
     overrides = json.loads(over_path.read_text()) if over_path.exists() else {}
     out = []
     for line in (DEST / PROV).read_text().splitlines():
-        cells = [c.strip() for c in line.split("|")]
+        # cells split at the table's own pipes: a `\|` inside a cell (a quoted shell pipeline) is not one
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)]
         if not line.startswith("| ") or len(cells) < 6 or "/" not in cells[1]:
             continue
         name, state = cells[1], cells[4]

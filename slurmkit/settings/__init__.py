@@ -22,6 +22,7 @@ from .checks import (
     DriverSettings,
     EccSettings,
     EfficiencySettings,
+    FabricSettings,
     GpuCountSettings,
     GpuProcsSettings,
     HealthSettings,
@@ -77,6 +78,7 @@ class Settings(Section):
     driver: DriverSettings = field(default_factory=DriverSettings)
     pcie: PcieSettings = field(default_factory=PcieSettings)
     clocks: ClocksSettings = field(default_factory=ClocksSettings)
+    fabric: FabricSettings = field(default_factory=FabricSettings)
     nvlink: NvlinkSettings = field(default_factory=NvlinkSettings)
     gpu_procs: GpuProcsSettings = field(default_factory=GpuProcsSettings)
     nccl: NcclSettings = field(default_factory=NcclSettings)

@@ -99,6 +99,45 @@ class ClocksSettings(Section):
     warn_on: list[ClockReason] = field(default_factory=lambda: ["sw_thermal_slowdown"])
 
 
+# the conditions of a GPU's NVLink fabric the fabric check names (health/checks/fabric.py CONDITIONS)
+FabricCondition = Literal[
+    "not_ready",
+    "status_error",
+    "unhealthy",
+    "route_unhealthy",
+    "incorrect_configuration",
+    "clique_mismatch",
+    "clique_missing",
+    "limited_capacity",
+    "bandwidth_degraded",
+    "route_recovery",
+    "access_timeout_recovery",
+]
+
+
+@dataclass(kw_only=True)
+class FabricSettings(Section):
+    """The fabric check: which conditions of a GPU's NVLink fabric (nvidia-smi -q "Fabric") fail or warn."""
+
+    # a fabric not trained (State not Completed), an error Status, an Unhealthy summary or route, a wrong
+    # configuration, and GPUs of one node in different cliques fail
+    fail_on: list[FabricCondition] = field(
+        default_factory=lambda: [
+            "not_ready",
+            "status_error",
+            "unhealthy",
+            "route_unhealthy",
+            "incorrect_configuration",
+            "clique_mismatch",
+        ]
+    )
+    # what the fabric is recovering from, or runs with less bandwidth for; clique_missing (a GPU in no clique: normal
+    # on one HGX node, a fault on an NVL rack) is in neither list until a site adds it
+    warn_on: list[FabricCondition] = field(
+        default_factory=lambda: ["limited_capacity", "bandwidth_degraded", "route_recovery", "access_timeout_recovery"]
+    )
+
+
 @dataclass(kw_only=True)
 class NvlinkSettings(Section):
     """The nvlink check."""
