@@ -47,6 +47,21 @@ def parse_status(text: str) -> dict[str, dict[int, str]]:
     return out
 
 
+_MODEL = re.compile(r"^\s*GPU \d{1,4}:\s*(?P<model>[^()]{1,80}?)\s*(?:\(UUID|$)", re.ASCII)
+
+
+def parse_models(text: str) -> dict[str, str]:
+    """{gpu: model} from `nvidia-smi nvlink -s`'s `GPU N: NVIDIA H100 PCIe (UUID: ...)` lines (dcgmi prints none)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        m = _GPU.match(line)
+        if m and m.group("idx"):
+            mm = _MODEL.match(line)
+            if mm and mm.group("model"):
+                out[m.group("idx")] = mm.group("model")
+    return out
+
+
 def parse_errors(text: str) -> dict[str, dict[str, int]]:
     """{gpu: {"link N <name>": count}} for non-zero and zero counters alike."""
     out: dict[str, dict[str, int]] = {}

@@ -144,6 +144,9 @@ class NvlinkSettings(Section):
 
     status: Literal["warn", "fail"] = "fail"  # how an NVLink finding counts
     error_threshold: int = num(1000, 0, 10**15)  # an NVLink error counter above this is a finding
+    # GPU model (as `nvidia-smi nvlink -s` names it: "NVIDIA H100 PCIe") or "*" (every GPU: a node class, through
+    # overrides:) -> how many links each GPU lists inactive by design; more inactive links than that are a finding
+    inactive_by_design: dict[str, int] = num(default_factory=dict, lo=0, hi=64)
 
 
 @dataclass(kw_only=True)

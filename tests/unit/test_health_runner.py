@@ -69,6 +69,40 @@ def test_nvlink_error_counters_over_threshold():
     assert r.status == "fail" and "link 1 CRC Errors=4000" in r.reason
 
 
+def _h100_pcie_links(inactive: int) -> str:
+    """SYNTHETIC: `nvidia-smi nvlink -s` of two H100 PCIe GPUs listing 18 links, links 12-17 of GPU 0 and the first
+    `inactive` of those of GPU 1 inactive (the layout of the real GB200 and V100 captures)."""
+    out = ""
+    for g in (0, 1):
+        out += f"GPU {g}: NVIDIA H100 PCIe (UUID: GPU-{g})\n"
+        for n in range(18):
+            v = "26.562 GB/s"
+            if n >= 12 and (g == 0 or n < 12 + inactive):
+                v = "<inactive>"
+            out += f"\t Link {n}: {v}\n"
+    return out
+
+
+def test_links_inactive_by_design_pass_and_one_more_fails():
+    # AzNHC issue 162: an H100 PCIe lists 18 links and uses 12; as shipped, every such node failed every run
+    judge = lambda text, yaml: run_checks(config.loads(yaml, "site.yaml"), "full",  # noqa: E731
+                                          captures={"nvlink": text}).results[0]
+    site = "nvlink:\n  inactive_by_design: {NVIDIA H100 PCIe: 6}\n"
+    r = judge(_h100_pcie_links(6), site)
+    assert r.status == "ok" and r.reason == "24 NVLink links up on 2 GPUs, 12 inactive by design", r.reason
+    assert r.evidence["inactive_by_design"] == {"0": 6, "1": 6}
+    assert judge(_h100_pcie_links(6), "{}\n").status == "fail"          # not configured: as before
+    # a 7th inactive link is still a finding, with what the site allows said beside it
+    text = _h100_pcie_links(6).replace("Link 11: 26.562 GB/s", "Link 11: <inactive>")
+    r = judge(text, site)
+    assert r.status == "fail" and r.reason.startswith("GPU 0: link 11 inactive, 12 inactive"), r.reason
+    assert r.reason.endswith("(6 inactive by design for NVIDIA H100 PCIe)")
+    # a node class through "*" (per-node overrides select it); the model's own entry wins; names are case-blind
+    assert judge(_h100_pcie_links(6), "nvlink:\n  inactive_by_design: {'*': 6}\n").status == "ok"
+    assert judge(_h100_pcie_links(6), "nvlink:\n  inactive_by_design: {'*': 6, nvidia h100 pcie: 0}\n").status \
+        == "fail"
+
+
 def test_gpu_procs_only_judges_the_jobs_gpus():
     # SYNTHETIC: the healthy scenario's -q with a python process left on GPU 3
     text = (SCEN / "healthy-h100x8" / "nvidia-smi-q.txt").read_text()

@@ -1,5 +1,10 @@
 """nvlink: inactive/down links, or error counters over `nvlink.error_threshold`, where NVLink is present.
-Input: `nvidia-smi nvlink -s` (or `dcgmi nvlink -s`) and optionally `nvidia-smi nvlink -e` text."""
+Input: `nvidia-smi nvlink -s` (or `dcgmi nvlink -s`) and optionally `nvidia-smi nvlink -e` text.
+
+Some GPUs list links that are inactive by design (an H100 PCIe lists 18 and uses those its NVLink bridges give it:
+AzNHC issue 162, where such a node failed every run): `nvlink.inactive_by_design` maps a GPU model, as
+`nvidia-smi nvlink -s` names it, or "*" for every GPU of the node (a node class, through `overrides:`), to the
+number of inactive links each GPU may have; more than that, or any link down, is a finding."""
 
 from __future__ import annotations
 
@@ -23,10 +28,19 @@ def evaluate(status_text: str, errors_text: str, s) -> Result:
     if not any(st.values()):
         return Result(NAME, "ok", f"no NVLink on this node ({len(st)} GPUs listed, no links)", {"links": {}})
     findings = []
+    models = parse.parse_models(status_text)
+    by_design: dict[str, int] = {}
     for gpu, links in st.items():
-        bad = [f"{n} {v}" for n, v in sorted(links.items()) if v in ("inactive", "down")]
+        allowed = _allowed(s.inactive_by_design, models.get(gpu))
+        inactive = [n for n, v in sorted(links.items()) if v == "inactive"]
+        if allowed and inactive:
+            by_design[gpu] = min(len(inactive), allowed)
+        if len(inactive) <= allowed:
+            inactive = []
+        bad = [f"{n} {v}" for n, v in sorted(links.items()) if v == "down" or (v == "inactive" and n in inactive)]
         if bad:
-            findings.append(f"GPU {gpu}: link {', '.join(bad)}")
+            more = f" ({allowed} inactive by design for {models.get(gpu) or 'this node'})" if allowed else ""
+            findings.append(f"GPU {gpu}: link {', '.join(bad)}{more}")
     for gpu, counters in errs.items():
         over = {k: v for k, v in counters.items() if v > s.error_threshold}
         if over:
@@ -35,11 +49,23 @@ def evaluate(status_text: str, errors_text: str, s) -> Result:
         "links": {g: {str(n): v for n, v in ls.items()} for g, ls in st.items()},
         "errors": {g: {k: v for k, v in c.items() if v} for g, c in errs.items()},
     }
+    if by_design:
+        ev["inactive_by_design"] = by_design
     if findings:
         ev["findings"] = findings
         return Result(NAME, s.status, "; ".join(findings), ev, code="nvlink")
-    n = sum(len(v) for v in st.values())
-    return Result(NAME, "ok", f"{n} NVLink links up on {len(st)} GPUs", ev)
+    n = sum(1 for v in st.values() for x in v.values() if x != "inactive")
+    extra = f", {sum(by_design.values())} inactive by design" if by_design else ""
+    return Result(NAME, "ok", f"{n} NVLink links up on {len(st)} GPUs{extra}", ev)
+
+
+def _allowed(table: dict[str, int], model: str | None) -> int:
+    """How many inactive links a GPU of this model may have: its model's entry (case-insensitive), else "*"."""
+    if model:
+        for k, v in table.items():
+            if k.lower() == model.lower():
+                return v
+    return table.get("*", 0)
 
 
 def unreadable(text: str, *, counters: bool = False) -> str | None:
