@@ -29,6 +29,7 @@ from .checks import (
     NcclSettings,
     NvlinkSettings,
     PcieSettings,
+    TemperatureSettings,
     ClocksSettings,
     XidSettings,
 )
@@ -79,6 +80,7 @@ class Settings(Section):
     pcie: PcieSettings = field(default_factory=PcieSettings)
     clocks: ClocksSettings = field(default_factory=ClocksSettings)
     fabric: FabricSettings = field(default_factory=FabricSettings)
+    temperature: TemperatureSettings = field(default_factory=TemperatureSettings)
     nvlink: NvlinkSettings = field(default_factory=NvlinkSettings)
     gpu_procs: GpuProcsSettings = field(default_factory=GpuProcsSettings)
     nccl: NcclSettings = field(default_factory=NcclSettings)

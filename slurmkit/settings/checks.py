@@ -139,6 +139,14 @@ class FabricSettings(Section):
 
 
 @dataclass(kw_only=True)
+class TemperatureSettings(Section):
+    """The temperature check: the site's own limits, beside the slowdown and max operating points each GPU prints."""
+
+    gpu_max_c: float | None = num(None, 0, 150)  # a GPU hotter than this fails (None: only the GPU's own points)
+    memory_max_c: float | None = num(None, 0, 150)  # GPU memory (HBM) hotter than this fails
+
+
+@dataclass(kw_only=True)
 class NvlinkSettings(Section):
     """The nvlink check."""
 
