@@ -30,6 +30,7 @@ from .checks import (
     NvlinkSettings,
     PcieSettings,
     TemperatureSettings,
+    VbiosSettings,
     ClocksSettings,
     XidSettings,
 )
@@ -81,6 +82,7 @@ class Settings(Section):
     clocks: ClocksSettings = field(default_factory=ClocksSettings)
     fabric: FabricSettings = field(default_factory=FabricSettings)
     temperature: TemperatureSettings = field(default_factory=TemperatureSettings)
+    vbios: VbiosSettings = field(default_factory=VbiosSettings)
     nvlink: NvlinkSettings = field(default_factory=NvlinkSettings)
     gpu_procs: GpuProcsSettings = field(default_factory=GpuProcsSettings)
     nccl: NcclSettings = field(default_factory=NcclSettings)

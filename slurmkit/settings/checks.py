@@ -147,6 +147,15 @@ class TemperatureSettings(Section):
 
 
 @dataclass(kw_only=True)
+class VbiosSettings(Section):
+    """The vbios check: one VBIOS across a node's GPUs of one model, and the versions the site pins."""
+
+    # GPU model (nvidia-smi's Product Name: "NVIDIA H100 80GB HBM3") or "*" -> allowed VBIOS versions; empty: any
+    versions: dict[str, list[str]] = field(default_factory=dict)
+    mismatch: Literal["warn", "fail"] = "warn"  # GPUs of one model on one node running different VBIOS versions
+
+
+@dataclass(kw_only=True)
 class NvlinkSettings(Section):
     """The nvlink check."""
 
