@@ -23,6 +23,7 @@ from .checks import (
     EccSettings,
     EfficiencySettings,
     FabricSettings,
+    GpuConfigSettings,
     GpuCountSettings,
     GpuProcsSettings,
     HealthSettings,
@@ -83,6 +84,7 @@ class Settings(Section):
     fabric: FabricSettings = field(default_factory=FabricSettings)
     temperature: TemperatureSettings = field(default_factory=TemperatureSettings)
     vbios: VbiosSettings = field(default_factory=VbiosSettings)
+    gpu_config: GpuConfigSettings = field(default_factory=GpuConfigSettings)
     nvlink: NvlinkSettings = field(default_factory=NvlinkSettings)
     gpu_procs: GpuProcsSettings = field(default_factory=GpuProcsSettings)
     nccl: NcclSettings = field(default_factory=NcclSettings)

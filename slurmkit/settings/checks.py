@@ -156,6 +156,17 @@ class VbiosSettings(Section):
 
 
 @dataclass(kw_only=True)
+class GpuConfigSettings(Section):
+    """The gpu_config check: persistence mode and application clocks as the site wants them."""
+
+    persistence: Literal["enabled", "disabled", "any"] = "enabled"  # the persistence mode every GPU must be in
+    app_clocks: Literal["default", "any"] = "default"  # default: application clocks must be the card's defaults
+    app_graphics_mhz: int | None = num(None, 1, 10000)  # pinned application graphics clock (instead of the default)
+    app_memory_mhz: int | None = num(None, 1, 100000)  # pinned application memory clock
+    status: Literal["warn", "fail"] = "warn"  # how a finding counts (the GPU works: warn by default)
+
+
+@dataclass(kw_only=True)
 class NvlinkSettings(Section):
     """The nvlink check."""
 

@@ -33,6 +33,7 @@ CHECKS: tuple[CheckInfo, ...] = (
     CheckInfo("fabric", "q", False, True, ("prolog", "full", "health"), (), "NVLink fabric state and health"),
     CheckInfo("temperature", "q", False, True, ("prolog", "full", "health"), (), "GPU and memory temperature"),
     CheckInfo("vbios", "q", False, True, ("prolog", "full", "health"), (), "one VBIOS per GPU model, pinned versions"),
+    CheckInfo("gpu_config", "q", False, True, ("prolog", "full", "health"), (), "persistence mode, application clocks"),
     CheckInfo("nvlink", "nvlink_s", False, True, ("full", "health"), (), "NVLink links up"),
     CheckInfo("gpu_procs", "q", False, False, ("prolog", "epilog", "full", "health"), (), "processes left on the GPUs"),
     CheckInfo("nccl", None, True, False, ("prolog", "full", "health"), (), "all_reduce_perf bus bandwidth"),
