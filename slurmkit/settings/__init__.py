@@ -20,6 +20,7 @@ from .checks import *  # noqa: F403 - every section's name is importable from sl
 from .checks import (
     DcgmSettings,
     DriverSettings,
+    DstateSettings,
     EccSettings,
     EfficiencySettings,
     FabricSettings,
@@ -85,6 +86,7 @@ class Settings(Section):
     temperature: TemperatureSettings = field(default_factory=TemperatureSettings)
     vbios: VbiosSettings = field(default_factory=VbiosSettings)
     gpu_config: GpuConfigSettings = field(default_factory=GpuConfigSettings)
+    dstate: DstateSettings = field(default_factory=DstateSettings)
     nvlink: NvlinkSettings = field(default_factory=NvlinkSettings)
     gpu_procs: GpuProcsSettings = field(default_factory=GpuProcsSettings)
     nccl: NcclSettings = field(default_factory=NcclSettings)

@@ -167,6 +167,15 @@ class GpuConfigSettings(Section):
 
 
 @dataclass(kw_only=True)
+class DstateSettings(Section):
+    """The dstate check: processes stuck in D state holding a GPU device open."""
+
+    proc: str = "/proc"  # the proc filesystem to read (a containerised agent may see the host's elsewhere)
+    devices: list[str] = field(default_factory=lambda: ["/dev/nvidia"])  # path prefixes of the GPU devices
+    confirm_seconds: float = num(2.0, 0, 60)  # a process must still be in D state this long after it was seen
+
+
+@dataclass(kw_only=True)
 class NvlinkSettings(Section):
     """The nvlink check."""
 

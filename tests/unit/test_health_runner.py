@@ -156,7 +156,7 @@ def test_healthy_scenario_is_healthy(tmp_path):
     assert {r.check: r.status for r in rep.results} == {
         "xid": "ok", "gpu_count": "ok", "ecc": "ok", "recovery": "ok", "driver": "ok", "pcie": "ok", "clocks": "ok",
         "fabric": "ok", "temperature": "ok", "vbios": "ok",
-        "gpu_config": "ok", "nvlink": "ok", "gpu_procs": "ok", "nccl": "skip"}
+        "gpu_config": "ok", "nvlink": "ok", "gpu_procs": "ok", "dstate": "ok", "nccl": "skip"}
 
 
 def test_hung_nvidia_smi_fails_within_its_timeout(tmp_path):
@@ -307,7 +307,7 @@ def test_epilog_without_sync_configured_only_checks(tmp_path):
     r = hook(tmp_path, "epilog", "healthy-h100x8")
     assert r.returncode == 0, r.stderr
     recs = [json.loads(x) for x in (tmp_path / "health.jsonl").read_text().splitlines()]
-    assert [x["check"] for x in recs] == ["xid", "ecc", "gpu_procs"]
+    assert [x["check"] for x in recs] == ["xid", "ecc", "gpu_procs", "dstate"]
 
 
 def test_prolog_imports_nothing_heavy(tmp_path):
@@ -356,9 +356,9 @@ def test_epilog_call_point_runs_the_sync_first_and_survives_its_failure(tmp_path
     monkeypatch.setenv("BREAK", "1")
     assert epilog.main() == 0                      # a failed sync does not stop the verdict (nor fail the node)
     recs = [json.loads(x) for x in (tmp_path / "health.jsonl").read_text().splitlines()]
-    assert [r["check"] for r in recs] == (["checkpoint-sync", "xid", "ecc", "gpu_procs"]
-                                          + ["checkpoint-sync", "checkpoint-sync", "xid", "ecc", "gpu_procs"])
-    assert recs[5]["status"] == "fail" and "bucket unreachable" in recs[5]["reason"]
+    assert [r["check"] for r in recs] == (["checkpoint-sync", "xid", "ecc", "gpu_procs", "dstate"]
+                                          + ["checkpoint-sync", "checkpoint-sync", "xid", "ecc", "gpu_procs", "dstate"])
+    assert recs[6]["status"] == "fail" and "bucket unreachable" in recs[6]["reason"]
     assert [c[1] for c in calls] == ["9", "9"]
 
 

@@ -36,6 +36,8 @@ CHECKS: tuple[CheckInfo, ...] = (
     CheckInfo("gpu_config", "q", False, True, ("prolog", "full", "health"), (), "persistence mode, application clocks"),
     CheckInfo("nvlink", "nvlink_s", False, True, ("full", "health"), (), "NVLink links up"),
     CheckInfo("gpu_procs", "q", False, False, ("prolog", "epilog", "full", "health"), (), "processes left on the GPUs"),
+    # reads /proc: after a job (epilog) and between jobs, not in the prolog, which the previous epilog covered
+    CheckInfo("dstate", None, False, True, ("epilog", "full", "health"), (), "processes stuck in D state on a GPU"),
     CheckInfo("nccl", None, True, False, ("prolog", "full", "health"), (), "all_reduce_perf bus bandwidth"),
     CheckInfo("dcgm", None, True, False, ("prolog", "health"), (), "DCGM diagnostic"),
 )
