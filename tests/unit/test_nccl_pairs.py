@@ -120,3 +120,54 @@ def test_a_slow_pair_maps_to_its_switch_ports():
     same = paths.between(fab, "n1", "n2")
     assert same["uplinks"] == [] and len(same["host_ports"]) == 2
     assert paths.between(fab, "n1", "gpu9")["unknown"] == ["gpu9"]
+
+
+def test_a_pair_job_takes_both_nodes_whole_and_runs_one_task_per_node():
+    from slurmkit.health import sweep
+
+    text = sweep.pair_script("n1", "n2", 8, tool=["/opt/nccl tests/all_reduce_perf"], args=["-g", "8"],
+                             time_limit="00:30:00", partition="gpu", qos=None, nice=10000,
+                             output=sweep.pair_output("/shared/pairs/", "n1", "n2"))
+    lines = text.splitlines()
+    assert "#SBATCH --nodelist=n1,n2" in lines and "#SBATCH --exclusive" in lines and "#SBATCH --gres=gpu:8" in lines
+    assert "#SBATCH --output=/shared/pairs/n1+n2.out" in lines and "#SBATCH --open-mode=truncate" in lines
+    assert lines[-1] == ("exec srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1 "
+                         "'/opt/nccl tests/all_reduce_perf' -g 8")
+
+
+def test_the_report_reads_the_plan_and_each_pairs_output(tmp_path):
+    from slurmkit.errors import UsageError
+    from slurmkit.health import pairsreport
+
+    with pytest.raises(UsageError, match="no pairs sweep here"):
+        pairsreport.gather(str(tmp_path))
+    plan = pairs.plan(["n1", "n2", "n3"])
+    pairsreport.write_plan(str(tmp_path), plan, "ring", {f"{a}+{b}": None for a, b in plan})
+    (tmp_path / "n1+n2.out").write_text(GOOD)
+    (tmp_path / "n2+n3.out").write_text(GOOD)
+    results, _ = pairsreport.gather(str(tmp_path))
+    doc = pairsreport.document(pairs.judge(results, expected=None, min_ratio=0.8))
+    assert pairsreport.exit_code(doc) == 3 and doc["unknown"][0].startswith("pair n3-n1: no output (")
+    (tmp_path / "n3+n1.out").write_text(synthetic_slow(10.0))
+    doc = pairsreport.document(pairs.judge(pairsreport.gather(str(tmp_path))[0], expected=None, min_ratio=0.8))
+    assert pairsreport.exit_code(doc) == 1 and doc["bad_pairs"][0]["a"] == "n3"
+    assert "pair n3-n1 slow, its nodes fine with other partners: 10 GB/s < 0.8 x 70.742 GB/s (the best of 3 pairs)" \
+        in pairsreport.text_lines(doc)
+    (tmp_path / "plan.json").write_text('{"pairs": [["n1"]]}')
+    with pytest.raises(UsageError, match="not a pairs sweep plan"):
+        pairsreport.gather(str(tmp_path))
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--checks", "nccl-pairs"], "--checks nccl-pairs goes with --sweep"),
+    (["--checks", "nccl,nccl-pairs", "--sweep", "gpu"], "or nccl-pairs alone"),
+    (["--ibnetdiscover", "x.txt"], "--ibnetdiscover goes with --pairs-report"),
+    (["--pairs-report", "--sweep", "gpu"], "choose one"),
+])
+def test_usage_errors_exit_2(argv, msg, tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "slurmkit.cli", "health", *argv], capture_output=True, text=True,
+                       timeout=60, env={"PATH": "/usr/bin:/bin", "SLURMKIT_CONFIG": str(tmp_path / "none.yaml")})
+    assert r.returncode == 2 and msg in r.stderr, r.stderr
