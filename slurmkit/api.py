@@ -99,10 +99,12 @@ class Client:
 
     def render(self, spec: SpecSource, /, **overrides: Any) -> str:
         """The sbatch script for `spec` (a path to a spec file, or the spec as a mapping) with `overrides`;
-        nothing is asked of the cluster and nothing is submitted. Raises SpecError for a bad spec."""
+        nothing is submitted, and the cluster is asked nothing but its topology (where submit.placement is on). Raises SpecError for a bad spec."""
         from .jobs.pipeline import build
+        from .jobs.placing import asker
 
-        _, r = build(spec, self.settings, overrides_to_sets(overrides))
+        # asks Slurm for its topology only where the site turned submit.placement on (multi-node jobs)
+        _, r = build(spec, self.settings, overrides_to_sets(overrides), topology=asker(self.slurm()))
         return r.script
 
     def submit(self, spec: SpecSource, /, **overrides: Any) -> Job:
@@ -110,13 +112,14 @@ class Client:
         returns the Job (`int(job)` is the job id). Raises SpecError (with .path/.line) for a bad spec or one the
         cluster cannot hold, SlurmkitError when sbatch fails, SlurmUnavailable when Slurm cannot be asked."""
         from .jobs.pipeline import build
+        from .jobs.placing import asker
         from .jobs.submitting import sbatch, slurm_said
 
         settings = self.settings
         check = settings.submit.check_cluster if self.check is None else self.check
         nodes = self._nodes_fn() if check else None  # the first sinfo runs while the spec is read and rendered
         with slurm_said(self.slurm()):
-            _, r = build(spec, settings, overrides_to_sets(overrides), nodes=nodes)
+            _, r = build(spec, settings, overrides_to_sets(overrides), nodes=nodes, topology=asker(self.slurm()))
         return Job(sbatch(self.backend, r.script, self.slurm()), slurm=self.slurm())
 
     def jobs(self, *, user: str | None = None, name: str | None = None, all_users: bool = False) -> list[Job]:

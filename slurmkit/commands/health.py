@@ -11,17 +11,115 @@ from .ctx import Ctx, pass_ctx
 from ..errors import UsageError
 
 
+PAIRS = "nccl-pairs"  # not a check of one node: all_reduce_perf between two, one job per pair
+
+
 def _checks(value: str) -> tuple[str, ...]:
     from ..health.sweep import HEAVY
 
     names = tuple(x.strip() for x in value.split(",") if x.strip())
+    if names == (PAIRS,):
+        return names
     bad = [n for n in names if n not in HEAVY]
     if not names or bad:
-        raise UsageError(f"--checks: expected some of {', '.join(HEAVY)}, got {value!r}")
+        raise UsageError(f"--checks: expected some of {', '.join(HEAVY)}, or {PAIRS} alone, got {value!r}")
     return names
 
 
-def _sweep(ctx: Ctx, target: str, checks, dry_run: bool, as_json: bool) -> int:
+def _pairs_dir(ctx: Ctx, given: str | None) -> str:
+    return given or os.path.join(ctx.settings.paths.state_dir, "sweep", PAIRS)
+
+
+def _sweep_pairs(ctx: Ctx, take, left, part, pairing: str, out_dir: str, dry_run: bool, as_json: bool) -> int:
+    """One job per pair of the swept nodes (pairs.plan), all_reduce_perf between the two; the plan beside their
+    outputs, for `--pairs-report`."""
+    from ..health import pairs, sweep as S
+    from ..health.pairsreport import write_plan
+    from ..output import emit_json
+
+    s = ctx.settings
+    if len(take) < 2:
+        raise UsageError(
+            f"--checks {PAIRS}: {len(take)} node(s) to sweep, a pair needs 2"
+            + (f" ({len(left)} left out)" if left else "")
+        )
+    gpus = {r.name: r.gpus_total or 0 for r in take}
+    plan = pairs.plan([r.name for r in take], pairing)
+    tool = s.tools.all_reduce_perf
+    argv = [tool] if isinstance(tool, str) else list(tool)
+    jobs, shown = {}, []
+    if not dry_run:
+        os.makedirs(out_dir, exist_ok=True)
+    for a, b in plan:
+        out = S.pair_output(out_dir, a, b)
+        text = S.pair_script(
+            a,
+            b,
+            min(gpus[a], gpus[b]),
+            tool=argv,
+            args=list(s.nccl.args),
+            time_limit=s.health.sweep_time_limit,
+            partition=s.health.sweep_partition or part,
+            qos=s.health.sweep_qos,
+            nice=s.health.sweep_nice,
+            output=out,
+        )
+        jid = None
+        if not dry_run:
+            if os.path.exists(out):
+                os.unlink(out)  # a previous sweep's output is not this one's result
+            jid = ctx.backend().submit(text)
+        jobs[f"{a}+{b}"] = jid
+        shown.append({"pair": [a, b], "job_id": jid, "script": text if dry_run else None})
+    if not dry_run:
+        write_plan(out_dir, plan, pairing, jobs)
+    if as_json:
+        emit_json(
+            {
+                "dry_run": dry_run,
+                "checks": [PAIRS],
+                "pairing": pairing,
+                "pairs_dir": out_dir,
+                "jobs": shown,
+                "not_swept": [{"node": n, "why": w} for n, w in left],
+            }
+        )
+    else:
+        for (a, b), j in zip(plan, shown):
+            click.echo(f"{a}-{b}: " + (f"would submit:\n{j['script']}" if dry_run else f"job {j['job_id']}"))
+        for n, w in left:
+            click.echo(f"{n}: {w}")
+        if not dry_run:
+            click.echo(f"when they have run: slurmkit health --pairs-report --pairs-dir {out_dir}")
+    return 0
+
+
+def _pairs_report(ctx: Ctx, out_dir: str, ib: str | None, as_json: bool) -> int:
+    from ..health import pairs
+    from ..health.pairsreport import document, exit_code, gather, text_lines
+    from ..output import emit_json
+
+    results, _doc = gather(out_dir)
+    n = ctx.settings.nccl
+    v = pairs.judge(results, expected=n.pairs_expected_busbw_gbps, min_ratio=n.min_ratio)
+    fabric = None
+    if ib is not None:
+        from ..fabric import ibnet, tree
+        from .fabric import _read_capture
+
+        fabric = tree.build(ibnet.parse(_read_capture(ib), ib))
+    doc = document(v, fabric)
+    if as_json:
+        emit_json(doc)
+    else:
+        for line in text_lines(doc):
+            click.echo(line)
+    return exit_code(doc)
+
+
+def _sweep(
+    ctx: Ctx, target: str, checks, dry_run: bool, as_json: bool, pairing: str = "ring", pairs_dir: str | None = None
+) -> int:
     from ..health import sweep as S
     from ..output import emit_json
     from ..slurm import expand_hostlist
@@ -42,6 +140,8 @@ def _sweep(ctx: Ctx, target: str, checks, dry_run: bool, as_json: bool) -> int:
         if unknown:
             raise UsageError(f"--sweep: no such node: {', '.join(unknown)}")
     take, left = S.targets(recs, wanted, part)
+    if checks == (PAIRS,):
+        return _sweep_pairs(ctx, take, left, part, pairing, _pairs_dir(ctx, pairs_dir), dry_run, as_json)
     out_dir = os.path.join(s.paths.state_dir, "sweep")
     jobs = []
     for r in take:
@@ -148,16 +248,43 @@ def _run_heavy(ctx: Ctx, checks, node: str | None) -> int:
     help="With --sweep: print the job scripts, submit nothing. Alone: say what "
     "remediation would do with this node (health.remediate), run no check, change nothing.",
 )
-@click.option("--json", "as_json", is_flag=True, help="With --sweep: print JSON.")
+@click.option("--json", "as_json", is_flag=True, help="With --sweep or --pairs-report: print JSON.")
+@click.option(
+    "--pairing",
+    type=click.Choice(["ring", "all"]),
+    default="ring",
+    show_default=True,
+    help="With --checks nccl-pairs: each node with the next (two partners each) or every pair.",
+)
+@click.option(
+    "--pairs-dir",
+    metavar="DIR",
+    help="Where the pair jobs write their output and --pairs-report reads it (a directory every node and this "
+    "host see; default: paths.state_dir/sweep/nccl-pairs).",
+)
+@click.option("--pairs-report", is_flag=True, help="Judge the last NCCL pairs sweep: busbw per pair, slow nodes.")
+@click.option(
+    "--ibnetdiscover",
+    "ib",
+    metavar="FILE",
+    help="With --pairs-report: an ibnetdiscover capture, to name the switch ports of a slow pair.",
+)
 @pass_ctx
-def health(ctx: Ctx, target, checks, run_heavy, node, dry_run, as_json):
+def health(ctx: Ctx, target, checks, run_heavy, node, dry_run, as_json, pairing, pairs_dir, pairs_report, ib):
     """Between jobs. With no option: one health run on this node, as Slurm's HealthCheckProgram does it (drains
-    by itself). --sweep: heavy checks as Slurm jobs. Exit 0 ok, 1 unhealthy or failed, 2 bad input."""
+    by itself). --sweep: heavy checks as Slurm jobs (--checks nccl-pairs: all_reduce_perf between node pairs,
+    judged by --pairs-report). Exit 0 ok, 1 unhealthy or failed, 2 bad input, 3 could not find out."""
     names = _checks(checks)
-    if target and run_heavy:
-        raise UsageError("--sweep and --run-heavy: choose one")
+    if sum(map(bool, (target, run_heavy, pairs_report))) > 1:
+        raise UsageError("--sweep, --run-heavy and --pairs-report: choose one")
+    if ib and not pairs_report:
+        raise UsageError("--ibnetdiscover goes with --pairs-report")
+    if pairs_report:
+        return _pairs_report(ctx, _pairs_dir(ctx, pairs_dir), ib, as_json)
+    if names == (PAIRS,) and not target:
+        raise UsageError(f"--checks {PAIRS} goes with --sweep PARTITION|NODELIST")
     if target:
-        return _sweep(ctx, target, names, dry_run, as_json)
+        return _sweep(ctx, target, names, dry_run, as_json, pairing, pairs_dir)
     if run_heavy:
         return _run_heavy(ctx, names, node)
     from ..hooks.health import main

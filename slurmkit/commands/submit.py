@@ -27,9 +27,13 @@ set_option = click.option(
 @pass_ctx
 def render_cmd(ctx: Ctx, spec_path, sets):
     """Print the sbatch script for a job spec (nothing is submitted)."""
+    from ..jobs.handle import Slurm
     from ..jobs.pipeline import build
+    from ..jobs.placing import asker
 
-    _, r = build(spec_path, ctx.settings, sets, say=ctx.say)
+    # the cluster is asked only for its topology, and only where the site turned submit.placement on
+    topology = asker(Slurm.from_settings(ctx.settings, say=ctx.say))
+    _, r = build(spec_path, ctx.settings, sets, say=ctx.say, topology=topology)
     sys.stdout.write(r.script)
 
 
@@ -44,6 +48,7 @@ def submit(ctx: Ctx, spec_path, sets, dry_run, as_json, no_check):
     """Render a job spec, check it against the cluster, and submit it; print the job id."""
     from ..jobs.handle import Slurm
     from ..jobs.pipeline import background, build
+    from ..jobs.placing import asker
     from ..jobs.submitting import sbatch, slurm_said
     from ..output import emit_json
 
@@ -52,7 +57,7 @@ def submit(ctx: Ctx, spec_path, sets, dry_run, as_json, no_check):
     check = ctx.settings.submit.check_cluster and not no_check
     nodes = background(backend.nodes) if check else None  # sinfo runs while the spec is read and rendered
     with slurm_said(slurm):
-        _, r = build(spec_path, ctx.settings, sets, nodes=nodes, say=ctx.say)
+        _, r = build(spec_path, ctx.settings, sets, nodes=nodes, say=ctx.say, topology=asker(slurm))
     if dry_run:
         if as_json:
             emit_json({"job_id": None, "dry_run": True, "script": r.script})

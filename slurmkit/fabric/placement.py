@@ -3,8 +3,8 @@ one leaf switch (topology/tree: `--switches=1@WAIT`) or inside one NVLink block 
 and why, or why not. Input: `scontrol show topology` text, which reads the same on 22.05, 24.11 and 26.05
 (`SwitchName=leaf1 Level=0 LinkSpeed=1 Nodes=n[1,3]`, `BlockName=nvl-a BlockIndex=0 Nodes=n[1,3] BlockSize=1`).
 
-For `submit` (not wired there yet): a site setting turns it on, the submit asks `scontrol show topology` once,
-and `-v` prints the reason this module gives."""
+For `submit` and `render` (slurmkit/jobs/placing.py): the site setting submit.placement turns it on, the spec's
+`placement: false` opts out, they ask `scontrol show topology` once, and `-v` prints the reason this module gives."""
 
 from __future__ import annotations
 
@@ -48,6 +48,19 @@ def parse_show_topology(text: str, path: str = "scontrol show topology") -> Topo
         if kind == "block" and re.fullmatch(r"\d{1,9}", size):
             t.base = min(int(size), t.base if t.base is not None else int(size))
     return t
+
+
+def wait_text(seconds: int) -> str:
+    """Seconds as Slurm's max-time for `--switches=1@WAIT`: whole minutes as minutes (300 -> "5"), else MM:SS
+    under an hour, else HH:MM:SS ("" for 0: no wait given, Slurm's max_switch_wait applies)."""
+    if seconds < 0 or seconds >= 100 * 3600:
+        raise ValueError(f"switch wait {seconds}s is outside [0, 100 h)")
+    if seconds == 0:
+        return ""
+    if seconds % 60 == 0:
+        return str(seconds // 60)
+    h, rest = divmod(seconds, 3600)
+    return f"{rest // 60}:{rest % 60:02d}" if not h else f"{h}:{rest // 60:02d}:{rest % 60:02d}"
 
 
 def decide(nodes: int, topo: Topology, *, enabled: bool, wait: str = "") -> tuple[list[str], str]:

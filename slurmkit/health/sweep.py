@@ -80,3 +80,48 @@ def script(
     lines += [f"#SBATCH {shlex.quote(o)}" for o in opts]
     lines.append("exec " + " ".join(shlex.quote(a) for a in argv))
     return "\n".join(lines) + "\n"
+
+
+def pair_output(out_dir: str, a: str, b: str) -> str:
+    """Where a pair's job writes all_reduce_perf's output (`+` is in no host name: the file names its pair)."""
+    return f"{out_dir.rstrip('/')}/{a}+{b}.out"
+
+
+def pair_script(
+    a: str,
+    b: str,
+    gpus: int,
+    *,
+    tool: list[str],
+    args: list[str],
+    time_limit: str,
+    partition: str | None,
+    qos: str | None,
+    nice: int,
+    output: str,
+) -> str:
+    """The sbatch script of one pair of the NCCL pairs sweep: both nodes whole, one task per node (each driving
+    the node's GPUs: all_reduce_perf's `-g` in nccl.args), all_reduce_perf across the two under srun. Node names
+    come from Slurm, the tool and arguments from the site config; every value is quoted."""
+    opts = [
+        f"--job-name=slurmkit-nccl-pair-{a}-{b}",
+        f"--nodelist={a},{b}",
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        "--exclusive",
+        f"--time={time_limit}",
+        f"--nice={nice}",
+        f"--output={output}",
+        "--open-mode=truncate",
+    ]
+    if gpus:
+        opts.append(f"--gres=gpu:{gpus}")
+    if partition:
+        opts.append(f"--partition={partition}")
+    if qos:
+        opts.append(f"--qos={qos}")
+    lines = ["#!/bin/bash", f"# slurmkit NCCL pairs sweep: all_reduce_perf between {a} and {b}"]
+    lines += [f"#SBATCH {shlex.quote(o)}" for o in opts]
+    srun = ["srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1", *tool, *args]
+    lines.append("exec " + " ".join(shlex.quote(x) for x in srun))
+    return "\n".join(lines) + "\n"

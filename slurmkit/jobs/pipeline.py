@@ -94,13 +94,18 @@ def build(
     *,
     nodes: Callable[[], list] | None = None,
     say: Callable[[str], None] | None = None,
+    topology: Callable[[], str] | None = None,
 ):
     """Load, render and (when `nodes` is given: a function returning the cluster's node records) check a spec
-    against the cluster. Returns (JobSpec, render.Rendered); raises SpecError/UsageError (exit 2)."""
+    against the cluster. `topology`: a function returning `scontrol show topology`'s text, asked only when the
+    site's submit.placement is on and the job could use it (jobs/placing.py). Returns (JobSpec, render.Rendered);
+    raises SpecError/UsageError (exit 2)."""
     from . import render
+    from .placing import place
 
     spec = load_spec(source, sets)
-    r = render.render(spec, settings, spec_name=spec_name(source))
+    placed = place(spec, settings, topology)
+    r = render.render(spec, settings, spec_name=spec_name(source), placement=placed)
     if say:
         say(f"template {r.template}")
         for n in r.notes:

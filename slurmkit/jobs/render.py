@@ -48,8 +48,11 @@ def opt(name: str, value=None) -> str:
 # --- the plan: everything the template needs, already quoted -------------------------------------------------------
 
 
-def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
-    """Everything the template needs, already quoted: the phases below, in order."""
+def plan(
+    spec: JobSpec, settings, *, spec_name: str = "job", placement: tuple[list[str], str] | None = None
+) -> Rendered:
+    """Everything the template needs, already quoted: the phases below, in order. `placement`: the options that
+    keep the nodes together and why (jobs/placing.py), or None (not decided: nothing added, nothing said)."""
     notes: list[str] = []
     sub = settings.submit
     partition = spec.partition or sub.default_partition
@@ -65,6 +68,14 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
     base_options(sb, spec, name, partition, tasks)
     srun_bind, bind_env, profile_path = _bind(sb, spec, settings, partition, tasks, gpus_per_task, notes)
     key_options(sb, spec)
+    placement_note = ""
+    if placement is not None:
+        for o in placement[0]:
+            oname, _, oval = o.partition("=")
+            sb.put(oname, oval or None)
+        notes.append(f"placement: {placement[1]}")
+        if sub.placement:  # the script says why, only where the site turned placement on (golden scripts)
+            placement_note = comment_line(placement[1])
     lead = _preemption(sb, spec, sub)
     grid = spec.sweep_grid()
     ck_paths: list[str] = []
@@ -84,6 +95,7 @@ def plan(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
     torch = spec.torchrun
     ctx = {
         "spec_file": comment_text(spec_name),
+        "placement_note": placement_note,
         "sbatch": sbatch_lines,
         "env": env,
         "sweep": sweep,
@@ -121,6 +133,13 @@ def comment_text(text: str) -> str:
     from ..output import printable
 
     return q(printable(text))
+
+
+def comment_line(text: str) -> str:
+    """Our own text for a `# ...` line: one line, control characters as escapes (no shell quoting)."""
+    from ..output import printable
+
+    return printable(text)
 
 
 def _name_from_file(spec: JobSpec, spec_name: str) -> str:
@@ -362,8 +381,10 @@ def _secs(t: str) -> int:
     return seconds(t)
 
 
-def render(spec: JobSpec, settings, *, spec_name: str = "job") -> Rendered:
-    r = plan(spec, settings, spec_name=spec_name)
+def render(
+    spec: JobSpec, settings, *, spec_name: str = "job", placement: tuple[list[str], str] | None = None
+) -> Rendered:
+    r = plan(spec, settings, spec_name=spec_name, placement=placement)
     extra = None
     if spec.template:
         t = spec.template

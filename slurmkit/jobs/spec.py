@@ -121,6 +121,7 @@ class JobSpec:
     comment: str | None = None
     setup: list[str] | str = field(default_factory=list)  # shell lines before the command, outside any container
     sbatch: list[str] = field(default_factory=list)  # extra raw options, e.g. ["--exclusive"]
+    placement: bool = True  # false: no --switches/--segment even where the site's submit.placement asks for them
     template: str | None = None
     source: str | None = field(default=None, metadata={"internal": True})
     lines: dict[str, int] = field(default_factory=dict, metadata={"internal": True})

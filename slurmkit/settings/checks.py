@@ -201,6 +201,9 @@ class NcclSettings(Section):
     expected_busbw_gbps: float | None = num(None, 0, 1e5, lo_open=True)  # expected "Avg bus bandwidth"
     profiles: dict[str, float] = num(default_factory=dict, lo=0, hi=1e5, lo_open=True)  # hostlist -> busbw
     min_ratio: float = num(0.8, 0, 1, lo_open=True)  # fail below min_ratio * expected
+    # what all_reduce_perf between two nodes should reach (GB/s) in `health --sweep ... --checks nccl-pairs`;
+    # unset: each pair is judged against the best pair of the sweep (min_ratio of it)
+    pairs_expected_busbw_gbps: float | None = num(None, 0, 1e5, lo_open=True)
     ttl_seconds: int = num(86400, 0, 10**8)  # the prolog trusts a cached result this long
     # all_reduce_perf's arguments (8 B to 1 GiB, factor 2, 8 GPUs)
     args: list[str] = field(default_factory=lambda: ["-b", "8", "-e", "1G", "-f", "2", "-g", "8"])

@@ -168,6 +168,13 @@ class SubmitSettings(Section):
     signal_lead: int = num(120, 0, 65535)  # seconds before the time limit Slurm sends USR2 (Slurm's max: 65535)
     max_requeues: int = num(3, 0, 100000)  # requeues `slurmkit run` may do before it lets the job end
     check_cluster: bool = True  # submit asks Slurm whether the partition and the GPUs per node exist
+    # a multi-node job asks Slurm to keep it under one leaf switch (topology/tree: --switches=1@WAIT) or inside one
+    # NVLink block (topology/block: --segment=N) when it fits; submit and render then ask `scontrol show topology`
+    # once (docs/fabric.md#placing-a-job); a spec opts out with `placement: false`
+    placement: bool = False
+    # seconds a job may wait for one leaf switch before Slurm runs it across switches (--switches=1@WAIT); Slurm
+    # caps it at SchedulerParameters=max_switch_wait (300 s unless set); 0: no @WAIT (Slurm's maximum)
+    switch_wait: int = num(300, 0, DAY)
 
 
 @dataclass(kw_only=True)

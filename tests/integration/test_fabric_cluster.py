@@ -2,9 +2,11 @@
 SYNTHETIC ibnetdiscover of the dev cluster's nodes (tests/unit/fabric_synth.py: n1 and n3 under leaf1, n2 under
 leaf2, spine1 above both) starts a cluster of its own (dev/cluster.py up --topology-conf), `scontrol show
 topology` lists its switches, and a 2-node job with --switches=1 lands under one leaf: n1 and n3, never the
-n[1-2] Slurm picks without a topology. On 25.05+ the same tree as topology.yaml does the same; on 23.11+ a
+n[1-2] Slurm picks without a topology; `slurmkit submit` of a 2-node spec with the site's submit.placement on asks
+for --switches=1@WAIT (--segment=2 on topology/block) itself and lands there too. On 25.05+ the same tree as topology.yaml does the same; on 23.11+ a
 topology/block file from synthetic GB200-style `nvidia-smi -q` captures (NVLink domains) keeps the job in one
 block."""
+import json
 import os
 import shutil
 import subprocess
@@ -100,8 +102,50 @@ def _up_and_place(cluster, tmp_path, fmt):
         placed = next(f for f in rec.split() if f.startswith("NodeList="))
         # under one leaf (leaf1: the only one with 2 nodes), or inside one NVLink block (either)
         assert placed in (("NodeList=n[1,3]", "NodeList=n[2,4]") if fmt == "block" else ("NodeList=n[1,3]",)), rec
+        _submit_places(tmp_path, env, fmt)
     finally:
         subprocess.run([*dev, "down"], capture_output=True, text=True, timeout=120)
+
+
+def _submit_places(tmp_path, env, fmt):
+    """`slurmkit submit` of a 2-node spec with the site's submit.placement on: the script asks for --switches (or
+    --segment on topology/block), -v says why, and the job lands under one leaf (in one block); a 3-node job and
+    a spec that opts out get nothing, and render says why."""
+    site = tmp_path / "site.yaml"
+    site.write_text("slurm:\n  timeout: 10\nsubmit:\n  placement: true\n  switch_wait: 60\n")
+    spec = tmp_path / "two.yaml"
+    spec.write_text(f"command: [sleep, '1']\nnodes: 2\ngpus_per_node: 1\noutput: /dev/null\nworkdir: {tmp_path}\n")
+    skenv = dict(env, SLURMKIT_CONFIG=str(site))
+
+    def slurmkit(*argv):
+        return subprocess.run([sys.executable, "-m", "slurmkit.cli", *argv], capture_output=True, text=True,
+                              timeout=120, env=skenv)
+
+    opt, why = (("--segment=2", "2 nodes fit in one NVLink block (base block size 2): --segment=2") if fmt == "block"
+                else ("--switches=1@1", "2 nodes fit under one leaf switch (the largest has 2): --switches=1@1"))
+    r = slurmkit("-v", "submit", "--json", str(spec))
+    assert r.returncode == 0, r.stderr
+    assert f"slurmkit: placement: {why}" in r.stderr.splitlines(), r.stderr
+    out = json.loads(r.stdout)
+    assert f"#SBATCH {opt}\n" in out["script"] and f"# placement: {why}\n" in out["script"]
+    deadline, rec = time.monotonic() + 60, ""
+    while time.monotonic() < deadline and "JobState=RUNNING" not in rec and "JobState=COMPLETED" not in rec:
+        time.sleep(0.5)
+        rec = subprocess.run(["scontrol", "-o", "show", "job", str(out["job_id"])], capture_output=True, text=True,
+                             timeout=60, env=env).stdout
+    placed = next(f for f in rec.split() if f.startswith("NodeList="))
+    assert placed in (("NodeList=n[1,3]", "NodeList=n[2,4]") if fmt == "block" else ("NodeList=n[1,3]",)), rec
+    if fmt != "block":                                   # slurmctld kept the site's wait (switch_wait: 60)
+        assert " Switches=1@00:01:00 " in rec, rec
+    # render asks the same Slurm: 3 nodes fit no leaf or block, and a spec can opt out
+    r = slurmkit("-v", "render", str(spec), "--set", "nodes=3")
+    what = "NVLink block (the largest has 2)" if fmt == "block" else "leaf switch (the largest has 2)"
+    assert r.returncode == 0 and f"slurmkit: placement: 3 nodes do not fit in one {what}: no placement asked" in (
+        r.stderr.splitlines()), r.stderr
+    assert "--switches" not in r.stdout and "--segment" not in r.stdout
+    r = slurmkit("render", str(spec), "--set", "placement=false")
+    assert r.returncode == 0 and opt not in r.stdout, r.stderr
+    assert "# placement: the spec opts out of topology placement (placement: false)\n" in r.stdout
 
 
 @pytest.mark.compat("dev cluster")  # a "fabric" capability row would need tests/conftest.py and the README
