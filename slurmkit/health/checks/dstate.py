@@ -58,8 +58,8 @@ def scan(proc: str, prefixes: list[str]) -> tuple[list[dict], int]:
     n = 0
     try:
         entries = os.scandir(proc)
-    except OSError as e:
-        raise NoData(f"cannot read {proc}: {e.strerror}") from None
+    except OSError as err:
+        raise NoData(f"cannot read {proc}: {err.strerror}") from None
     with entries as it:
         for e in it:
             if not e.name.isdigit():
