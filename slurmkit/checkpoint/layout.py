@@ -9,7 +9,8 @@ In a checkpoint directory DIR (written by the helper's `save`, read by `latest` 
   sync then takes the step from the name's trailing digits (`step_number`).
 - Anything hidden (a name starting with '.') is never a checkpoint: the helper's own temporaries are
   `.tmp-<kind>-<10 digits>-<host>-<pid>-<8 hex>` (SAVE_TMP_PREFIX, `owned_save_tmp`), the job's narrowing file
-  is `.slurmkit-sync.yaml`.
+  is `.slurmkit-sync.yaml`. Kind `repl` is the replicator's pin of a step it copies (checkpoint/pin.py: hard
+  links), removed like the helper's own once its process is gone.
 
 At a sync destination DEST (written only by the sync):
 
@@ -31,7 +32,7 @@ HIDDEN_PREFIX = "."
 
 # the helper's temporaries inside a checkpoint directory
 SAVE_TMP_PREFIX = ".tmp-"
-SAVE_TMP_RE = re.compile(r"^\.tmp-(?:step|del|old)-\d{10}-(?P<host>.+)-(?P<pid>\d+)-[0-9a-f]{8}$")
+SAVE_TMP_RE = re.compile(r"^\.tmp-(?:step|del|old|repl)-\d{10}-(?P<host>.+)-(?P<pid>\d+)-[0-9a-f]{8}$")
 
 # the sync's names at a destination
 TMP_PREFIX = ".slurmkit-tmp-"

@@ -6,7 +6,9 @@ is complete on node-local disk, not only when the epilog runs (which it never do
 `step-N` directory with a valid manifest) and copies the NEWEST one that DEST does not hold yet, with the engine
 of `slurmkit sync` (syncdir.sync_dir: manifest-verified, published by one rename, retention of the job's own
 series), as the job's own user (the wrapper runs as the job). At most one copy is in flight; when the trainer
-saves faster than the copies go, the intermediate checkpoints are skipped (`next_to_copy`, pure). Each copy runs
+saves faster than the copies go, the intermediate checkpoints are skipped (`next_to_copy`, pure). The step is
+pinned first (hard links, checkpoint/pin.py) and copied from the pin: the trainer's retention may delete it from
+LOCAL at any moment after it was chosen (a follower node pins each step node 0 may still publish). Each copy runs
 in a child process (`python -m slurmkit.checkpoint.replicate copy ...`) at a lower CPU priority (`nice`) and with
 a bandwidth limit (MiB/s, a sleep between chunks), so training is not slowed and a destination that hangs can be
 left behind: the wrapper never waits on it past `timeout`.
@@ -169,6 +171,8 @@ def hide_newer(local: str, names: list[str], complete: str) -> list[str]:
 
 # --- the replicator (a thread of the wrapper; each copy a child process) ----------------------------------------
 
+PIN_MAX = 8  # a follower's pins at most (each holds one step's space once the trainer pruned it)
+
 
 class Replicator:
     def __init__(
@@ -198,6 +202,8 @@ class Replicator:
         self.done: dict[str, Any] = {}
         self.first_seen: dict[str, float] = {}  # name -> wall time it was first seen complete (for the lag)
         self.copies = 0
+        self.pins: dict[str, tuple[str, Any]] = {}  # name -> (pin root, manifest): checkpoint/pin.py
+        self._no_pins = False  # hard links refused here: copies read LOCAL itself
         self._stop = threading.Event()
         self._busy = threading.Lock()
         self._proc: subprocess.Popen | None = None
@@ -218,7 +224,8 @@ class Replicator:
             self.pass_once()
 
     def pass_once(self, timeout: float | None = None) -> str | None:
-        """Copy the newest complete checkpoint if DEST lacks it; the name copied, or None."""
+        """Copy the newest complete checkpoint if DEST lacks it; the name copied, or None. What is copied is
+        pinned first (checkpoint/pin.py), so the trainer's retention cannot take it away from the copy."""
         with self._busy:
             try:
                 local, _ = scan_source(self.source)
@@ -232,16 +239,64 @@ class Replicator:
                 from .parts import next_part_to_copy, part_dir
 
                 leader = [os.path.basename(c.path) for c in checkpoint.complete(part_dir(self.dest, 0))]
-                name = next_part_to_copy(local, self.done, leader)
+                # a follower copies only steps node 0 published (older than its own newest by a copy's time):
+                # it pins each step it sees until node 0 publishes one of them or a newer one
+                for n in [n for n in local if self._wanted(n, leader)][-PIN_MAX:]:
+                    if n not in self.pins:
+                        self._pin(n, local[n])
+                have = {**local, **{n: m for n, (_, m) in self.pins.items()}}
+                name = next_part_to_copy(have, self.done, leader)
             else:
+                leader, have = [], local
                 name = next_to_copy(local, self.done)
+                if name is not None and name not in self.pins and not self._pin(name, local[name]):
+                    return None  # gone between the scan and the pin: the next pass sees what is there now
             if name is None:
+                self._let_go(leader)
                 return None
-            skipped = [n for n in local if n not in self.done and n < name and (not self.done or n > max(self.done))]
-            return self._copy(name, local[name], skipped, self.timeout if timeout is None else timeout)
+            skipped = sorted(
+                n for n in have if n not in self.done and n < name and (not self.done or n > max(self.done))
+            )
+            source = self.pins[name][0] if name in self.pins else self.source
+            try:
+                return self._copy(name, have[name], skipped, self.timeout if timeout is None else timeout, source)
+            finally:
+                self._let_go(leader)
 
-    def _copy(self, name: str, man: Any, skipped: list[str], timeout: float) -> str | None:
-        argv = [self.python, "-m", "slurmkit.checkpoint.replicate", "copy", self.source, self.target, name]
+    def _wanted(self, name: str, leader: list[str]) -> bool:
+        """A follower's step that node 0 may still publish, or did and this node has not copied."""
+        from .pin import keep_pins
+
+        return bool(keep_pins([name], max(self.done) if self.done else "", leader, 1))
+
+    def _pin(self, name: str, man: Any) -> bool:
+        """Pin NAME; False when it is gone. Where links cannot be made, the copy reads LOCAL itself (logged)."""
+        from . import pin
+
+        if self._no_pins or not isinstance(man, dict):
+            return True
+        try:
+            self.pins[name] = (pin.pin(self.source, name, man), man)
+        except pin.Gone:
+            return False
+        except OSError as e:
+            self._no_pins = e.errno in pin.UNSUPPORTED
+            self.log("replicate-unpinned", checkpoint=name, error=str(e)[:300], why="copied from LOCAL itself")
+        return True
+
+    def _let_go(self, leader: list[str], every: bool = False) -> None:
+        """Unpin what no pass will copy: all of node 0's (and a single node's) pins after each copy; a follower's
+        older than what it published, and beyond the newest PIN_MAX."""
+        from .pin import keep_pins, unpin
+
+        keep = set()
+        if not every and self.parts is not None and self.part != 0:
+            keep = set(keep_pins(list(self.pins), max(self.done) if self.done else "", leader, PIN_MAX))
+        for n in [n for n in self.pins if n not in keep]:
+            unpin(self.pins.pop(n)[0])
+
+    def _copy(self, name: str, man: Any, skipped: list[str], timeout: float, source: str) -> str | None:
+        argv = [self.python, "-m", "slurmkit.checkpoint.replicate", "copy", source, self.target, name]
         argv += ["--keep", str(self.keep), "--bwlimit", str(self.bwlimit_mib), "--nice", str(self.nice)]
         if self.series:
             argv += ["--series", self.series]
@@ -280,7 +335,7 @@ class Replicator:
                 skipped=",".join(skipped) or None,
             )
             return name
-        why = "; ".join(rep.get("errors", [])) or (err.strip().splitlines() or ["no report"])[-1]
+        why = "; ".join(rep.get("errors", [])) or (err.strip().splitlines() or [f"no report ({rep.get('status')})"])[-1]
         self.log("replicate-failed", checkpoint=name, error=why[:300], dest=self.dest)
         return None
 
@@ -293,6 +348,9 @@ class Replicator:
         left = end - time.monotonic()
         if left > 1 and not self._thread.is_alive():
             self.pass_once(timeout=left)
+        if not self._thread.is_alive():
+            with self._busy:
+                self._let_go([], every=True)
 
 
 # --- for one job: which part this wrapper is ---------------------------------------------------------------------
@@ -378,6 +436,12 @@ def _copy_main(argv: list[str]) -> int:
         progress=Throttle(a.bwlimit * (1 << 20)) if a.bwlimit > 0 else None,
         workers=1,
     )
+    if not rep["errors"] and a.name not in rep["copied"] + rep["skipped"] + rep["deferred"]:
+        # the wrapper chose it as complete: its absence now is an error that says so, never an empty answer
+        rep["errors"].append(
+            f"{a.name}: no complete checkpoint of that name in {a.source} (removed or replaced after it was chosen)"
+        )
+        rep["status"] = "failed"
     print(json.dumps(rep.as_dict()))
     return 0 if rep["status"] in ("ok", "nothing") else 1
 

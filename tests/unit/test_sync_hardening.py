@@ -216,3 +216,23 @@ def test_copies_that_run_ahead_of_their_hashes_wait_and_never_deadlock(tmp_path,
     rep = _run_bounded(lambda: cs.sync_dir(str(src2), str(tmp_path / "dst2"), keep=3, workers=workers))
     assert rep["status"] == "failed" and "big1.bin: verification failed at the destination" in rep["errors"][0]
     assert not (tmp_path / "dst2" / "step-0000000001").exists()
+
+
+def test_a_file_changed_in_place_with_its_size_and_mtime_kept_is_never_read_as_unchanged(tmp_path):
+    """Does the sync trust a size+mtime match (a change within one timestamp tick)? It must not: every byte that
+    reaches DEST is hashed against the manifest, and what is already at DEST is compared by hash, never by stat.
+    Synthetic: a byte flipped after the save, the file's mtime set back to the nanosecond."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    d = mk(str(src), 1, {"w.bin": os.urandom(1 << 20)})
+    p = os.path.join(d, "w.bin")
+    st = os.stat(p)
+    with open(p, "r+b") as f:
+        f.seek(4096)
+        b = f.read(1)
+        f.seek(4096)
+        f.write(bytes([b[0] ^ 0xFF]))
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (os.stat(p).st_size, os.stat(p).st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    rep = cs.sync_dir(str(src), str(dst), keep=3)
+    assert rep["status"] == "failed" and "w.bin: verification failed at the destination" in rep["errors"][0], rep
+    assert not (dst / "step-0000000001").exists()
