@@ -9,9 +9,9 @@ series), as the job's own user (the wrapper runs as the job). At most one copy i
 saves faster than the copies go, the intermediate checkpoints are skipped (`next_to_copy`, pure). The step is
 pinned first (hard links, checkpoint/pin.py) and copied from the pin: the trainer's retention may delete it from
 LOCAL at any moment after it was chosen (a follower node pins each step node 0 may still publish). Each copy runs
-in a child process (`python -m slurmkit.checkpoint.replicate copy ...`) at a lower CPU priority (`nice`) and with
-a bandwidth limit (MiB/s, a sleep between chunks), so training is not slowed and a destination that hangs can be
-left behind: the wrapper never waits on it past `timeout`.
+in a child process (`python -m slurmkit.checkpoint.replicate copy ...`) at a lower CPU priority (`nice`), pausing
+while the trainer writes a checkpoint and under a bandwidth limit (checkpoint/pacing.py), so training is not slowed
+and a destination that hangs can be left behind: the wrapper never waits on it past `timeout`.
 
 Before the child starts, `restore` brings the newest complete checkpoint at DEST that is newer than LOCAL's
 newest to LOCAL (a filesystem DEST, or s3:// via s3.fetch; verified against the manifest), so `checkpoint.latest(LOCAL)` sees it: a job requeued
@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .pacing import Throttle, YieldToSaves
 from .selection import _same, scan_source
 
 # --- pure decisions --------------------------------------------------------------------------------------------
@@ -59,28 +60,6 @@ def restore_choice(local: list[str], durable: list[str]) -> str | None:
         return None
     top = max(durable)
     return top if not local or top > max(local) else None
-
-
-class Throttle:
-    """progress(n) callback that sleeps so the bytes copied stay under `rate` bytes/s on average (0: no limit).
-    Called from several copy threads: one lock."""
-
-    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic, sleep=time.sleep):
-        self.rate = rate
-        self.clock = clock
-        self.sleep = sleep
-        self.start = clock()
-        self.sent = 0
-        self.lock = threading.Lock()
-
-    def __call__(self, n: int) -> None:
-        if self.rate <= 0:
-            return
-        with self.lock:
-            self.sent += n
-            ahead = self.sent / self.rate - (self.clock() - self.start)
-        if ahead > 0:
-            self.sleep(ahead)
 
 
 # --- restore (before the child starts) -------------------------------------------------------------------------
@@ -332,6 +311,7 @@ class Replicator:
                 bytes=rep.get("bytes", 0),
                 seconds=f"{secs:.1f}",
                 lag=f"{lag:.1f}s",
+                paused=f"{rep['paused_for_saves']}s" if rep.get("paused_for_saves") else None,
                 skipped=",".join(skipped) or None,
             )
             return name
@@ -426,6 +406,8 @@ def _copy_main(argv: list[str]) -> int:
         from .. import config
 
         settings = config.load().sync
+    # a copy never competes with the trainer's synchronous save for the disk; the bandwidth limit on top
+    pace = YieldToSaves(a.source, then=Throttle(a.bwlimit * (1 << 20)) if a.bwlimit > 0 else None)
     rep = sync_dir(
         a.source,
         a.dest,
@@ -433,7 +415,7 @@ def _copy_main(argv: list[str]) -> int:
         settings=settings if isinstance(settings, SyncSettings) else None,
         series=a.series,
         only=[a.name],
-        progress=Throttle(a.bwlimit * (1 << 20)) if a.bwlimit > 0 else None,
+        progress=pace,
         workers=1,
     )
     if not rep["errors"] and a.name not in rep["copied"] + rep["skipped"] + rep["deferred"]:
@@ -442,7 +424,7 @@ def _copy_main(argv: list[str]) -> int:
             f"{a.name}: no complete checkpoint of that name in {a.source} (removed or replaced after it was chosen)"
         )
         rep["status"] = "failed"
-    print(json.dumps(rep.as_dict()))
+    print(json.dumps({**rep.as_dict(), "paused_for_saves": round(pace.paused, 1)}))
     return 0 if rep["status"] in ("ok", "nothing") else 1
 
 

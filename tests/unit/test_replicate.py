@@ -5,7 +5,8 @@ from pathlib import Path
 
 from slurmkit import checkpoint
 from slurmkit.checkpoint import manifest
-from slurmkit.checkpoint.replicate import Replicator, Throttle, next_to_copy, restore, restore_choice
+from slurmkit.checkpoint.pacing import Throttle, YieldToSaves, saves_in_progress
+from slurmkit.checkpoint.replicate import Replicator, next_to_copy, restore, restore_choice
 
 
 def _m(step, h="a"):
@@ -48,6 +49,51 @@ def test_throttle_keeps_the_average_rate():
         th(50)
     assert abs(t[0] - 5.0) < 1e-9            # 500 bytes at 100 B/s: 5 s
     assert Throttle(0)(1 << 30) is None       # no limit: no sleep
+
+
+def test_a_copy_waits_while_a_save_is_written_and_a_killed_saves_leftover_only_briefly():
+    t = [0.0]
+    names = {"now": [".tmp-step-0000000005-n1-42-0a1b2c3d"]}
+
+    def sleep(s):
+        t[0] += s
+        if t[0] >= 3.0:                               # the save is published at t=3: its directory is gone
+            names["now"] = []
+
+    y = YieldToSaves("LOCAL", clock=lambda: t[0], sleep=sleep, look=lambda _: list(names["now"]), max_pause=10)
+    y(1 << 20)
+    assert 3.0 <= t[0] < 3.1 and 3.0 <= y.paused < 3.1
+    y(1 << 20)                                        # no save in progress: the copy goes on at once
+    assert t[0] < 3.2
+    # a save killed mid-write leaves its directory: waited on max_pause once, then ignored
+    names["now"] = [".tmp-step-0000000010-n1-43-deadbeef"]
+    t0 = t[0]
+    sleep_only = lambda s: t.__setitem__(0, t[0] + s)  # noqa: E731
+    y = YieldToSaves("LOCAL", clock=lambda: t[0], sleep=sleep_only, look=lambda _: list(names["now"]), max_pause=10)
+    y(1)
+    assert 10.0 <= t[0] - t0 < 10.1
+    t1 = t[0]
+    y.last_look = float("-inf")
+    y(1)
+    assert t[0] == t1                                 # the leftover no longer holds the copy
+    # pins, retention's hidden deletions and a copy's own debris are not saves
+    assert YieldToSaves("L", look=lambda _: [], clock=lambda: 0.0)._blocking() is False
+
+
+def test_the_real_save_directory_is_what_the_copy_waits_for(tmp_path):
+    # checkpoint.save writes into LOCAL/.tmp-step-*; while its function runs, the copy sees a save in progress
+    seen = []
+
+    def write(tmp):
+        seen.append(saves_in_progress(str(tmp_path)))
+        Path(tmp, "w.bin").write_bytes(b"x" * 10)
+
+    checkpoint.save(str(tmp_path), 7, write)
+    assert len(seen) == 1 and len(seen[0]) == 1 and seen[0][0].startswith(".tmp-step-"), seen
+    assert saves_in_progress(str(tmp_path)) == []     # published: nothing in progress
+    (tmp_path / ".tmp-repl-0000000007-n1-1-0a0b0c0d").mkdir()   # a pin: not a save
+    assert saves_in_progress(str(tmp_path)) == []
+    assert saves_in_progress(str(tmp_path / "missing")) == []
 
 
 def _save(d: Path, step: int, size=4096):
