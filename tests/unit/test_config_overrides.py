@@ -45,7 +45,7 @@ def test_a_node_gets_its_overrides_in_order_and_says_where_each_value_came_from(
 
 @pytest.mark.parametrize("entry, line, msg", [
     ("  - nodes: gpu1\n    set: {nvlink: {bogus: 1}}\n", 5,
-     "overrides[0].set: unknown key 'nvlink.bogus' (expected one of: status, error_threshold)"),
+     "overrides[0].set: unknown key 'nvlink.bogus' (expected one of: status, error_threshold, inactive_by_design)"),
     ("  - nodes: gpu1\n    set:\n      gpu_count: {expected: many}\n", 6,
      "overrides[0].set: gpu_count.expected: expected an integer or null, got a string ('many')"),
     ("  - nodes: gpu1\n    set:\n      dcgm:\n        level: 9\n", 7,
