@@ -44,7 +44,7 @@ class Unavailable(Exception):
 
 
 _lock = threading.Lock()
-_state: dict = {"init": False, "busy": None}  # busy: (call, since) of a worker still inside NVML
+_state: dict = {"init": False, "busy": None}  # busy: (call, since, done event) of the worker inside NVML
 
 
 def _library_found(environ=os.environ) -> bool:
@@ -73,14 +73,21 @@ def unavailable() -> str | None:
 
 
 def bounded(fn, timeout: float, where=lambda: "call"):
-    """fn() in a worker thread, waited on for `timeout` seconds: its answer, its exception, or Hung(where())."""
-    with _lock:
-        busy = _state["busy"]
-        if busy is not None:
-            raise Hung(busy[0], time.monotonic() - busy[1], still=True)
-        _state["busy"] = ("nvmlInit", time.monotonic())
+    """fn() in a worker thread, waited on for `timeout` seconds: its answer, its exception, or Hung(where()).
+    One worker at a time: a read already running is waited for within the same deadline; one still stuck is
+    Hung(still=True) at once."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with _lock:
+            busy = _state["busy"]
+            if busy is None:
+                done = threading.Event()
+                _state["busy"] = ("nvmlInit", time.monotonic(), done)
+                break
+        call, since, other = busy
+        if since + timeout < time.monotonic() or not other.wait(max(0.0, deadline - time.monotonic())):
+            raise Hung(call, time.monotonic() - since, still=True)
     box: dict = {}
-    done = threading.Event()
 
     def work():
         try:
@@ -93,7 +100,7 @@ def bounded(fn, timeout: float, where=lambda: "call"):
             done.set()
 
     threading.Thread(target=work, name="slurmkit-nvml", daemon=True).start()
-    if not done.wait(timeout):
+    if not done.wait(max(0.0, deadline - time.monotonic())):
         raise Hung(where(), timeout)
     if "e" in box:
         raise box["e"]
@@ -138,7 +145,7 @@ def _read_all(here: dict) -> dict:
     def q(name, *args, gpu=None):
         here["call"] = f"{name}" + (f" (GPU {gpu})" if gpu is not None else "")
         with _lock:
-            _state["busy"] = (here["call"], time.monotonic())
+            _state["busy"] = (here["call"], time.monotonic(), _state["busy"][2])
         try:
             return getattr(N, name)(*args)
         except N.NVMLError as e:
