@@ -198,7 +198,13 @@ def render(node: dict) -> str:
     o.kv(0, "Driver Version", _val(node.get("driver_version")))
     o.kv(0, "CUDA Version", _val(node.get("cuda_version")))
     o.lines.append("")
-    o.kv(0, "Attached GPUs", _val(node.get("count")))
+    count = node.get("count")
+    o.kv(0, "Attached GPUs", _val(count))
+    # nvidia-smi's own lines where there is nothing to list (health/nvsmi.py's errors() reads them: a finding)
+    if count == 0:
+        o.lines.append("No devices were found")
+    elif isinstance(count, Failed):
+        o.lines.append(f"Error: nvmlDeviceGetCount(): {count.text}")
     for g in node.get("gpus", ()):
         if isinstance(g.get("handle"), Failed):
             # nvidia-smi's own line for a GPU NVML cannot open (health/nvsmi.py's errors() reads it)
