@@ -125,6 +125,8 @@ class Context:
                 if mode == "nvml":
                     raise CommandError(f"{e} (health.gpu_source: nvml, no fallback)", argv=["nvml", e.call]) from None
                 self.faults["q"] = (str(e), ev)
+            except Exception as e:  # noqa: BLE001 - a binding or library that misbehaves: said, never a crash
+                why = f"NVML read failed: {type(e).__name__}: {e}"
         if mode == "nvml":
             raise CommandError(f"health.gpu_source is nvml, but NVML cannot be read: {why}", argv=["nvml"])
         self.gpu_source = {"source": "nvidia-smi", "nvml": why}

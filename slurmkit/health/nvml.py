@@ -121,7 +121,7 @@ def read(timeout: float) -> dict:
 def _err_text(N, e) -> str:
     """What nvidia-smi prints for an NVML error in a `-q` field."""
     v = getattr(e, "value", None)
-    if v == N.NVML_ERROR_NOT_SUPPORTED:
+    if v in (N.NVML_ERROR_NOT_SUPPORTED, N.NVML_ERROR_FUNCTION_NOT_FOUND):  # the driver lacks the call
         return "N/A"
     if v == N.NVML_ERROR_NO_PERMISSION:
         return "Insufficient Permissions"
@@ -146,8 +146,11 @@ def _read_all(here: dict) -> dict:
         here["call"] = f"{name}" + (f" (GPU {gpu})" if gpu is not None else "")
         with _lock:
             _state["busy"] = (here["call"], time.monotonic(), _state["busy"][2])
+        fn = getattr(N, name, None)
+        if fn is None:  # an older nvidia-ml-py without this call: what nvidia-smi prints for a field it lacks
+            return Failed("N/A")
         try:
-            return getattr(N, name)(*args)
+            return fn(*args)
         except N.NVMLError as e:
             return Failed(_err_text(N, e))
 
