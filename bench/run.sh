@@ -13,7 +13,7 @@ $py -c 'import submitit' 2>/dev/null || $py -m pip install -q --disable-pip-vers
 $py -c 'import submitit' || { echo "submitit (the bench extra) does not import" >&2; exit 1; }
 # bench_hook_cpu counts instructions with valgrind (callgrind): installed where apt can, else it says so and fails
 command -v valgrind >/dev/null || { command -v apt-get >/dev/null && apt-get install -y -q valgrind >/dev/null 2>&1; } || true
-all=(topo prolog hook_cpu audit checkpoint sync submit install kernlog parsers efficiency health fleetlog replicate)
+all=(topo prolog prolog_nvml hook_cpu audit checkpoint sync submit install kernlog parsers efficiency health fleetlog replicate)
 sel=("$@")
 [ ${#sel[@]} -gt 0 ] || sel=("${all[@]}")
 rc=0

@@ -83,6 +83,12 @@ def warm() -> None:
         importlib.import_module(name)
     for name in checks.ORDER:
         importlib.import_module(f"slurmkit.health.checks.{name}")
+    from ..health import nvml
+
+    if nvml.unavailable() is None:
+        # nvidia-ml-py (health.gpu_source): imported once here; NVML itself is initialised in each child, never
+        # here: its state (the driver's handles, its threads) does not survive a fork, and this process starts none
+        importlib.import_module("pynvml")
     # the kernel-log check's data, read on first use: the anchors table, the signatures, the Xid catalog
     from ..health.kernlog import anchors, events, policy, signatures
 

@@ -51,6 +51,9 @@ class Report:
     profile: str
     results: list[Result] = field(default_factory=list)
     seconds: float = 0.0
+    # where the GPU checks read the GPUs, when they read them live: {"source": "nvml"} or {"source":
+    # "nvidia-smi", "nvml": why NVML was not read}
+    gpu_source: dict | None = None
 
     @property
     def healthy(self) -> bool:
@@ -61,7 +64,10 @@ class Report:
         return [r for r in self.results if r.status == "fail"]
 
     def to_dict(self) -> dict:
-        return {"node": self.node, "healthy": self.healthy, "results": [r.to_dict() for r in self.results]}
+        out = {"node": self.node, "healthy": self.healthy, "results": [r.to_dict() for r in self.results]}
+        if self.gpu_source:
+            out["gpu_source"] = self.gpu_source
+        return out
 
 
 _NA = ("n/a", "not supported", "unknown error", "none", "insufficient permissions", "unknown", "")

@@ -25,6 +25,11 @@ class Context:
         self.expected_gpus: int | None = None
         self.exits: dict[str, tuple[list[str], int, str]] = {}  # source -> (argv, exit code, stderr) when non-zero
         self.used: dict[str, dict[str, None]] = {}  # check -> the sources it read, in order
+        # source -> (reason, evidence) of a fault met while reading it that is a finding even though the checks
+        # read it another way (an NVML call that hung: they read nvidia-smi instead)
+        self.faults: dict[str, tuple[str, dict]] = {}
+        # where "q" came from: {"source": "nvml"} or {"source": "nvidia-smi", "nvml": why not} (the health log)
+        self.gpu_source: dict | None = None
 
     @property
     def live(self) -> bool:
@@ -57,6 +62,15 @@ class Context:
             return v  # type: ignore[return-value]
         from .. import proc
 
+        if source == "q" and self.settings.health.gpu_source != "nvidia-smi":
+            try:
+                got = self._q_nvml(timeout or self.settings.health.command_timeout)
+            except CommandError as e:
+                self._cache[source] = e
+                raise
+            if got is not None:
+                self._cache[source] = got
+                return got
         try:
             # nvidia-smi's failures are findings (its error text is parsed); a kernel log we could not read is
             # not an empty one (dmesg_restrict for a non-root `slurmkit check`): that raises
@@ -71,6 +85,8 @@ class Context:
         except CommandError as e:
             self._cache[source] = e
             raise
+        if source == "q" and self.gpu_source is None:
+            self.gpu_source = {"source": "nvidia-smi"}
         if res.returncode != 0:
             # a tool that exits non-zero is a finding for every check that read it (the runner makes it one),
             # even when it printed nothing a parser recognizes
@@ -79,6 +95,49 @@ class Context:
             self.exits.pop(source, None)
         self._cache[source] = out
         return out
+
+    def _q_nvml(self, timeout: float) -> str | None:
+        """`-q` text from NVML (health/nvml.py), or None: read nvidia-smi (auto, where NVML cannot be read; the
+        reason is kept for the health log). A hung NVML call is a fault (a finding) and nvidia-smi is read
+        instead; with `gpu_source: nvml` nothing is read instead (CommandError)."""
+        from . import nvml
+
+        mode = self.settings.health.gpu_source
+        if mode == "auto" and self.settings.tools.nvidia_smi != "nvidia-smi":
+            # a site that names its own nvidia-smi (a wrapper, a container, the fake GPU tools replaying a fault on
+            # a trial node) is read through it: NVML in this process might see other GPUs, or the real ones
+            self.gpu_source = {"source": "nvidia-smi", "nvml": "not read: tools.nvidia_smi names the site's own tool"}
+            return None
+        why = nvml.unavailable()
+        if why is None:
+            try:
+                from .nvmlq import render
+
+                text = render(nvml.read(timeout))
+                self.gpu_source = {"source": "nvml"}
+                self.faults.pop("q", None)
+                return text
+            except nvml.Unavailable as e:
+                why = str(e)
+            except nvml.Hung as e:
+                why = str(e)
+                ev = {"nvml_call": e.call, "seconds": round(e.seconds, 1), "still_hung": e.still}
+                if mode == "nvml":
+                    raise CommandError(f"{e} (health.gpu_source: nvml, no fallback)", argv=["nvml", e.call]) from None
+                self.faults["q"] = (str(e), ev)
+            except Exception as e:  # noqa: BLE001 - a binding or library that misbehaves: said, never a crash
+                why = f"NVML read failed: {type(e).__name__}: {e}"
+        if mode == "nvml":
+            raise CommandError(f"health.gpu_source is nvml, but NVML cannot be read: {why}", argv=["nvml"])
+        self.gpu_source = {"source": "nvidia-smi", "nvml": why}
+        return None
+
+    def fault(self, check: str) -> tuple[str, dict] | None:
+        """(reason, evidence) of a fault met reading a source `check` read (an NVML call that hung), or None."""
+        for src in self.used.get(check, {}):
+            if src in self.faults:
+                return self.faults[src]
+        return None
 
     def failed_tool(self, check: str) -> tuple[list[str], int, str] | None:
         """(argv, exit code, stderr) of a command `check` read that exited non-zero, or None."""

@@ -55,7 +55,16 @@ def _unrunnable(name: str, why: str, settings, evidence=None) -> Result:
 
 def _tool_exit(ctx: Context, name: str, res: Result, settings) -> Result:
     """A command the check read exited non-zero: a finding (fail when fail_closed), never a skip or an ok. A fail
-    the check found itself stays, with the exit code and stderr added to its evidence."""
+    the check found itself stays, with the exit code and stderr added to its evidence. A fault met reading a
+    source another way (an NVML call that hung; the check read nvidia-smi) is a finding the same way."""
+    fault = ctx.fault(name)
+    if fault is not None:
+        why, fev = fault
+        if res.status == "fail":
+            res.evidence = dict(res.evidence, nvml=fev)
+        else:
+            st = f"{res.status}: {res.reason}" if res.reason else res.status
+            res = _unrunnable(name, f"{why} (nvidia-smi read instead: {st})", settings, dict(fev, was=res.status))
     bad = ctx.failed_tool(name)
     if bad is None:
         return res
@@ -146,4 +155,5 @@ def run_checks(
         res.seconds = round(time.monotonic() - t0, 4)
         report.results.append(res)
     report.seconds = time.monotonic() - start
+    report.gpu_source = ctx.gpu_source
     return report

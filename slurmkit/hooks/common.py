@@ -97,6 +97,13 @@ def _act(profile, settings, node, jid, report) -> str:
 _UNSET = object()
 
 
+def _gpu_source(report: Report, check: str) -> dict:
+    """`gpu_source` for the record of a check that reads the GPUs' `-q` (NVML, or nvidia-smi and why not NVML)."""
+    from ..health.checks.registry import SOURCES
+
+    return {"gpu_source": report.gpu_source} if report.gpu_source and SOURCES.get(check) == "q" else {}
+
+
 def run_hook(
     profile: str,
     settings: Settings,
@@ -146,6 +153,7 @@ def run_hook(
                 seconds=r.seconds,
                 code=r.code or None,
                 profile_seconds=round(report.seconds, 3),
+                **_gpu_source(report, r.check),
             )
         )
     try:

@@ -223,6 +223,10 @@ class HealthSettings(Section):
     # dcgm read their cached verdicts); the defaults come from the check registry (slurmkit/health/checks/registry.py)
     profiles: dict[str, list[str]] = field(default_factory=default_profiles)
     command_timeout: float = num(10.0, 0, 3600, lo_open=True)  # seconds for each nvidia-smi / dmesg call
+    # where the GPU checks read the GPUs: auto = NVML in process (nvidia-ml-py over libnvidia-ml) where it loads,
+    # else nvidia-smi -q (the fallback and its reason go to the health log); nvml = NVML only (a check fails where
+    # it cannot load); nvidia-smi = always the command (a site whose nvidia-smi is a wrapper)
+    gpu_source: Literal["auto", "nvml", "nvidia-smi"] = "auto"
     budget_seconds: float = num(30.0, 0, DAY, lo_open=True)  # a profile stops starting checks after this long
     fail_closed: bool = True  # a check that cannot run (timeout, missing tool) fails (else: warn)
     drain: bool = True  # prolog/epilog drain the node on a failure

@@ -121,3 +121,57 @@ def test_gpu_fallen_off_the_bus_fails_the_live_check(mock_node):
     rc, res = live_check(c)
     assert rc == 1 and res["gpu_count"]["status"] == "fail", res
     assert "00000000:4B:00.0 is lost" in res["gpu_count"]["reason"], res["gpu_count"]
+
+
+@pytest.fixture
+def nvml_prolog(mock_node, tmp_path):
+    """NODE's prolog reads NVML in process (health.gpu_source: nvml): a per-node hook beside the cluster's wrapper
+    gives it what a real node has, the driver's library where the loader finds it (here the mock's, with NODE's
+    state file), and runs the repo's prolog in its own process (a hook agent started without the library could not
+    load it)."""
+    import yaml
+
+    c = mock_node
+    cfg = yaml.safe_load(c.site_config.read_text())
+    cfg.setdefault("health", {})["gpu_source"] = "nvml"
+    own = tmp_path / "nvml.yaml"
+    own.write_text(yaml.safe_dump(cfg))
+    m = c.dir / "fakegpu" / "nvml"
+    hook = c.dir / "hooks" / f"prolog.{NODE}"
+    hook.write_text(
+        "#!/bin/sh\n"
+        f"SLURMKIT_CONFIG={own}\nSLURMKIT_AGENT_SOCKET=none\nLD_LIBRARY_PATH={m}/lib\n"
+        f"MOCK_NVML_CONFIG={m}/configs/mock-nvml-config-h100.yaml\nMOCK_NVML_OVERRIDES={m}/nodes/{NODE}.yaml\n"
+        "export SLURMKIT_CONFIG SLURMKIT_AGENT_SOCKET LD_LIBRARY_PATH MOCK_NVML_CONFIG MOCK_NVML_OVERRIDES\n"
+        f"exec {REPO}/prolog/prolog \"$@\"\n")
+    hook.chmod(0o755)
+    yield c, cfg
+    hook.unlink(missing_ok=True)
+
+
+def prolog_records(cfg, job_id):
+    from slurmkit import healthlog
+
+    return [r for r in healthlog.read(cfg["paths"]["health_log"], node=NODE)
+            if r.get("context") == "prolog" and r.get("job_id") == job_id]
+
+
+@pytest.mark.compat("health")
+def test_the_prolog_reads_nvml_and_drains_a_gpu_failed_through_the_mock(nvml_prolog):
+    pytest.importorskip("pynvml")
+    c, cfg = nvml_prolog
+    jid = c.sbatch("#!/bin/sh\ntrue\n", "-w", NODE, "--gres=gpu:1", "-o", "/dev/null")
+    c.wait_job(jid, timeout=60)
+    recs = {r["check"]: r for r in prolog_records(cfg, jid)}
+    # every check that reads the GPUs read NVML, and the fabric (which 535's nvidia-smi cannot print) is live
+    assert recs["gpu_count"]["gpu_source"] == {"source": "nvml"} and recs["gpu_count"]["status"] == "ok", recs
+    assert recs["fabric"]["status"] == "ok" and recs["fabric"]["gpu_source"] == {"source": "nvml"}, recs["fabric"]
+    assert "gpu_source" not in recs["xid"]      # the kernel log is not the GPUs' -q
+
+    nvml(c, "fail", "--gpu", "3", "--mode", "fallen_off_bus")
+    jid = c.sbatch("#!/bin/sh\ntrue\n", "-w", NODE, "--gres=gpu:1", "-o", "/dev/null")
+    rec = c.wait_node(NODE, lambda r: r.drained and r.reason.startswith("slurmkit:gpu_count"), timeout=60)
+    assert "GPU 00000000:4B:00.0 is lost" in rec.reason, rec
+    failed = {r["check"]: r for r in prolog_records(cfg, jid)}
+    assert failed["gpu_count"]["status"] == "fail" and failed["gpu_count"]["gpu_source"] == {"source": "nvml"}
+    assert failed["gpu_count"]["action"] not in (None, "none"), failed["gpu_count"]

@@ -262,7 +262,9 @@ def test_check_command_exit_codes_and_json(tmp_path):
     r = cli(tmp_path, "healthy-h100x8", "check", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["healthy"] is True and set(doc) == {"node", "healthy", "results"}
+    assert doc["healthy"] is True and set(doc) == {"node", "healthy", "results", "gpu_source"}
+    # the fake tools are the site's own nvidia-smi here: read through it, never through NVML (health.gpu_source auto)
+    assert doc["gpu_source"] == {"source": "nvidia-smi", "nvml": "not read: tools.nvidia_smi names the site's own tool"}
     assert set(doc["results"][0]) == {"check", "status", "reason", "evidence"}
     r = cli(tmp_path, "xid79", "check", "--only", "xid")
     assert r.returncode == 1 and "GPU 0000:5d:00 fell off the bus" in r.stdout

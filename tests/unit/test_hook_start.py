@@ -37,6 +37,9 @@ SLURMKIT_ALLOWED = {
     "slurmkit.health.checks.clocks", "slurmkit.health.dcgm", "slurmkit.health.heavycache",
     "slurmkit.health.kernlog", "slurmkit.health.kernlog.anchors", "slurmkit.health.kernlog.events",
     "slurmkit.health.kernlog.logline", "slurmkit.health.kernlog.signatures", "slurmkit.health.kernlog.sticky",
+    # health.gpu_source (auto): the NVML edge and its pure -q renderer (standard library only); nvidia-ml-py itself
+    # is imported only where libnvidia-ml.so.1 is found, i.e. on a node with NVIDIA's driver, in place of a process
+    "slurmkit.health.nvml", "slurmkit.health.nvmlq",
     "slurmkit.health.nccl", "slurmkit.health.nvsmi", "slurmkit.health.runner", "slurmkit.efficiency",
     "slurmkit.efficiency.hooks", "slurmkit.efficiency.mfu", "slurmkit.efficiency.model",
     "slurmkit.efficiency.record", "slurmkit.efficiency.verdict", "slurmkit.efficiency.steps",
