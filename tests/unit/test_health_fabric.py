@@ -102,6 +102,14 @@ def test_synthetic_a_fabric_not_yet_trained_fails_naming_the_fabric_manager():
                         "(NVLink fabric)")
 
 
+def test_synthetic_a_lost_gpu_is_said_as_lost_not_as_the_fabric_manager():
+    # what the NVML source prints for a GPU fallen off the bus: every field "GPU is lost"
+    text = _fabric_lines(H100.read_text(), 2, {"State": "GPU is lost", "Status": "GPU is lost"})
+    r = judge(text)
+    assert r.status == "fail"
+    assert r.reason == "GPU 0000:3a:00: fabric not ready: the GPU is lost (fell off the bus?) (NVLink fabric)"
+
+
 def test_synthetic_completed_and_success_but_unhealthy_fails():
     # the GB200 case of issue 32: State Completed, Status Success, Health Unhealthy
     health = {"Summary": "Unhealthy", "Bandwidth": "Full", "Route Recovery in progress": "False",

@@ -71,7 +71,9 @@ def conditions(f: dict) -> list[tuple[str, str]]:
     """One GPU's fabric fields -> [(condition, detail)], the clique rules left to the node-wide pass."""
     out: list[tuple[str, str]] = []
     state = (f.get("state") or "").lower()
-    if f and state != "completed":
+    if state == "gpu is lost":  # NVML_ERROR_GPU_IS_LOST in every field: the GPU, not the fabric manager
+        out.append(("not_ready", "the GPU is lost (fell off the bus?)"))
+    elif f and state != "completed":
         out.append(("not_ready", f"State {f.get('state') or 'unknown'} (is nvidia-fabricmanager running?)"))
     status = f.get("status")
     if state == "completed" and status is not None and status.lower() != "success":
