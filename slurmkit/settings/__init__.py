@@ -26,6 +26,7 @@ from .checks import (
     GpuCountSettings,
     GpuProcsSettings,
     HealthSettings,
+    IbSettings,
     NcclSettings,
     NvlinkSettings,
     PcieSettings,
@@ -79,6 +80,7 @@ class Settings(Section):
     pcie: PcieSettings = field(default_factory=PcieSettings)
     clocks: ClocksSettings = field(default_factory=ClocksSettings)
     fabric: FabricSettings = field(default_factory=FabricSettings)
+    ib: IbSettings = field(default_factory=IbSettings)
     nvlink: NvlinkSettings = field(default_factory=NvlinkSettings)
     gpu_procs: GpuProcsSettings = field(default_factory=GpuProcsSettings)
     nccl: NcclSettings = field(default_factory=NcclSettings)

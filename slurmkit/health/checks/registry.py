@@ -31,6 +31,8 @@ CHECKS: tuple[CheckInfo, ...] = (
     CheckInfo("pcie", "q", False, True, ("prolog", "full", "health"), (), "PCIe link width and speed"),
     CheckInfo("clocks", "q", False, True, ("prolog", "full", "health"), (), "clock slowdowns the hardware holds"),
     CheckInfo("fabric", "q", False, True, ("prolog", "full", "health"), (), "NVLink fabric state and health"),
+    # a node without InfiniBand (no ibstat, no HCA) and without ib settings skips it: safe in every profile that reads
+    CheckInfo("ib", "ibstat", False, True, ("prolog", "full", "health"), (), "InfiniBand ports up, Active, at rate"),
     CheckInfo("nvlink", "nvlink_s", False, True, ("full", "health"), (), "NVLink links up"),
     CheckInfo("gpu_procs", "q", False, False, ("prolog", "epilog", "full", "health"), (), "processes left on the GPUs"),
     CheckInfo("nccl", None, True, False, ("prolog", "full", "health"), (), "all_reduce_perf bus bandwidth"),

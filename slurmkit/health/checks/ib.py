@@ -1,0 +1,218 @@
+"""ib: a node's InfiniBand ports. Live, `ibstat` (each HCA port's State, Physical state, Rate, Link layer); a capture
+may be `ibstat`, or a fabric-wide `iblinkinfo` / `ibnetdiscover` / `ibnetdiscover -p` (read by
+slurmkit/fabric/ibnet.py), judged for the node's own HCAs where the capture names it, else for every host port in it.
+
+What a port must be is the site's (`ib.*`): the ports listed in `ib.required` must be there, LinkUp and Active; a
+port that is LinkUp but not Active (Initializing, Armed) has a cable and a switch but no subnet manager made it
+usable, and fails whether listed or not; an up port under `ib.min_rate` / `ib.min_width` fails; fewer Active
+ports than `ib.min_active` fails. A port slower than the common rate of the other host ports (the node's own in
+ibstat, the fabric's in a fabric capture: 4xDDR among 4xEDR) warns by default (`below_peers`): a node may mix
+400 Gb/s compute and 200 Gb/s storage HCAs. A port that is Down/Polling and not required is an empty port, never
+a fault (iblinkinfo lists dozens); HCAs with no port up and none required warn (`no_port_up`). Ports of another
+link layer (Ethernet: RoCE) are judged only when required.
+
+A node without InfiniBand must not drain: with no `ib.required` and no `ib.min_active`, no ibstat, an ibstat that
+cannot start the IB stack ("can't init UMAD library") or one that lists no HCA is a skip with its reason. Where
+the settings say the node has InfiniBand, each of those is a finding, as is an ibstat that hangs (the runner's
+timeout). Output that cannot be read is never ok: a capture exits 2 with its line, live output fails.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from ...errors import CommandError, ParseError, UsageError
+from ..base import Result
+from ..context import NoData
+
+if TYPE_CHECKING:
+    from .. import ibstat
+
+NAME = "ib"
+CONDITIONS = {
+    "missing": "required but not found",
+    "down": "required but down",
+    "not_active": "LinkUp but not Active (no subnet manager made it usable)",
+    "rate_low": "rate under ib.min_rate",
+    "width_low": "width under ib.min_width",
+    "too_few_active": "fewer Active InfiniBand ports than ib.min_active",
+    "below_peers": "slower than the other host ports",
+    "no_port_up": "no InfiniBand port up (list the ports that must be up in ib.required)",
+}
+_NO_STACK = re.compile(r"can't init UMAD library|can't list IB device names")
+MAX_EVIDENCE_PORTS = 64
+
+
+def _reference(ports: list[ibstat.Port]) -> float | None:
+    """The common rate of up InfiniBand ports (the most frequent; the faster on a tie); None under two ports."""
+    rates = [p.rate for p in ports if p.up and p.rate is not None and _is_ib(p)]
+    if len(rates) < 2:
+        return None
+    return max(set(rates), key=lambda r: (rates.count(r), r))
+
+
+def _is_ib(p: ibstat.Port) -> bool:
+    return p.link_layer.strip().lower() == "infiniband"
+
+
+def _state(p: ibstat.Port) -> str:
+    return f"{p.state or '?'}/{p.phys or '?'}"
+
+
+def _required(entries: list[str], ports: list[ibstat.Port]) -> tuple[set[int], list[tuple[str, str, str]]]:
+    """(ids of the ports some entry requires, [(port name, condition, detail)] for entries matching no port)."""
+    req: set[int] = set()
+    out = []
+    for entry in entries:
+        hca, _, num = entry.partition(":")
+        hit = [p for p in ports if p.hca == hca and (not num or p.port == int(num))]
+        if not hit:  # an HCA that fell off the bus is in no ibstat (the ports that are: the evidence)
+            out.append((entry, "missing", ""))
+        req.update(id(p) for p in hit)
+    return req, out
+
+
+def judge(ports: list[ibstat.Port], s, *, fabric: list[ibstat.Port] | None = None) -> list[tuple[str, str, str]]:
+    """One host's ports -> [(what, condition, detail)]; `fabric`: the ports the common rate is taken over
+    (default: these)."""
+    found: list[tuple[str, str, str]] = []
+    req, found_missing = _required(s.required, ports)
+    found += found_missing
+    ref = _reference(fabric if fabric is not None else ports)
+    ib = [p for p in ports if _is_ib(p) or id(p) in req]
+    for p in ib:
+        if not p.up:
+            if id(p) in req:
+                found.append((p.name, "down", _state(p)))
+            continue
+        if not p.active:
+            found.append((p.name, "not_active", f"State {p.state}"))
+            continue
+        if s.min_rate is not None and p.rate is not None and p.rate < s.min_rate and _is_ib(p):
+            found.append((p.name, "rate_low", f"{p.rate_text} < {s.min_rate:g} Gb/s"))
+        if s.min_width is not None and p.width is not None and p.width < s.min_width:
+            found.append((p.name, "width_low", f"{p.width}x < {s.min_width}x"))
+        if ref is not None and p.rate is not None and p.rate < ref and _is_ib(p):
+            found.append((p.name, "below_peers", f"{p.rate_text}, the others {ref:g} Gb/s"))
+    active = sum(1 for p in ports if _is_ib(p) and p.active)
+    if s.min_active and active < s.min_active:
+        found.append(("node", "too_few_active", f"{active} < {s.min_active}"))
+    if ports and not s.expects_ib() and not any(p.up for p in ports if _is_ib(p)) and any(map(_is_ib, ports)):
+        found.append(("node", "no_port_up", ", ".join(f"{p.name} {_state(p)}" for p in ports[:8])))
+    return found
+
+
+def _port_ev(p: ibstat.Port) -> dict:
+    ev = {"hca": p.hca, "port": p.port, "state": p.state, "phys": p.phys, "rate_gbps": p.rate, "line": p.line}
+    if p.host:
+        ev["host"] = p.host
+    if p.width is not None or p.speed is not None:
+        ev.update(width=p.width, speed=p.speed)
+    if not _is_ib(p):
+        ev["link_layer"] = p.link_layer
+    return ev
+
+
+def _read(text: str, live: bool) -> tuple[str, list[ibstat.Port]]:
+    """(format, host ports); ParseError for what cannot be read."""
+    from .. import ibstat  # here: a node without ibstat never imports the parser
+
+    if not text.strip() or ibstat.looks_like_ibstat(text):
+        return "ibstat", ibstat.ports(ibstat.parse(text))
+    if live:  # ibstat printed something else: never read as a fabric capture
+        raise ParseError(f"not ibstat output: {text.strip().splitlines()[0][:80]!r}", line=None)
+    from ...fabric import ibnet  # only captures: the hooks never import the fabric parser
+
+    cap = ibnet.parse(text)
+    return cap.fmt, ibstat.from_fabric(cap)
+
+
+def evaluate(text: str, s, *, node: str = "", live: bool = False) -> Result:
+    """ibstat or a fabric capture -> the verdict on `node`'s ports (on every host port of a fabric capture that does
+    not name `node`). Unreadable input: NoData (a capture: exit 2 with the line), or a fail when `live`."""
+    try:
+        fmt, ports = _read(text, live)
+    except UsageError as e:  # errors.ParseError (ibstat) or fabric.ibnet.ParseError
+        if live:
+            return unreadable(e)
+        raise NoData(e.message, line=e.line) from None
+    if not ports:
+        if not live:
+            raise NoData(f"no HCA port in this {fmt} capture (expected `ibstat` output, iblinkinfo or ibnetdiscover)")
+        if not s.expects_ib():
+            return Result(NAME, "skip", "ibstat lists no HCA: no InfiniBand on this node", {"source": fmt})
+    mine = [p for p in ports if p.host and node and (p.host == node or p.host.split(".")[0] == node)]
+    judged = mine or ports
+    scope = "node" if fmt == "ibstat" or mine else "fabric"
+    if not s.expects_ib() and not any(map(_is_ib, judged)):
+        n = len(judged)
+        return Result(NAME, "skip", f"no InfiniBand port ({n} of another link layer, not required)", {"source": fmt})
+    found: list[tuple[str, str, str]] = []
+    for host in sorted({p.host for p in judged}) or [""]:  # no port at all: the required ones are missing
+        found += judge([p for p in judged if p.host == host], s, fabric=ports)
+    texts = {
+        c: [f"{w}: {CONDITIONS[c]} ({d})" if d else f"{w}: {CONDITIONS[c]}" for w, cc, d in found if cc == c]
+        for c in CONDITIONS
+    }
+    fails = [t for c in CONDITIONS if c in s.fail_on for t in texts[c]]
+    warns = [t for c in CONDITIONS if c in s.warn_on and c not in s.fail_on for t in texts[c]]
+    ib_ports = [p for p in judged if _is_ib(p)]
+    up = [p for p in ib_ports if p.active]
+    ev: dict = {
+        "source": fmt,
+        "scope": scope,
+        "ports_total": len(judged),
+        "ports": [_port_ev(p) for p in judged[:MAX_EVIDENCE_PORTS]],
+        "active": len(up),
+        "reference_gbps": _reference(ports),
+        "conditions": [{"port": w, "condition": c, "detail": d} for w, c, d in found[:MAX_EVIDENCE_PORTS]],
+    }
+    if fails or warns:
+        ev["findings"] = (fails + warns)[:MAX_EVIDENCE_PORTS]
+    if fails:
+        return Result(
+            NAME, "fail", "; ".join(fails[:4]) + (f" (+{len(fails) - 4} more)" if len(fails) > 4 else ""), ev, code=NAME
+        )
+    if warns:
+        return Result(NAME, "warn", "; ".join(warns[:4]) + (f" (+{len(warns) - 4} more)" if len(warns) > 4 else ""), ev)
+    rates = sorted({p.rate_text for p in up})
+    empty = len(ib_ports) - len(up)
+    why = f"{len(up)} InfiniBand port{'s' if len(up) != 1 else ''} Active/LinkUp at {', '.join(rates) or '?'}"
+    if empty:
+        why += f"; {empty} down, not required (empty ports)"
+    if scope == "fabric":
+        hosts = len({p.host for p in judged})
+        why += f"; every host port of the {fmt} capture ({hosts} hosts, {node or 'this node'} not among them)"
+    return Result(NAME, "ok", why, ev)
+
+
+def unreadable(e: UsageError) -> Result:
+    """Live ibstat output that cannot be read: a finding, never a skip."""
+    why = f"{e.message} (line {e.line})" if e.line else e.message
+    return Result(NAME, "fail", f"ibstat output unreadable: {why}", {"unreadable": why, "tool": "ibstat"}, code=NAME)
+
+
+def run(ctx) -> Result:
+    s = ctx.settings.ib
+    try:
+        text = ctx.text(NAME, "ibstat")
+    except CommandError as e:
+        if e.missing and not s.expects_ib():
+            return Result(
+                NAME,
+                "skip",
+                "no ibstat on this node, and no ib.required or ib.min_active: no InfiniBand expected",
+                {"argv": e.argv},
+            )
+        raise  # the runner: a finding (missing where IB is expected, or hung)
+    if ctx.live:
+        bad = ctx.failed_tool(NAME)
+        if bad is not None:
+            err = bad[2]
+            if not s.expects_ib() and _NO_STACK.search(err):
+                ctx.accept_exit("ibstat")
+                last = err.strip().splitlines()[-1][:200]
+                return Result(NAME, "skip", f"no InfiniBand stack on this node (ibstat: {last})", {"stderr": last})
+            return Result(NAME, "skip", "ibstat exited non-zero", {})  # the runner makes it a finding
+    return evaluate(text, s, node=ctx.node, live=ctx.live)
