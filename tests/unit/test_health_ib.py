@@ -244,3 +244,35 @@ def test_evidence_stays_bounded_on_a_huge_fabric_capture():
                      f"       2   {i % 36 + 1:2d}[  ] \"sw\" ( )")
     r = ib.evaluate("\n".join(lines) + "\n", config.Settings().ib, node="x")
     assert r.status == "ok" and r.evidence["ports_total"] == 2000 and len(r.evidence["ports"]) == 64
+
+
+def test_the_prolog_drains_on_a_port_no_subnet_manager_made_active(tmp_path):
+    """The real prolog script (no PATH, as slurmd runs it) on the fake node of dev/fakegpu/scenarios/ib-port-init."""
+    fake = REPO / "dev" / "fakegpu" / "bin"
+    cfg = tmp_path / "slurmkit.yaml"
+    cfg.write_text(f"""tools:
+  nvidia_smi: {fake}/nvidia-smi
+  dmesg: {fake}/dmesg
+  all_reduce_perf: {fake}/all_reduce_perf
+  ibstat: {fake}/ibstat
+paths:
+  state_dir: {tmp_path}/state
+  health_log: {tmp_path}/health.jsonl
+gpu_count:
+  expected: 8
+health:
+  drain: false
+  command_timeout: 5
+""")
+    env = {"SLURMKIT_CONFIG": str(cfg), "SLURMD_NODENAME": "n7", "SLURM_JOB_ID": "77", "SLURM_JOB_GPUS": "0,1",
+           "SLURMKIT_FAKEGPU_SCENARIO": str(REPO / "dev" / "fakegpu" / "scenarios" / "ib-port-init"),
+           "SLURMKIT_PYTHON": sys.executable}
+    r = subprocess.run([str(REPO / "prolog" / "prolog")], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 1 and "slurmkit:ib mlx5_3:1: LinkUp but not Active" in r.stderr, r.stderr
+    import json
+    recs = {x["check"]: x for x in map(json.loads, (tmp_path / "health.jsonl").read_text().splitlines())}
+    assert recs["ib"]["status"] == "fail" and recs["ib"]["evidence"]["active"] == 7
+    assert all(x["status"] != "fail" for c, x in recs.items() if c != "ib"), recs
+    from slurmkit import audit
+    cause, _ = audit.load_causes().classify("slurmkit:ib mlx5_3:1: LinkUp but not Active", "slurmkit:")
+    assert cause.id == "ib" and "subnet manager" in cause.next
