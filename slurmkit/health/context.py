@@ -34,6 +34,9 @@ class Context:
         from ..proc import tool
 
         t = self.settings.tools
+        if source.startswith("perfquery:"):  # perfquery:HCA:PORT, the names as ibstat printed them
+            _, ca, port = source.split(":")
+            return tool(t.perfquery, "-C", ca, "-P", port)
         return {
             "q": tool(t.nvidia_smi, "-q"),
             "dmesg": tool(t.dmesg),

@@ -243,3 +243,41 @@ def from_fabric(cap) -> list[Port]:
             if own or (key, port) not in by:
                 by[(key, port)] = p
     return list(by.values())
+
+
+# ---- perfquery: a port's error counters ----
+# the counters the ib check follows, by perfquery's names, and their widths in bits (a counter stops at its maximum)
+COUNTERS = {"LinkDownedCounter": ("link_downed", 8), "SymbolErrorCounter": ("symbol_error", 16)}
+_PQ_LINE = re.compile(r"([A-Za-z][A-Za-z0-9]{0,60}):\.*\s*(\S{0,40})")
+_PQ_HEAD = re.compile(r"# Port counters: .{0,200}")
+
+
+def parse_perfquery(text: str, path: str = "<perfquery>") -> dict[str, int]:
+    """`perfquery -C CA -P PORT` text -> {"link_downed": n, "symbol_error": n}. ParseError with the line for a line
+    that is not `Name:.....value` or a counter that is not a number; ParseError when either counter is absent."""
+    out: dict[str, int] = {}
+    for n, raw in enumerate(text.splitlines(), 1):
+        if len(raw) > MAX_LINE or "\x00" in raw:
+            raise ParseError("overlong line or NUL byte: not perfquery output", path=path, line=n)
+        s = raw.strip()
+        if not s or _PQ_HEAD.fullmatch(s):
+            continue
+        m = _PQ_LINE.fullmatch(s)
+        if m is None:
+            raise ParseError(f"not a perfquery line: {s[:80]!r} (expected Name:....value)", path=path, line=n)
+        known = COUNTERS.get(m.group(1))
+        if known is None:
+            continue
+        v = m.group(2)
+        if not v.isascii() or not v.isdigit() or int(v) >= 1 << known[1]:
+            raise ParseError(f"{m.group(1)} {v[:40]!r} is not a {known[1]}-bit count", path=path, line=n)
+        out[known[0]] = int(v)
+    missing = [k for k, (key, _) in COUNTERS.items() if key not in out]
+    if missing:
+        raise ParseError(f"no {', '.join(missing)} in this output (expected perfquery's port counters)", path=path)
+    return out
+
+
+def saturated(counter: str, value: int) -> bool:
+    bits = next(b for key, b in COUNTERS.values() if key == counter)
+    return value >= (1 << bits) - 1

@@ -141,7 +141,16 @@ class FabricSettings(Section):
 
 # the conditions of a node's InfiniBand ports the ib check names (health/checks/ib.py CONDITIONS)
 IbCondition = Literal[
-    "missing", "down", "not_active", "rate_low", "width_low", "too_few_active", "below_peers", "no_port_up"
+    "missing",
+    "down",
+    "not_active",
+    "rate_low",
+    "width_low",
+    "too_few_active",
+    "link_downed",
+    "below_peers",
+    "no_port_up",
+    "symbol_errors",
 ]
 _IB_PORT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(?::\d{1,4})?")
 
@@ -162,14 +171,27 @@ class IbSettings(Section):
     # (its Rate counts the lanes: a 1x link of a 4x port reads a quarter of min_rate)
     min_width: int | None = num(None, 1, 64)
     # a required port absent or down, a port LinkUp but not Active (no subnet manager configured it), a rate or
-    # width under the minimum, fewer Active ports than min_active fail
+    # width under the minimum, fewer Active ports than min_active, a link that went down since the last run fail
     fail_on: list[IbCondition] = field(
-        default_factory=lambda: ["missing", "down", "not_active", "rate_low", "width_low", "too_few_active"]
+        default_factory=lambda: [
+            "missing",
+            "down",
+            "not_active",
+            "rate_low",
+            "width_low",
+            "too_few_active",
+            "link_downed",
+        ]
     )
     # a port slower than the node's (or, in a fabric capture, the fabric's) other host ports warns until a site with
     # one kind of port per node moves it to fail_on (a node may mix 400 Gb/s compute and 200 Gb/s storage HCAs);
-    # HCAs present with no port up and none required warn
-    warn_on: list[IbCondition] = field(default_factory=lambda: ["below_peers", "no_port_up"])
+    # HCAs present with no port up and none required warn, as do symbol errors growing
+    warn_on: list[IbCondition] = field(default_factory=lambda: ["below_peers", "no_port_up", "symbol_errors"])
+    # follow each Active port's error counters (perfquery -C HCA -P PORT, as root) from one live run to the next
+    # (<state_dir>/ib-<node>.json, moved by the hooks once they acted): off by default, one perfquery per port
+    counters: bool = False
+    link_downed_max: int = num(0, 0, 255)  # LinkDownedCounter growth above this since the last run: a flap (fails)
+    symbol_error_max: int = num(10, 0, 65535)  # SymbolErrorCounter growth above this since the last run (warns)
 
     def __post_init__(self) -> None:
         super().__post_init__()

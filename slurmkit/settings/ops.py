@@ -31,6 +31,7 @@ class ToolsSettings(Section):
     all_reduce_perf: str | list[str] = "all_reduce_perf"  # nccl-tests, for the nccl check (args: nccl.args)
     dcgmi: str | list[str] = "dcgmi"  # NVIDIA DCGM's CLI, for the dcgm check (dcgmi diag)
     ibstat: str | list[str] = "ibstat"  # infiniband-diags' ibstat, for the ib check (the node's HCA ports)
+    perfquery: str | list[str] = "perfquery"  # infiniband-diags' perfquery, for the ib check's counters (ib.counters)
 
 
 @dataclass(kw_only=True)

@@ -191,8 +191,8 @@ def _tool(tmp_path, body: str) -> str:
     return str(t)
 
 
-def live(tmp_path, ibstat, extra=""):
-    s = config.loads(f"tools:\n  ibstat: {ibstat}\nhealth:\n  command_timeout: 1\n{extra}", "site.yaml")
+def live(tmp_path, ibstat, extra="", tools=""):
+    s = config.loads(f"tools:\n  ibstat: {ibstat}\n{tools}health:\n  command_timeout: 1\n{extra}", "site.yaml")
     (r,) = run_checks(s, "full", only=["ib"], node="n1").results
     return r
 
@@ -276,3 +276,74 @@ health:
     from slurmkit import audit
     cause, _ = audit.load_causes().classify("slurmkit:ib mlx5_3:1: LinkUp but not Active", "slurmkit:")
     assert cause.id == "ib" and "subnet manager" in cause.next
+
+
+# ---- counters: LinkDownedCounter / SymbolErrorCounter growing between live runs (synthetic perfquery) ----
+
+def perfquery_text(link_downed=0, symbol_error=0, lid=12, port=1) -> str:
+    """synthetic: perfquery's port counters in infiniband-diags' layout (name, dots to column 33, value)."""
+    rows = [("PortSelect", port), ("CounterSelect", "0x0000"), ("SymbolErrorCounter", symbol_error),
+            ("LinkErrorRecoveryCounter", 0), ("LinkDownedCounter", link_downed), ("PortRcvErrors", 0),
+            ("PortXmitData", 123456789012), ("PortRcvData", 98765432109)]
+    return f"# Port counters: Lid {lid} port {port} (CapMask: 0x5A00)\n" + "".join(
+        f"{k}:{'.' * (32 - len(k))}{v}\n" for k, v in rows)
+
+
+def test_synthetic_perfquery_reads_and_refuses_what_it_cannot_read():
+    from slurmkit.health import ibstat
+    assert ibstat.parse_perfquery(perfquery_text(3, 250)) == {"link_downed": 3, "symbol_error": 250}
+    for bad, what in ((perfquery_text().replace("LinkDownedCounter", "LinkDowned Counter"), "not a perfquery line"),
+                      (perfquery_text(link_downed=256), "not a 8-bit count"),
+                      (perfquery_text().replace("SymbolErrorCounter", "SymbolErrors"), "no SymbolErrorCounter"),
+                      ("", "no LinkDownedCounter")):
+        with pytest.raises(UsageError, match=what):
+            ibstat.parse_perfquery(bad)
+
+
+def test_growth_is_judged_against_the_last_reading_and_a_reset_is_a_new_baseline():
+    s = config.Settings().ib
+    prev = {"mlx5_0:1": {"link_downed": 2, "symbol_error": 100}, "mlx5_1:1": {"link_downed": 5, "symbol_error": 7}}
+    now = {"mlx5_0:1": {"link_downed": 3, "symbol_error": 111}, "mlx5_1:1": {"link_downed": 0, "symbol_error": 0},
+           "mlx5_2:1": {"link_downed": 9, "symbol_error": 9}}
+    found, reset = ib.growth(prev, now, s)
+    assert found == [("mlx5_0:1", "link_downed", "+1, now 3"), ("mlx5_0:1", "symbol_errors", "+11, now 111")]
+    assert reset == ["mlx5_1:1"]  # counters cleared (perfquery -R) or a reboot; mlx5_2 is first seen
+    assert ib.growth(prev, {"mlx5_0:1": {"link_downed": 2, "symbol_error": 110}}, s) == ([], [])
+
+
+def test_live_a_link_that_flapped_between_two_hook_runs_fails_until_a_hook_acted(tmp_path):
+    out = tmp_path / "ibstat.out"
+    out.write_text(synthetic_ibstat(NDR8[:2]))
+    pq = tmp_path / "pq"
+    pq.mkdir()
+    perfquery = tmp_path / "perfquery"
+    perfquery.write_text(f'#!/bin/sh\n[ "$1 $3" = "-C -P" ] || exit 9\ncat "{pq}/$2-$4.txt"\n')
+    perfquery.chmod(0o755)
+
+    def reading(downed, sym=0):
+        for hca in ("mlx5_0", "mlx5_1"):
+            (pq / f"{hca}-1.txt").write_text(perfquery_text(downed if hca == "mlx5_1" else 0, sym))
+
+    extra = f"paths:\n  state_dir: {tmp_path}/state\nib:\n  counters: true\n"
+    tools = f"  perfquery: {perfquery}\n"
+    ibstat_tool = _tool(tmp_path, f"cat {out}\n")
+    reading(4)
+    r = live(tmp_path, ibstat_tool, extra, tools)  # first run: the baseline
+    assert r.status == "ok" and "read (first baseline)" in r.reason and r.commit is not None, r.reason
+    r.commit()
+    reading(6, sym=30)
+    r = live(tmp_path, ibstat_tool, extra, tools)
+    assert r.status == "fail" and r.reason.startswith("mlx5_1:1: link went down since the last run"), r.reason
+    assert "(+2, now 6)" in r.reason and r.evidence["counters"]["ports"]["mlx5_1:1"] == {"link_downed": 6,
+                                                                                          "symbol_error": 30}
+    # no hook acted on it (no commit): the next run still sees the flap; once acted on, the readings are the baseline
+    assert live(tmp_path, ibstat_tool, extra, tools).status == "fail"
+    r.commit()
+    assert live(tmp_path, ibstat_tool, extra, tools).status == "ok"
+    # a perfquery that cannot run or answers garbage is a finding, never ok
+    (pq / "mlx5_0-1.txt").write_text("ibwarn: [1234] mad_rpc: _do_madrpc failed; dport (Lid 12)\n")
+    r = live(tmp_path, ibstat_tool, extra, tools)
+    assert r.status == "fail" and r.reason.startswith("perfquery output unreadable"), r.reason
+    perfquery.write_text("#!/bin/sh\necho 'ibpanic: can not open umad port' >&2\nexit 255\n")
+    r = live(tmp_path, ibstat_tool, extra, tools)
+    assert r.status == "fail" and "exited 255" in r.reason, r.reason

@@ -15,6 +15,12 @@ A node without InfiniBand must not drain: with no `ib.required` and no `ib.min_a
 cannot start the IB stack ("can't init UMAD library") or one that lists no HCA is a skip with its reason. Where
 the settings say the node has InfiniBand, each of those is a finding, as is an ibstat that hangs (the runner's
 timeout). Output that cannot be read is never ok: a capture exits 2 with its line, live output fails.
+
+With `ib.counters` (off by default: one `perfquery -C HCA -P PORT` per Active port, as root), a live run also
+reads each port's LinkDownedCounter and SymbolErrorCounter and compares them with the last run's
+(`<state_dir>/ib-<node>.json`, as the Xid mark: moved only by a hook that acted on the verdict, never by
+`slurmkit check`): a link that went down since (a flap) fails, symbol errors over `ib.symbol_error_max` warn; a
+counter lower than before (cleared, or a reboot) is a new baseline. Captures carry one reading: no counters there.
 """
 
 from __future__ import annotations
@@ -37,9 +43,12 @@ CONDITIONS = {
     "rate_low": "rate under ib.min_rate",
     "width_low": "width under ib.min_width",
     "too_few_active": "fewer Active InfiniBand ports than ib.min_active",
+    "link_downed": "link went down since the last run (LinkDownedCounter grew)",
     "below_peers": "slower than the other host ports",
     "no_port_up": "no InfiniBand port up (list the ports that must be up in ib.required)",
+    "symbol_errors": "symbol errors since the last run (SymbolErrorCounter grew)",
 }
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.]{0,63}")  # an HCA name passed to perfquery -C (never an option)
 _NO_STACK = re.compile(r"can't init UMAD library|can't list IB device names")
 MAX_EVIDENCE_PORTS = 64
 
@@ -137,6 +146,11 @@ def evaluate(text: str, s, *, node: str = "", live: bool = False) -> Result:
         if live:
             return unreadable(e)
         raise NoData(e.message, line=e.line) from None
+    return verdict(fmt, ports, s, node=node, live=live)
+
+
+def verdict(fmt: str, ports: list[ibstat.Port], s, *, node: str = "", live: bool = False, counters=None) -> Result:
+    """The host ports read from `fmt` -> the verdict; `counters`: (findings, evidence) of the counters' growth."""
     if not ports:
         if not live:
             raise NoData(f"no HCA port in this {fmt} capture (expected `ibstat` output, iblinkinfo or ibnetdiscover)")
@@ -151,6 +165,8 @@ def evaluate(text: str, s, *, node: str = "", live: bool = False) -> Result:
     found: list[tuple[str, str, str]] = []
     for host in sorted({p.host for p in judged}) or [""]:  # no port at all: the required ones are missing
         found += judge([p for p in judged if p.host == host], s, fabric=ports)
+    if counters is not None:
+        found += counters[0]
     texts = {
         c: [f"{w}: {CONDITIONS[c]} ({d})" if d else f"{w}: {CONDITIONS[c]}" for w, cc, d in found if cc == c]
         for c in CONDITIONS
@@ -168,6 +184,8 @@ def evaluate(text: str, s, *, node: str = "", live: bool = False) -> Result:
         "reference_gbps": _reference(ports),
         "conditions": [{"port": w, "condition": c, "detail": d} for w, c, d in found[:MAX_EVIDENCE_PORTS]],
     }
+    if counters is not None:
+        ev["counters"] = counters[1]
     if fails or warns:
         ev["findings"] = (fails + warns)[:MAX_EVIDENCE_PORTS]
     if fails:
@@ -181,16 +199,19 @@ def evaluate(text: str, s, *, node: str = "", live: bool = False) -> Result:
     why = f"{len(up)} InfiniBand port{'s' if len(up) != 1 else ''} Active/LinkUp at {', '.join(rates) or '?'}"
     if empty:
         why += f"; {empty} down, not required (empty ports)"
+    if counters is not None:
+        n = len(counters[1].get("ports", {}))
+        why += f"; counters of {n} port{'s' if n != 1 else ''} {counters[1].get('status', 'read')}"
     if scope == "fabric":
         hosts = len({p.host for p in judged})
         why += f"; every host port of the {fmt} capture ({hosts} hosts, {node or 'this node'} not among them)"
     return Result(NAME, "ok", why, ev)
 
 
-def unreadable(e: UsageError) -> Result:
-    """Live ibstat output that cannot be read: a finding, never a skip."""
+def unreadable(e: UsageError, tool: str = "ibstat") -> Result:
+    """Live output that cannot be read: a finding, never a skip."""
     why = f"{e.message} (line {e.line})" if e.line else e.message
-    return Result(NAME, "fail", f"ibstat output unreadable: {why}", {"unreadable": why, "tool": "ibstat"}, code=NAME)
+    return Result(NAME, "fail", f"{tool} output unreadable: {why}", {"unreadable": why, "tool": tool}, code=NAME)
 
 
 def run(ctx) -> Result:
@@ -215,4 +236,89 @@ def run(ctx) -> Result:
                 last = err.strip().splitlines()[-1][:200]
                 return Result(NAME, "skip", f"no InfiniBand stack on this node (ibstat: {last})", {"stderr": last})
             return Result(NAME, "skip", "ibstat exited non-zero", {})  # the runner makes it a finding
-    return evaluate(text, s, node=ctx.node, live=ctx.live)
+    if not (ctx.live and s.counters):
+        return evaluate(text, s, node=ctx.node, live=ctx.live)
+    try:
+        fmt, ports = _read(text, True)
+    except UsageError as e:
+        return unreadable(e)
+    try:
+        counters, nxt, path = _read_counters(ctx, s, ports)
+    except UsageError as e:
+        return unreadable(e, "perfquery")
+    if ctx.failed_tool(NAME):
+        return Result(NAME, "skip", "perfquery exited non-zero", {})  # the runner makes it a finding
+    res = verdict(fmt, ports, s, node=ctx.node, live=True, counters=counters)
+    # the new readings become the baseline only once a hook acted on this verdict (as the Xid mark), so a flap whose
+    # drain failed is reported again; `slurmkit check` never moves it
+    res.commit = lambda: _save(path, nxt)
+    return res
+
+
+def growth(prev: dict, now: dict, s) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """{port: {counter: value}} of the last run and of this one -> ([(port, condition, detail)], [ports whose
+    counters went back: cleared or a reboot, a new baseline]). A port first seen has no growth."""
+    found: list[tuple[str, str, str]] = []
+    reset: list[str] = []
+    for port, cur in now.items():
+        old = prev.get(port)
+        if not isinstance(old, dict):
+            continue
+        if any(not isinstance(old.get(k), int) or cur[k] < old[k] for k in cur):
+            reset.append(port)
+            continue
+        downed = cur["link_downed"] - old["link_downed"]
+        if downed > s.link_downed_max:
+            found.append((port, "link_downed", f"+{downed}, now {cur['link_downed']}"))
+        sym = cur["symbol_error"] - old["symbol_error"]
+        if sym > s.symbol_error_max:
+            found.append((port, "symbol_errors", f"+{sym}, now {cur['symbol_error']}"))
+    return found, reset
+
+
+def _read_counters(ctx, s, ports: list[ibstat.Port]) -> tuple[tuple[list, dict], dict, str]:
+    """Run perfquery on each Active InfiniBand port (the edge), judge the growth against the state file."""
+    import json
+
+    from .. import ibstat
+
+    path = ctx.state_path("ib")
+    try:
+        with open(path, encoding="utf-8") as f:
+            state = json.load(f)
+    except (OSError, ValueError):
+        state = {}
+    prev: dict = {}
+    if isinstance(state, dict) and isinstance(state.get("ports"), dict):
+        prev = state["ports"]
+    now: dict[str, dict[str, int]] = {}
+    for p in ports:
+        if not (_is_ib(p) and p.active and _SAFE_NAME.fullmatch(p.hca)):
+            continue
+        src = f"perfquery:{p.hca}:{p.port}"
+        text = ctx.text(NAME, src)  # a missing or hung perfquery raises: the runner's finding
+        if src in ctx.exits:
+            continue
+        now[f"{p.hca}:{p.port}"] = ibstat.parse_perfquery(text, f"perfquery -C {p.hca} -P {p.port}")
+    found, reset = growth(prev, now, s)
+    sat = [f"{port} {k}" for port, cur in now.items() for k, v in cur.items() if ibstat.saturated(k, v)]
+    ev: dict = {
+        "ports": now,
+        "state_file": path,
+        "status": "steady since the last run" if prev else "read (first baseline)",
+    }
+    if reset:
+        ev["reset"] = reset
+    if sat:
+        ev["saturated"] = sat  # a counter at its maximum cannot grow: `perfquery -R` clears it
+    return (found, ev), {"ports": {**prev, **now}}, path
+
+
+def _save(path: str, state: dict) -> None:
+    import json
+    import os
+
+    from ...files import atomic_write
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    atomic_write(path, json.dumps(state, sort_keys=True))
