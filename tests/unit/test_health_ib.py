@@ -347,3 +347,19 @@ def test_live_a_link_that_flapped_between_two_hook_runs_fails_until_a_hook_acted
     perfquery.write_text("#!/bin/sh\necho 'ibpanic: can not open umad port' >&2\nexit 255\n")
     r = live(tmp_path, ibstat_tool, extra, tools)
     assert r.status == "fail" and "exited 255" in r.reason, r.reason
+
+
+def test_a_large_fabric_capture_is_judged_in_bounded_time():
+    """synthetic: 20,000 hosts on iblinkinfo, one of them trained down: no per-host pass over the whole capture."""
+    import time
+    lines = []
+    for i in range(20000):
+        speed = "5.0" if i == 12345 else "25.78125"
+        lines.append(f"CA: h{i:05d} HCA-1:\n      0x{i + 1:016x}   {i + 10:5d}    1[  ] ==( 4X {speed} Gbps Active/  "
+                     f"LinkUp)==>       2   {i % 36 + 1:2d}[  ] \"sw\" ( )")
+    text = "\n".join(lines) + "\n"
+    t0 = time.monotonic()
+    r = ib.evaluate(text, config.Settings().ib, node="x")
+    assert time.monotonic() - t0 < 20
+    assert r.status == "warn" and r.reason.startswith("h12345 HCA-1:1: slower than the other host ports"), r.reason
+    assert r.evidence["ports_total"] == 20000 and len(r.evidence["conditions"]) == 1

@@ -55,10 +55,12 @@ MAX_EVIDENCE_PORTS = 64
 
 def _reference(ports: list[ibstat.Port]) -> float | None:
     """The common rate of up InfiniBand ports (the most frequent; the faster on a tie); None under two ports."""
-    rates = [p.rate for p in ports if p.up and p.rate is not None and _is_ib(p)]
-    if len(rates) < 2:
+    from collections import Counter
+
+    rates = Counter(p.rate for p in ports if p.up and p.rate is not None and _is_ib(p))
+    if sum(rates.values()) < 2:
         return None
-    return max(set(rates), key=lambda r: (rates.count(r), r))
+    return max(rates, key=lambda r: (rates[r], r))
 
 
 def _is_ib(p: ibstat.Port) -> bool:
@@ -82,13 +84,12 @@ def _required(entries: list[str], ports: list[ibstat.Port]) -> tuple[set[int], l
     return req, out
 
 
-def judge(ports: list[ibstat.Port], s, *, fabric: list[ibstat.Port] | None = None) -> list[tuple[str, str, str]]:
-    """One host's ports -> [(what, condition, detail)]; `fabric`: the ports the common rate is taken over
-    (default: these)."""
+def judge(ports: list[ibstat.Port], s, *, ref: float | None = None) -> list[tuple[str, str, str]]:
+    """One host's ports -> [(what, condition, detail)]; `ref`: the common rate of the host ports compared (the
+    node's own, or the fabric's: `_reference`)."""
     found: list[tuple[str, str, str]] = []
     req, found_missing = _required(s.required, ports)
     found += found_missing
-    ref = _reference(fabric if fabric is not None else ports)
     ib = [p for p in ports if _is_ib(p) or id(p) in req]
     for p in ib:
         if not p.up:
@@ -163,8 +164,12 @@ def verdict(fmt: str, ports: list[ibstat.Port], s, *, node: str = "", live: bool
         n = len(judged)
         return Result(NAME, "skip", f"no InfiniBand port ({n} of another link layer, not required)", {"source": fmt})
     found: list[tuple[str, str, str]] = []
-    for host in sorted({p.host for p in judged}) or [""]:  # no port at all: the required ones are missing
-        found += judge([p for p in judged if p.host == host], s, fabric=ports)
+    ref = _reference(ports)
+    by_host: dict[str, list[ibstat.Port]] = {"": []} if not judged else {}  # no port: the required ones are missing
+    for p in judged:
+        by_host.setdefault(p.host, []).append(p)
+    for host in sorted(by_host):
+        found += judge(by_host[host], s, ref=ref)
     if counters is not None:
         found += counters[0]
     texts = {
@@ -181,7 +186,7 @@ def verdict(fmt: str, ports: list[ibstat.Port], s, *, node: str = "", live: bool
         "ports_total": len(judged),
         "ports": [_port_ev(p) for p in judged[:MAX_EVIDENCE_PORTS]],
         "active": len(up),
-        "reference_gbps": _reference(ports),
+        "reference_gbps": ref,
         "conditions": [{"port": w, "condition": c, "detail": d} for w, c, d in found[:MAX_EVIDENCE_PORTS]],
     }
     if counters is not None:
