@@ -231,7 +231,12 @@ def run(ctx) -> Result:
                 "no ibstat on this node, and no ib.required or ib.min_active: no InfiniBand expected",
                 {"argv": e.argv},
             )
-        raise  # the runner: a finding (missing where IB is expected, or hung)
+        if e.missing:
+            st = "fail" if ctx.settings.health.fail_closed else "warn"
+            why = f"{e.argv[0] if e.argv else 'ibstat'} not found, and ib.required / ib.min_active say this node has "
+            why += "InfiniBand (install infiniband-diags, or point tools.ibstat at it)"
+            return Result(NAME, st, why, {"argv": e.argv}, code=NAME if st == "fail" else "")
+        raise  # the runner: a finding (hung)
     if ctx.live:
         bad = ctx.failed_tool(NAME)
         if bad is not None:
