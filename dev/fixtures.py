@@ -99,10 +99,10 @@ def _verdict(state: str) -> str | None:
 def _kind(name: str, row: str, text: str) -> str | None:
     from slurmkit.health.kernlog import events, logline
     top = name.split("/", 1)[0]
-    if top not in ("xid", "nccl", "ecc", "misc", "dcgm", "gpuutil"):
+    if top not in ("xid", "nccl", "ecc", "misc", "dcgm", "gpuutil", "ib"):
         return None                        # topology, CPU layout, Slurm output: no health check reads them
-    if top == "nccl":
-        return "nccl"
+    if top in ("nccl", "ib"):
+        return top
     if top == "xid" and (logline.records(text, events.builtin_keywords()) or "nvidia-smi" not in row):
         return "kernel-log"
     # a row that names nvidia-smi, or a `-q` Fabric block pasted alone (azhpc-506's row names no tool)
@@ -128,7 +128,7 @@ def _decide(kind: str, text: str, settings) -> tuple[str, str, list[str]]:
     from slurmkit.health.runner import run_checks
     from slurmkit.health.checks.registry import CHECKS
     smi = tuple(c.name for c in CHECKS if c.source in SMI_SOURCES)
-    names = {"kernel-log": ("xid",), "nccl": ("nccl",), "nvidia-smi": smi}[kind]
+    names = {"kernel-log": ("xid",), "nccl": ("nccl",), "ib": ("ib",), "nvidia-smi": smi}[kind]
     results = []
     for n in names:
         try:

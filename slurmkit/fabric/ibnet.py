@@ -69,6 +69,8 @@ class Sighting:
     line: int
     state: str = "up"  # "up" or "down" (iblinkinfo's Down/Polling: an empty port)
     hint: str = ""  # iblinkinfo's own "Could be 4X 25.78125 Gbps"
+    port_state: str = ""  # iblinkinfo's logical state (Active, Initialize, Armed, Down); "" where not printed
+    phys_state: str = ""  # iblinkinfo's physical state (LinkUp, Polling, Disabled ...); "" where not printed
 
 
 @dataclass
@@ -298,11 +300,12 @@ def _parse_iblinkinfo(lines: list[tuple[int, str]], b: _Builder) -> None:
             dn = _L_DOWN.fullmatch(link.strip())
             if dn is None or not _L_NOPEER.fullmatch(rest.strip()):
                 raise ParseError(f"unreadable link state {link.strip()[:60]!r}", path=b.cap.path, line=n)
-            b.see(Sighting(me, int(port), None, None, None, None, n, state="down"))
+            b.see(Sighting(me, int(port), None, None, None, None, n, "down", "", dn.group(1), dn.group(2).strip()))
             continue
         width, speed = int(lk.group(1)), _iblink_speed(lk.group(2))
+        states = (lk.group(3), lk.group(4).strip())
         if _L_NOPEER.fullmatch(rest.strip()):
-            b.see(Sighting(me, int(port), None, None, width, speed, n))
+            b.see(Sighting(me, int(port), None, None, width, speed, n, "up", "", *states))
             continue
         p = _L_PEER.fullmatch(rest.strip())
         if p is None:
@@ -312,7 +315,7 @@ def _parse_iblinkinfo(lines: list[tuple[int, str]], b: _Builder) -> None:
         pguid, plid, pport, pdesc, hint = p.groups()
         pkind = "switch" if kind == "ca" else ("ca" if _HCA_DESC.fullmatch(pdesc.strip()) else "switch")
         peer = b.node(f"L{int(plid)}", pkind, n, pdesc.strip(), None, int(plid))
-        b.see(Sighting(me, int(port), peer, int(pport), width, speed, n, hint=hint.strip()))
+        b.see(Sighting(me, int(port), peer, int(pport), width, speed, n, "up", hint.strip(), *states))
 
 
 def detect(lines: list[tuple[int, str]]) -> str:

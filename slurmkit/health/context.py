@@ -39,6 +39,9 @@ class Context:
         from ..proc import tool
 
         t = self.settings.tools
+        if source.startswith("perfquery:"):  # perfquery:HCA:PORT, the names as ibstat printed them
+            _, ca, port = source.split(":")
+            return tool(t.perfquery, "-C", ca, "-P", port)
         return {
             "q": tool(t.nvidia_smi, "-q"),
             "dmesg": tool(t.dmesg),
@@ -46,6 +49,7 @@ class Context:
             "nvlink_e": tool(t.nvidia_smi, "nvlink", "-e"),
             "allreduce": tool(t.all_reduce_perf, *self.settings.nccl.args),
             "dcgm_diag": tool(t.dcgmi, "diag", "-r", str(self.settings.dcgm.level)),
+            "ibstat": tool(t.ibstat),
         }[source]
 
     def text(self, check: str, source: str, *, fresh: bool = False, timeout: float | None = None) -> str:
@@ -145,6 +149,11 @@ class Context:
             if src in self.exits:
                 return self.exits[src]
         return None
+
+    def accept_exit(self, source: str) -> None:
+        """The check read `source`'s non-zero exit as an answer, not a failure to run (ibstat's "can't init UMAD
+        library" on a node without an InfiniBand stack), so the runner does not make it a finding."""
+        self.exits.pop(source, None)
 
     def prefetch(self, sources: list[str]) -> None:
         """Start the commands several checks will need at once, in parallel (threads: each waits on its own

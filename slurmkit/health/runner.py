@@ -140,7 +140,8 @@ def run_checks(
         except CommandError as e:
             argv = " ".join([os.path.basename(e.argv[0]), *e.argv[1:3]]) if e.argv else name
             if e.timed_out:
-                why = f"{argv} timed out after {settings.health.command_timeout:g}s (hung nvidia-smi: GPU gone?)"
+                hint = " (hung nvidia-smi: GPU gone?)" if "nvidia-smi" in argv else ""
+                why = f"{argv} timed out after {settings.health.command_timeout:g}s{hint}"
             elif e.missing:
                 why = f"{argv}: not found"
             else:

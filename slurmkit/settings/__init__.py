@@ -28,6 +28,7 @@ from .checks import (
     GpuCountSettings,
     GpuProcsSettings,
     HealthSettings,
+    IbSettings,
     NcclSettings,
     NvlinkSettings,
     PcieSettings,
@@ -87,6 +88,7 @@ class Settings(Section):
     vbios: VbiosSettings = field(default_factory=VbiosSettings)
     gpu_config: GpuConfigSettings = field(default_factory=GpuConfigSettings)
     dstate: DstateSettings = field(default_factory=DstateSettings)
+    ib: IbSettings = field(default_factory=IbSettings)
     nvlink: NvlinkSettings = field(default_factory=NvlinkSettings)
     gpu_procs: GpuProcsSettings = field(default_factory=GpuProcsSettings)
     nccl: NcclSettings = field(default_factory=NcclSettings)

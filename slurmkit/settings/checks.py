@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -136,6 +137,74 @@ class FabricSettings(Section):
     warn_on: list[FabricCondition] = field(
         default_factory=lambda: ["limited_capacity", "bandwidth_degraded", "route_recovery", "access_timeout_recovery"]
     )
+
+
+# the conditions of a node's InfiniBand ports the ib check names (health/checks/ib.py CONDITIONS)
+IbCondition = Literal[
+    "missing",
+    "down",
+    "not_active",
+    "rate_low",
+    "width_low",
+    "too_few_active",
+    "link_downed",
+    "below_peers",
+    "no_port_up",
+    "symbol_errors",
+]
+_IB_PORT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(?::\d{1,4})?")
+
+
+@dataclass(kw_only=True)
+class IbSettings(Section):
+    """The ib check: which InfiniBand ports (ibstat) a node must have up, at what rate. A node with ib.required or
+    ib.min_active has InfiniBand: there no ibstat, or ibstat hung or listing no HCA, is a finding; elsewhere a node
+    without ibstat or without an HCA is a skip."""
+
+    # HCA ports that must be Active and LinkUp: "mlx5_0" (each of its ports) or "mlx5_0:1" (NCCL_IB_HCA's spelling);
+    # a port not listed that is Down/Polling is an empty port, not a fault
+    required: list[str] = field(default_factory=list)
+    min_active: int = num(0, 0, 4096)  # at least this many InfiniBand ports Active/LinkUp (0: not counted)
+    # an up port below this rate (Gb/s as ibstat's Rate counts it: 4x EDR 100, 4x HDR 200, 4x NDR 400) fails
+    min_rate: float | None = num(None, 0, 1e5, lo_open=True)
+    # an up port narrower than this many lanes (4 for 4x) fails: a fabric capture prints the width, ibstat does not
+    # (its Rate counts the lanes: a 1x link of a 4x port reads a quarter of min_rate)
+    min_width: int | None = num(None, 1, 64)
+    # a required port absent or down, a port LinkUp but not Active (no subnet manager configured it), a rate or
+    # width under the minimum, fewer Active ports than min_active, a link that went down since the last run fail
+    fail_on: list[IbCondition] = field(
+        default_factory=lambda: [
+            "missing",
+            "down",
+            "not_active",
+            "rate_low",
+            "width_low",
+            "too_few_active",
+            "link_downed",
+        ]
+    )
+    # a port slower than the node's (or, in a fabric capture, the fabric's) other host ports warns until a site with
+    # one kind of port per node moves it to fail_on (a node may mix 400 Gb/s compute and 200 Gb/s storage HCAs);
+    # HCAs present with no port up and none required warn, as do symbol errors growing
+    warn_on: list[IbCondition] = field(default_factory=lambda: ["below_peers", "no_port_up", "symbol_errors"])
+    # follow each Active port's error counters (perfquery -C HCA -P PORT, as root) from one live run to the next
+    # (<state_dir>/ib-<node>.json, moved by the hooks once they acted): off by default, one perfquery per port
+    counters: bool = False
+    link_downed_max: int = num(0, 0, 255)  # LinkDownedCounter growth above this since the last run: a flap (fails)
+    symbol_error_max: int = num(10, 0, 65535)  # SymbolErrorCounter growth above this since the last run (warns)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        bad = [p for p in self.required if not isinstance(p, str) or not _IB_PORT.fullmatch(p)]
+        if bad:
+            raise ValueError(
+                f"required: {', '.join(repr(b) for b in bad[:3])} is not an HCA port (expected a name such as "
+                f"mlx5_0, or mlx5_0:1 for one port)"
+            )
+
+    def expects_ib(self) -> bool:
+        """The site says this node has InfiniBand."""
+        return bool(self.required) or self.min_active > 0
 
 
 @dataclass(kw_only=True)

@@ -30,6 +30,8 @@ class ToolsSettings(Section):
     dmesg: str | list[str] = "dmesg"  # the kernel log the xid check reads (see xid.log_file)
     all_reduce_perf: str | list[str] = "all_reduce_perf"  # nccl-tests, for the nccl check (args: nccl.args)
     dcgmi: str | list[str] = "dcgmi"  # NVIDIA DCGM's CLI, for the dcgm check (dcgmi diag)
+    ibstat: str | list[str] = "ibstat"  # infiniband-diags' ibstat, for the ib check (the node's HCA ports)
+    perfquery: str | list[str] = "perfquery"  # infiniband-diags' perfquery, for the ib check's counters (ib.counters)
 
 
 @dataclass(kw_only=True)

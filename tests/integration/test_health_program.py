@@ -158,7 +158,7 @@ def test_a_busy_node_runs_only_the_checks_that_cannot_disturb_its_job(fresh):
     time.sleep(4)
     runs = c.records("n2", context="health")[n:]
     assert {r["check"] for r in runs} <= {"xid", "gpu_count", "ecc", "recovery", "driver", "pcie", "nvlink",
-                                          "clocks", "fabric", "temperature", "vbios",
+                                          "clocks", "fabric", "ib", "temperature", "vbios",
                                           "gpu_config", "dstate"}, \
         (c.node("n2"), [(r["time"], r["check"]) for r in runs])
     assert not c.node("n2").drained

@@ -155,7 +155,7 @@ def test_healthy_scenario_is_healthy(tmp_path):
     assert rep.healthy, rep.to_dict()
     assert {r.check: r.status for r in rep.results} == {
         "xid": "ok", "gpu_count": "ok", "ecc": "ok", "recovery": "ok", "driver": "ok", "pcie": "ok", "clocks": "ok",
-        "fabric": "ok", "temperature": "ok", "vbios": "ok",
+        "fabric": "ok", "ib": "skip", "temperature": "ok", "vbios": "ok",
         "gpu_config": "ok", "nvlink": "ok", "gpu_procs": "ok", "dstate": "ok", "nccl": "skip"}
 
 
@@ -293,7 +293,7 @@ def test_prolog_script_runs_without_path_and_logs_every_verdict(tmp_path):
     r = hook(tmp_path, "prolog", "healthy-h100x8")
     assert r.returncode == 0, r.stderr
     recs = [json.loads(x) for x in (tmp_path / "health.jsonl").read_text().splitlines()]
-    assert {x["check"] for x in recs} == {"xid", "gpu_count", "ecc", "recovery", "driver", "pcie", "clocks", "fabric", "temperature", "vbios",
+    assert {x["check"] for x in recs} == {"xid", "gpu_count", "ecc", "recovery", "driver", "pcie", "clocks", "fabric", "ib", "temperature", "vbios",
                                              "gpu_config", "gpu_procs", "nccl",
                                              "dcgm"}
     assert all(x["context"] == "prolog" and x["job_id"] == 77 and x["node"] == "n7" for x in recs)

@@ -35,6 +35,9 @@ SLURMKIT_ALLOWED = {
     # the efficiency summary names clock event reasons from the clocks check's table (it imports nvsmi, base and
     # context only, all listed here)
     "slurmkit.health.checks.clocks", "slurmkit.health.dcgm", "slurmkit.health.heavycache",
+    # the ib check's ibstat parser (re and dataclasses only), imported only where ibstat runs and prints; the
+    # fabric captures' parser (slurmkit.fabric.ibnet) is never imported by a hook
+    "slurmkit.health.ibstat",
     "slurmkit.health.kernlog", "slurmkit.health.kernlog.anchors", "slurmkit.health.kernlog.events",
     "slurmkit.health.kernlog.logline", "slurmkit.health.kernlog.signatures", "slurmkit.health.kernlog.sticky",
     # health.gpu_source (auto): the NVML edge and its pure -q renderer (standard library only); nvidia-ml-py itself

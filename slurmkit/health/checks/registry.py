@@ -31,6 +31,8 @@ CHECKS: tuple[CheckInfo, ...] = (
     CheckInfo("pcie", "q", False, True, ("prolog", "full", "health"), (), "PCIe link width and speed"),
     CheckInfo("clocks", "q", False, True, ("prolog", "full", "health"), (), "clock slowdowns the hardware holds"),
     CheckInfo("fabric", "q", False, True, ("prolog", "full", "health"), (), "NVLink fabric state and health"),
+    # a node without InfiniBand (no ibstat, no HCA) and without ib settings skips it: safe in every profile
+    CheckInfo("ib", "ibstat", False, True, ("prolog", "full", "health"), (), "InfiniBand ports up, Active, at rate"),
     CheckInfo("temperature", "q", False, True, ("prolog", "full", "health"), (), "GPU and memory temperature"),
     CheckInfo("vbios", "q", False, True, ("prolog", "full", "health"), (), "one VBIOS per GPU model, pinned versions"),
     CheckInfo("gpu_config", "q", False, True, ("prolog", "full", "health"), (), "persistence mode, application clocks"),
