@@ -50,6 +50,11 @@ SLURMKIT_ALLOWED = {
     "slurmkit.checkpoint", "slurmkit.checkpoint.jobstate", "slurmkit.checkpoint.layout", "slurmkit.checkpoint.manifest",
     "slurmkit.checkpoint.patterns", "slurmkit.checkpoint.report",
 }
+# the check modules of the hooks' profiles: a check enters the prolog or epilog in the registry, on purpose, and the
+# runner then imports its module (its own imports must still be on the list above)
+from slurmkit.health.checks.registry import CHECKS  # noqa: E402
+
+HOOK_CHECKS = {f"slurmkit.health.checks.{c.name}" for c in CHECKS if {"prolog", "epilog"} & set(c.profiles)}
 STDLIB_ALLOWED = {
     "__future__", "abc", "ast", "bisect", "codecs", "collections", "contextlib", "copy", "copyreg", "dataclasses",
     "dis", "encodings", "enum", "errno", "fcntl", "functools", "gc", "genericpath", "hashlib", "importlib", "inspect", "io",
@@ -104,7 +109,7 @@ def not_allowed(mods: set[str]) -> set[str]:
     out = set()
     for m in mods:
         top = m.split(".")[0]
-        if m in SLURMKIT_ALLOWED or m in base or (top != "slurmkit" and (top in STDLIB_ALLOWED or top.startswith("_"))):
+        if m in SLURMKIT_ALLOWED or m in HOOK_CHECKS or m in base or (top != "slurmkit" and (top in STDLIB_ALLOWED or top.startswith("_"))):
             continue
         if top in ("org", "msvcrt") or m == "imported package":  # stdlib probes (copy, subprocess); the header
             continue
@@ -121,9 +126,15 @@ def _hook(which: str, env: dict) -> tuple[subprocess.CompletedProcess, set[str]]
 def test_hooks_import_only_the_allowlist_and_start_the_sampler_detached(tmp_path):
     env = _env(tmp_path, 4242)
     _hook("prolog", dict(env, SLURM_JOB_ID="4241"))  # a first run (the sampler, the kernel-log mark)
-    _hook("epilog", dict(env, SLURM_JOB_ID="4241"))
+    r, mods = _hook("epilog", dict(env, SLURM_JOB_ID="4241"))
+    assert r.returncode == 0, r.stderr
+    # the check modules are seen (the runner imports them by the path -X importtime reads): a check module the
+    # registry did not put in a hook profile, or one of their imports not listed, fails here
+    assert {"slurmkit.health.checks.xid", "slurmkit.health.checks.gpu_procs"} <= mods, sorted(mods)
+    assert not not_allowed(mods), sorted(not_allowed(mods))
     r, mods = _hook("prolog", env)
     assert r.returncode == 0, r.stderr
+    assert "slurmkit.health.checks.gpu_count" in mods, sorted(mods)
     assert mods and not not_allowed(mods), sorted(not_allowed(mods))
     pidfile = tmp_path / "state" / "efficiency" / "4242.n1.pid"
     pid, started = (int(w) for w in pidfile.read_text().split())  # "PID START": the sampler's identity
