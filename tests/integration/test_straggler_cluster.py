@@ -32,15 +32,23 @@ def mock_nodes(clean):
     yield clean
 
 
-def test_a_node_under_the_power_brake_is_named_the_straggler_of_its_job(mock_nodes):
+def test_a_node_under_the_power_brake_is_named_the_straggler_of_its_job(mock_nodes, tmp_path):
     c = mock_nodes
     for n in (FAST, SLOW):
         nvml(c, n, "util", "--gpu", "all", "97")        # both nodes busy, as a synchronous job's are
         nvml(c, n, "power", "--gpu", "all", "640")
-    nvml(c, FAST, "clocks", "--gpu", "all", "1980")
+        nvml(c, n, "clocks", "--gpu", "all", "1980")
+    started = tmp_path / "started"
+    jid = c.sbatch("", "-N", "2", "-w", f"{FAST},{SLOW}", "--gres=gpu:8", "-o", "/dev/null", "--wrap",
+                   f"touch {started}; sleep 12")
+    # the node slows DURING the job: set before it, the prolog's clocks check drains it and the job goes elsewhere
+    # (PrologFlags=Alloc: the script runs once every node's prolog has passed)
+    deadline = time.monotonic() + 90
+    while not started.exists():
+        assert time.monotonic() < deadline, f"job {jid} did not start on {FAST},{SLOW}: {c.job_state(jid)}"
+        time.sleep(0.2)
     nvml(c, SLOW, "clocks", "--gpu", "all", "382")
     nvml(c, SLOW, "throttle", "--gpu", "all", "hw_power_brake_slowdown")
-    jid = c.sbatch("", "-N", "2", "-w", f"{FAST},{SLOW}", "--gres=gpu:8", "-o", "/dev/null", "--wrap", "sleep 6")
     c.wait_job(jid, timeout=90)
     deadline = time.monotonic() + 60   # each node's epilog appends its record
     while True:
