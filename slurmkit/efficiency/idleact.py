@@ -13,7 +13,19 @@ import sys
 
 from .. import healthlog, proc
 from ..errors import CommandError
-from .idlepolicy import ACTED, EXEMPT, NONE, NOTICED, IdleRuns, action_reason, decide, exempt_reason, notice_text
+from .idlepolicy import (
+    ACTED,
+    EXEMPT,
+    NONE,
+    NOTICED,
+    VERB,
+    IdleRuns,
+    action_for,
+    action_reason,
+    decide,
+    exempt_reason,
+    notice_text,
+)
 
 CHECK = "idle_policy"
 # the child that appends the notice, run as the job's user: coreutils' dd (any user can run it, where the
@@ -52,6 +64,7 @@ def parse_job(text: str) -> dict:
         "partition": _val(kv.get("Partition")),
         "num_nodes": num_nodes,
         "stdout": out if out.startswith("/") else None,
+        "restarts": int(kv["Restarts"]) if kv.get("Restarts", "").isdigit() else None,
     }
 
 
@@ -99,19 +112,18 @@ class Actor:
             self.stage = EXEMPT
             self._record("skip", f"idle {idle:.0f} s, left alone: {why}", "exempt", idle, job)
             return "exempt"
+        act = action_for(self.policy, job)
         if what == "notice":
-            ev = self._notice(job, idle)
+            ev = self._notice(job, idle, act)
             self.stage = NOTICED
-            self._record(
-                "warn", notice_text(self.policy, self.job_id, self.node, self.gpus, idle), "noticed", idle, job, ev
-            )
+            text = notice_text(self.policy, self.job_id, self.node, self.gpus, idle, act)
+            self._record("warn", text, "noticed", idle, job, ev)
             return "noticed"
-        ev = self._notice(job, idle) if self.stage == NONE else {}
-        reason = action_reason(self.policy, idle)
-        ev.update(self._act(reason))
+        ev = self._notice(job, idle, act) if self.stage == NONE else {}
+        reason = action_reason(self.policy, idle, act)
+        ev.update(self._act(reason, act))
         self.stage = ACTED
-        done = "cancelled" if self.policy.action == "cancel" else "requeued"
-        action = done if not ev.get("error") else f"{self.policy.action}-failed"
+        action = VERB[act] if not ev.get("error") else f"{act}-failed"
         self._record("warn", reason, action, idle, job, ev)
         return action
 
@@ -142,13 +154,13 @@ class Actor:
         self.job = job
         return job
 
-    def _notice(self, job: dict, idle: float) -> dict:
-        text = notice_text(self.policy, self.job_id, self.node, self.gpus, idle)
+    def _notice(self, job: dict, idle: float, act: str) -> dict:
+        text = notice_text(self.policy, self.job_id, self.node, self.gpus, idle, act)
         ev: dict = {}
         if self.policy.notice_job_output:
             ev["job_output"] = self._append_as_user(job, text)
         if self.policy.notice_command:
-            ev["notice_command"] = self._command(job, idle)
+            ev["notice_command"] = self._command(job, idle, act)
         return ev
 
     def _append_as_user(self, job: dict, text: str) -> str:
@@ -177,7 +189,7 @@ class Actor:
             return f"not written: {last}"
         return f"appended to {path}"
 
-    def _command(self, job: dict, idle: float) -> dict:
+    def _command(self, job: dict, idle: float, act: str) -> dict:
         fill = {
             "job_id": str(self.job_id),
             "user": job.get("user") or "",
@@ -185,7 +197,7 @@ class Actor:
             "partition": job.get("partition") or "",
             "node": self.node,
             "idle_seconds": f"{idle:.0f}",
-            "action": self.policy.action,
+            "action": act,
             "action_after": f"{self.policy.action_after:g}",
         }
         try:
@@ -198,7 +210,7 @@ class Actor:
         except CommandError as e:
             return {"argv": argv, "error": str(e)}
 
-    def _act(self, reason: str) -> dict:
+    def _act(self, reason: str, act: str) -> dict:
         ev: dict = {"reason": reason}
         jid = str(self.job_id)
         try:  # the reason in Slurm's own record first: whoever looks at the job sees who ended it and why
@@ -207,7 +219,7 @@ class Actor:
         except CommandError as e:
             ev["comment"] = f"not set: {e}"
         try:
-            if self.policy.action == "cancel":
+            if act == "cancel":
                 self._slurm("scancel", jid)
             else:
                 self._slurm("scontrol", "requeue", jid)

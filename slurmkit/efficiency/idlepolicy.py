@@ -91,12 +91,23 @@ def decide(policy: IdlePolicySettings, idle_seconds: float | None, stage: str) -
     return "none"
 
 
-def notice_text(policy: IdlePolicySettings, job_id: int, node: str, gpus: list[int], idle_seconds: float) -> str:
+def action_for(policy: IdlePolicySettings, job: dict) -> str:
+    """What the action is for this job: "requeue" while Slurm has restarted it fewer than requeue_limit times,
+    else "cancel" (an idle job that comes back idle is not requeued forever); "none" for a notice-only policy."""
+    if policy.action != "requeue":
+        return policy.action
+    restarts = job.get("restarts")
+    return "requeue" if isinstance(restarts, int) and restarts < policy.requeue_limit else "cancel"
+
+
+VERB = {"cancel": "cancelled", "requeue": "requeued"}
+
+
+def notice_text(
+    policy: IdlePolicySettings, job_id: int, node: str, gpus: list[int], idle_seconds: float, action: str
+) -> str:
     """The line the job's owner reads in their output file."""
-    what = {
-        "cancel": "cancelled",
-        "requeue": "requeued",
-    }.get(policy.action)
+    what = VERB.get(action)
     then = (
         f"; the job will be {what} once they have been idle for {_dur(policy.action_after)}"
         if what and policy.action_after > idle_seconds
@@ -108,10 +119,17 @@ def notice_text(policy: IdlePolicySettings, job_id: int, node: str, gpus: list[i
     )
 
 
-def action_reason(policy: IdlePolicySettings, idle_seconds: float) -> str:
+def action_reason(policy: IdlePolicySettings, idle_seconds: float, action: str) -> str:
     """The job's Comment when the policy acts: says who and why in Slurm's own record."""
-    verb = "cancelled" if policy.action == "cancel" else "requeued"
-    return f"slurmkit idle policy: {verb}, all GPUs idle (<= {policy.util_pct:g}%) for {_dur(idle_seconds)}"
+    limit = (
+        f" (requeued {policy.requeue_limit} time(s) already)"
+        if policy.action == "requeue" and action == "cancel"
+        else ""
+    )
+    return (
+        f"slurmkit idle policy: {VERB[action]}, all GPUs idle (<= {policy.util_pct:g}%) for {_dur(idle_seconds)}"
+        + limit
+    )
 
 
 def _dur(seconds: float) -> str:

@@ -231,6 +231,9 @@ class IdlePolicySettings(Section):
     notice_after: float = num(1800.0, 1, 30 * DAY)  # seconds every GPU of the job stayed idle before the notice
     action_after: float = num(3600.0, 1, 30 * DAY)  # seconds every GPU stayed idle before the action
     action: Literal["cancel", "requeue", "none"] = "cancel"  # scancel, scontrol requeue, or the notice alone
+    # requeue: a job Slurm has restarted this many times (its Restarts) is cancelled instead, so an idle job that
+    # comes back idle is not requeued forever
+    requeue_limit: int = num(1, 0, 1000)
     notice_job_output: bool = True  # append the notice to the job's stdout file, as the job's user, no links
     # argv run once per notice (never a shell string); {job_id} {user} {account} {partition} {node}
     # {idle_seconds} {action} {action_after} fill in, each one argument. Empty: no command

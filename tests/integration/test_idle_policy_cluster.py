@@ -5,7 +5,9 @@ on in the site config (notice after 3 s, cancel after 8 s; account `ops` and par
 - the plain job is noticed (a line in its own output file, written as its user; the site's notice command ran),
   then cancelled, with the reason in its Slurm Comment;
 - the job of the exempt account and the job of the exempt partition are left running past the cancel time;
-- every step is a record in the health log and shows in `slurmkit report idle`."""
+- every step is a record in the health log and shows in `slurmkit report idle`.
+
+With `action: requeue` the idle job is requeued once (requeue_limit 1), and cancelled when it comes back idle."""
 import json
 import os
 import pwd
@@ -38,18 +40,26 @@ def ensure_user(name):
         return pwd.getpwnam(name)
 
 
-def policy_lines(c) -> str:
+def policy_lines(c, action="cancel") -> str:
     return (f"idle_policy:                  # written by test_idle_policy_cluster.py\n"
             f"  enabled: true\n  util_pct: 5\n  notice_after: {NOTICE_AFTER}\n  action_after: {ACTION_AFTER}\n"
-            f"  action: cancel\n  exempt_accounts: [ops]\n  exempt_partitions: [debug]\n"
+            f"  action: {action}\n  requeue_limit: 1\n  exempt_accounts: [ops]\n  exempt_partitions: [debug]\n"
             f"  notice_command: [touch, '{c.dir}/idle-out/notice-{{job_id}}-{{user}}-{{account}}']\n")
 
 
 @pytest.fixture
 def policy_on(clean):
+    yield from _policy_on(clean, "cancel")
+
+
+@pytest.fixture
+def requeue_policy_on(clean):
+    yield from _policy_on(clean, "requeue")
+
+
+def _policy_on(c, action):
     """The policy in the cluster's site config (the next prolog passes it to the job's sampler), a `debug`
     partition on n4, the idle nodes on the mock NVML; all undone afterwards."""
-    c = clean
     sys.path.insert(0, str(REPO / "dev"))
     import fakenvml
     missing = fakenvml.ready(c.dir)
@@ -58,7 +68,7 @@ def policy_on(clean):
     conf = c.site_config
     original = conf.read_text()
     tmp = conf.with_name(".slurmkit.yaml.idle")
-    tmp.write_text(original.rstrip("\n") + "\n" + policy_lines(c))
+    tmp.write_text(original.rstrip("\n") + "\n" + policy_lines(c, action))
     os.replace(tmp, conf)
     c.run("scontrol", "create", f"PartitionName=debug", f"Nodes={DEBUG}", "State=UP", "MaxTime=INFINITE",
           check=False)
@@ -94,19 +104,29 @@ def wait_for(what, fn, timeout=90):
         time.sleep(0.5)
 
 
-def test_an_idle_job_is_noticed_then_cancelled_and_exempt_jobs_keep_running(policy_on):
-    c = policy_on
-    user = ensure_user(USER)
+def out_dir(c) -> Path:
     outdir = c.dir / "idle-out"
     outdir.mkdir(exist_ok=True)
     outdir.chmod(0o1777)
     for f in outdir.iterdir():
         f.unlink()
+    return outdir
+
+
+def submitter(c, outdir):
+    user = ensure_user(USER)
 
     def submit(*args):
         r = c.run("sbatch", "--parsable", f"--uid={USER}", f"--gid={user.pw_gid}", "--gres=gpu:2",
                   "-o", f"{outdir}/%j.out", "-D", "/tmp", *args, "--wrap", "echo started; sleep 300")
         return int(r.stdout.strip().split(";")[0])
+    return user, submit
+
+
+def test_an_idle_job_is_noticed_then_cancelled_and_exempt_jobs_keep_running(policy_on):
+    c = policy_on
+    outdir = out_dir(c)
+    user, submit = submitter(c, outdir)
 
     idle = submit("-p", "gpu", "-w", IDLE, "--account=ml")
     ops = submit("-p", "gpu", "-w", OPS, "--account=ops")
@@ -157,3 +177,23 @@ def test_an_idle_job_is_noticed_then_cancelled_and_exempt_jobs_keep_running(poli
         {(idle, "noticed"), (idle, "cancelled"), (ops, "exempt"), (debug, "exempt")}, mine
     text = c.slurmkit("report", "idle", "--since", "1h").stdout
     assert f"idle policy: job {idle} ({USER}, ml, {IDLE}): cancelled at" in text, text
+
+
+def test_requeue_brings_an_idle_job_back_once_and_cancels_it_when_it_comes_back_idle(requeue_policy_on):
+    c = requeue_policy_on
+    outdir = out_dir(c)
+    _, submit = submitter(c, outdir)
+    job = submit("-p", "gpu", "-w", IDLE, "--account=ml", "--requeue")
+    c.wait_job(job, states=("RUNNING",), timeout=60)
+    # requeued: Slurm restarts it (its begin time pushed to now, as `slurmkit run` does, not Slurm's hold-back)
+    rec = c.wait_job(job, states=("PENDING",), timeout=90)
+    assert rec.restarts == 1, rec
+    assert c.backend.job(job).raw.get("Comment", "").startswith("slurmkit idle policy: requeued, all GPUs idle")
+    c.run("scontrol", "update", f"JobId={job}", "StartTime=now+2", check=False)
+    # back, idle again: requeued once already, so this time it is cancelled
+    c.wait_job(job, states=("CANCELLED",), timeout=120)
+    assert c.backend.job(job).raw.get("Comment", "").endswith("(requeued 1 time(s) already)")
+    recs = wait_for("the cancel's record", lambda: (lambda r: r if r and r[-1]["action"] == "cancelled" else None)(
+        policy_records(c, job)))
+    assert [r["action"] for r in recs] == ["noticed", "requeued", "noticed", "cancelled"], recs
+    assert "will be requeued" in recs[0]["reason"] and "will be cancelled" in recs[2]["reason"]

@@ -13,7 +13,8 @@ import pytest
 
 from slurmkit import config, healthlog
 from slurmkit.efficiency.idleact import Actor
-from slurmkit.efficiency.idlepolicy import ACTED, EXEMPT, NONE, NOTICED, IdleRuns, decide, exempt_reason
+from slurmkit.efficiency.idlepolicy import (ACTED, EXEMPT, NONE, NOTICED, IdleRuns, action_for, action_reason, decide,
+                                            exempt_reason)
 from slurmkit.errors import UsageError
 from slurmkit.settings import IdlePolicySettings
 
@@ -70,6 +71,17 @@ def test_exempt_accounts_partitions_users_and_multi_node_jobs_are_left_alone():
     assert "partition debug" in exempt_reason(p, dict(job, partition="gpu,debug"))
     assert "user svc" in exempt_reason(p, dict(job, user="svc"))
     assert "2-node job" in exempt_reason(p, dict(job, num_nodes=2))
+
+
+def test_requeue_until_the_limit_then_cancel_so_an_idle_job_is_not_requeued_forever():
+    p = policy(action="requeue", requeue_limit=1)
+    assert action_for(p, {"restarts": 0}) == "requeue"
+    assert action_for(p, {"restarts": 1}) == "cancel"
+    assert action_for(p, {}) == "cancel"             # Slurm did not say: the action that cannot loop
+    assert action_for(policy(), {"restarts": 0}) == "cancel"
+    assert action_for(policy(action="none"), {"restarts": 0}) == "none"
+    assert action_reason(p, 8.0, "cancel").endswith("for 8 s (requeued 1 time(s) already)")
+    assert action_reason(p, 600.0, "requeue") == "slurmkit idle policy: requeued, all GPUs idle (<= 5%) for 10 min"
 
 
 def test_settings_take_seconds_and_name_the_line_of_a_bad_value(tmp_path):
