@@ -31,7 +31,10 @@ SLURMKIT_ALLOWED = {
     "slurmkit.nodesettings", "slurmkit.config", "slurmkit.typedyaml", "slurmkit.settings", "slurmkit.settings.checks", "slurmkit.settings.fields",
     "slurmkit.settings.ops", "slurmkit.settings.overrides", "slurmkit.health", "slurmkit.health.base",
     "slurmkit.health.checks",
-    "slurmkit.health.checks.registry", "slurmkit.health.context", "slurmkit.health.dcgm", "slurmkit.health.heavycache",
+    "slurmkit.health.checks.registry", "slurmkit.health.context",
+    # the efficiency summary names clock event reasons from the clocks check's table (it imports nvsmi, base and
+    # context only, all listed here)
+    "slurmkit.health.checks.clocks", "slurmkit.health.dcgm", "slurmkit.health.heavycache",
     "slurmkit.health.kernlog", "slurmkit.health.kernlog.anchors", "slurmkit.health.kernlog.events",
     "slurmkit.health.kernlog.logline", "slurmkit.health.kernlog.signatures", "slurmkit.health.kernlog.sticky",
     "slurmkit.health.nccl", "slurmkit.health.nvsmi", "slurmkit.health.runner", "slurmkit.efficiency",
