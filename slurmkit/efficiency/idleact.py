@@ -65,7 +65,13 @@ def parse_job(text: str) -> dict:
         "num_nodes": num_nodes,
         "stdout": out if out.startswith("/") else None,
         "restarts": int(kv["Restarts"]) if kv.get("Restarts", "").isdigit() else None,
+        "comment": _val(kv.get("Comment")),
     }
+
+
+def comment_with(existing: str | None, reason: str) -> str:
+    """The job's Comment with the policy's reason after what the user wrote there (never over it)."""
+    return f"{existing}; {reason}" if existing else reason
 
 
 def _val(v: str | None) -> str | None:
@@ -121,7 +127,7 @@ class Actor:
             return "noticed"
         ev = self._notice(job, idle, act) if self.stage == NONE else {}
         reason = action_reason(self.policy, idle, act)
-        ev.update(self._act(reason, act))
+        ev.update(self._act(reason, act, job.get("comment")))
         self.stage = ACTED
         action = VERB[act] if not ev.get("error") else f"{act}-failed"
         self._record("warn", reason, action, idle, job, ev)
@@ -210,11 +216,11 @@ class Actor:
         except CommandError as e:
             return {"argv": argv, "error": str(e)}
 
-    def _act(self, reason: str, act: str) -> dict:
+    def _act(self, reason: str, act: str, comment: str | None = None) -> dict:
         ev: dict = {"reason": reason}
         jid = str(self.job_id)
         try:  # the reason in Slurm's own record first: whoever looks at the job sees who ended it and why
-            self._slurm("scontrol", "update", f"JobId={jid}", f"Comment={reason}")
+            self._slurm("scontrol", "update", f"JobId={jid}", f"Comment={comment_with(comment, reason)}")
             ev["comment"] = "set"
         except CommandError as e:
             ev["comment"] = f"not set: {e}"

@@ -128,7 +128,7 @@ def test_an_idle_job_is_noticed_then_cancelled_and_exempt_jobs_keep_running(poli
     outdir = out_dir(c)
     user, submit = submitter(c, outdir)
 
-    idle = submit("-p", "gpu", "-w", IDLE, "--account=ml")
+    idle = submit("-p", "gpu", "-w", IDLE, "--account=ml", "--comment=keep-me")
     ops = submit("-p", "gpu", "-w", OPS, "--account=ops")
     debug = submit("-p", "debug", "-w", DEBUG, "--account=ml")
     for j in (idle, ops, debug):
@@ -138,7 +138,8 @@ def test_an_idle_job_is_noticed_then_cancelled_and_exempt_jobs_keep_running(poli
     # noticed, then cancelled, with the reason in Slurm's record of the job
     c.wait_job(idle, states=("CANCELLED",), timeout=90)
     rec = c.backend.job(idle)
-    assert rec.raw.get("Comment", "").startswith("slurmkit idle policy: cancelled, all GPUs idle"), rec.raw
+    # after the user's own comment, never over it
+    assert rec.raw.get("Comment", "").startswith("keep-me; slurmkit idle policy: cancelled, all GPUs idle"), rec.raw
     recs = wait_for("the cancel's health-log record",
                     lambda: [r for r in policy_records(c, idle) if r["action"] == "cancelled"] and policy_records(c, idle))
     assert [r["action"] for r in recs] == ["noticed", "cancelled"], recs

@@ -168,3 +168,50 @@ def test_report_idle_lists_what_the_policy_did(tmp_path):
     assert g["account"] == "ml" and g["policy"] == {"noticed": 1, "cancelled": 1} and g["idle_cost"] == 2.0
     text = run("--by", "user").stdout
     assert "idle policy: job 7 (bob, ml, n1): cancelled at" in text
+
+
+def test_the_reason_goes_after_the_users_own_comment():
+    from slurmkit.efficiency.idleact import comment_with
+    assert comment_with(None, "slurmkit idle policy: cancelled") == "slurmkit idle policy: cancelled"
+    assert comment_with("exp-12", "slurmkit idle policy: cancelled") == "exp-12; slurmkit idle policy: cancelled"
+
+
+FAKE = REPO / "dev" / "fakegpu"
+
+
+def _sampler_with_policy(tmp_path, gpus: str, seconds: float) -> list[dict]:
+    """The real sampler over the fake nvidia-smi (eff-idle1of4: GPU 3 at 0 %, GPU 0 at 97 %) with the policy on
+    (notice after 1 s) and no Slurm to ask (slurm_bin_dir names an empty directory): its health-log records."""
+    procroot = tmp_path / "proc"
+    (procroot / "4242").mkdir(parents=True)
+    (procroot / "4242" / "cmdline").write_bytes(b"slurmstepd: [77.batch]\0")
+    (tmp_path / "nobin").mkdir()
+    health = tmp_path / "health/"
+    cfg = {"policy": {**IdlePolicySettings().__dict__, "enabled": True, "notice_after": 1, "action_after": 2},
+           "health_log": str(health), "slurm_bin_dir": str(tmp_path / "nobin")}
+    env = dict(os.environ, SLURMKIT_FAKEGPU_SCENARIO=str(FAKE / "scenarios" / "eff-idle1of4"))
+    p = subprocess.Popen([sys.executable, "-I", "-m", "slurmkit.efficiency.sampler", "--job", "77", "--gpus", gpus,
+                          "--out", str(tmp_path / "77.samples"), "--interval", "0.2",
+                          "--tool", str(FAKE / "bin" / "nvidia-smi"), "--backend", "nvidia-smi", "--watchdog", "0.2",
+                          "--proc-root", str(procroot), "--idle-policy", json.dumps(cfg), "--node", "n1"],
+                         env=env, cwd=str(REPO))
+    try:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+    return list(healthlog.read(str(health)))
+
+
+def test_an_idle_job_whose_record_slurm_does_not_give_is_never_acted_on(tmp_path):
+    recs = _sampler_with_policy(tmp_path, "3", 4)   # idle well past action_after
+    assert len(recs) == 1, recs                      # said once, not every tick
+    (r,) = recs
+    assert r["check"] == "idle_policy" and r["action"] == "none" and r["job_id"] == 77 and r["node"] == "n1"
+    assert "the job record could not be read" in r["reason"], r
+
+
+def test_a_job_with_one_busy_gpu_is_not_idle(tmp_path):
+    assert _sampler_with_policy(tmp_path, "0,3", 3) == []    # GPU 3 idle, GPU 0 busy: nothing to say
