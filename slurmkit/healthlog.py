@@ -6,8 +6,9 @@ One record a line:
      "status": "fail", "reason": "slurmkit:xid79 GPU 0000:3b:00 fell off the bus", "evidence": {...},
      "action": "drained"}
 
-`context` is prolog | epilog | check | sync | health; `status` ok | warn | fail | skip; `action` is what slurmkit
-did (drained, requeued, none, skipped-admin-drain, ...). Extra keys are allowed; readers ignore what they don't know.
+`context` is prolog | epilog | check | sync | health | efficiency (the idle policy); `status` ok | warn | fail |
+skip; `action` is what slurmkit did (drained, requeued, none, skipped-admin-drain, ...). Extra keys are allowed;
+readers ignore what they don't know.
 
 Two layouts, chosen by `paths.health_log`:
 - a directory (the default, `/var/log/slurmkit/health/`): one file per node, `<node>.jsonl`, appended only by that

@@ -63,12 +63,22 @@ def run(
     check: bool = True,
     env: dict[str, str] | None = None,
     cwd: str | None = None,
+    as_user: tuple[int, int, list[int]] | None = None,
 ) -> Result:
-    """Run argv; return its Result, or raise CommandError (missing binary, timeout, non-zero exit with check)."""
+    """Run argv; return its Result, or raise CommandError (missing binary, timeout, non-zero exit with check).
+    `as_user` (uid, gid, groups): the child drops to that identity before it execs (root only; a caller of that
+    very uid runs it as itself)."""
     if isinstance(argv, str):  # a programming error, not a user one: never hand a string to a shell
         raise TypeError("proc.run takes an argv list, not a string")
     argv = [str(a) for a in argv]
     name = argv[0]
+    ident: dict = {}
+    if as_user is not None:
+        uid, gid, groups = as_user
+        if os.geteuid() == 0:
+            ident = {"user": uid, "group": gid, "extra_groups": list(groups)}
+        elif uid != os.geteuid():
+            raise CommandError(f"{name}: cannot run as uid {uid} without root", argv=argv)
     start = time.monotonic()
     try:
         p = subprocess.Popen(
@@ -81,6 +91,7 @@ def run(
             env=_env(env),
             cwd=cwd,
             start_new_session=True,
+            **ident,
         )
     except FileNotFoundError:
         path = _env(env)["PATH"]

@@ -51,6 +51,12 @@ def idle(ctx: Ctx, since, by, log, as_json, as_csv, run_command, dry_run):
     doc = idle_report(record.read(path, since=t0), by=by, price=s.audit.price_per_gpu_hour)
     doc["since"] = utc_iso(t0)
     doc["log"] = path
+    doc["policy_actions"] = acts = _policy_actions(s, utc_iso(t0), by)
+    for g in doc["groups"]:  # per group: what the idle policy did to its jobs (cancelled: 1, noticed: 2, ...)
+        g["policy"] = {}
+        for a in acts:
+            if a[by] == g[by]:
+                g["policy"][a["action"]] = g["policy"].get(a["action"], 0) + 1
     if run_command:
         doc["commands"] = _run_per_finding(ctx, doc["findings"], dry_run)
     if as_json:
@@ -60,6 +66,14 @@ def idle(ctx: Ctx, since, by, log, as_json, as_csv, run_command, dry_run):
     else:
         click.echo(idle_text(doc))
     return 0
+
+
+def _policy_actions(settings, since: str, by: str) -> list[dict]:
+    """What the idle policy did since then, from the health log (none where it was never turned on)."""
+    from .. import healthlog
+    from ..efficiency.report import policy_actions
+
+    return policy_actions(healthlog.read(settings.paths.health_log, since=since), by=by)
 
 
 def _run_per_finding(ctx: Ctx, findings: list[dict], dry_run: bool) -> list[dict]:

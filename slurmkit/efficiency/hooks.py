@@ -65,6 +65,10 @@ def start(settings, environ) -> int | None:
             dcgmi = settings.tools.dcgmi
             opts["dcgmi"] = json.dumps([dcgmi] if isinstance(dcgmi, str) else list(dcgmi))
             opts["dcgm_start_timeout"] = eff.dcgm_start_timeout
+        policy = idle_policy_arg(settings)
+        if policy:
+            opts["idle_policy"] = policy
+            opts["node"] = node
         flags = [
             w
             for k, v in opts.items()
@@ -81,6 +85,27 @@ def start(settings, environ) -> int | None:
     except Exception as e:  # noqa: BLE001 - efficiency is never a reason to fail a job
         print(f"slurmkit prolog: efficiency sampler not started: {type(e).__name__}: {e}", file=sys.stderr)
         return None
+
+
+def idle_policy_arg(settings) -> str:
+    """The sampler's --idle-policy (JSON: the idle_policy section, the health log, Slurm's tools), or "" when the
+    site has not turned the policy on."""
+    pol = getattr(settings, "idle_policy", None)
+    if pol is None or not pol.enabled:
+        return ""
+    import dataclasses
+
+    h = settings.health
+    return json.dumps(
+        {
+            "policy": dataclasses.asdict(pol),
+            "health_log": settings.paths.health_log,
+            "log_max_bytes": h.log_max_bytes,
+            "log_generations": h.log_generations,
+            "slurm_bin_dir": settings.slurm.bin_dir,
+        },
+        separators=(",", ":"),
+    )
 
 
 def _clean_stale(d: str) -> None:

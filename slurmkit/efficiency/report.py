@@ -203,6 +203,11 @@ def idle_text(doc: dict) -> str:
     ]
     if not doc["price_per_gpu_hour"]:
         out.append("(audit.price_per_gpu_hour is 0: costs are not shown in money)")
+    for a in doc.get("policy_actions") or []:
+        out.append(
+            f"idle policy: job {a['job_id']} ({a['user'] or '?'}, {a['account'] or '?'}, {a['node']}): "
+            f"{a['action']} at {a['time']} - {a['reason']}"
+        )
     for f in doc["findings"]:
         out.append(
             f"job {f['job_id']} ({f['user']}, {f['node']}): {f['verdict']}, "
@@ -210,6 +215,32 @@ def idle_text(doc: dict) -> str:
             + (f" - {f['next_steps'][0]}" if f["next_steps"] else "")
         )
     return "\n".join(out)
+
+
+def policy_actions(records, *, by: str) -> list[dict]:
+    """The idle policy's records (check idle_policy in the health log: noticed, cancelled, requeued, exempt, a
+    failed action) as the report lists them, oldest first, each with the report's group key."""
+    out = []
+    for r in records:
+        if r.get("check") != "idle_policy":
+            continue
+        ev = r.get("evidence") or {}
+        out.append(
+            {
+                "time": r.get("time"),
+                "job_id": r.get("job_id"),
+                "node": r.get("node"),
+                "user": r.get("user"),
+                "account": r.get("account"),
+                "partition": r.get("partition"),
+                "action": r.get("action"),
+                "reason": r.get("reason"),
+                "idle_seconds": ev.get("idle_seconds"),
+                by: str(r.get("job_id") if by == "job" else (r.get(by) or "(none)")),
+            }
+        )
+    out.sort(key=lambda a: str(a.get("time") or ""))
+    return out
 
 
 def idle_csv(doc: dict) -> str:

@@ -100,6 +100,7 @@ class Writer:
         self.stride = 1
         self.ticks: dict = {}  # per kind of sample (nvidia-smi/NVML, dcgm): each kind keeps its own stride
         self.meta_seen: set = set()
+        self.observe: Any = None  # the idle policy's IdleRuns.add(t, gpu, util): every GPU sample, before any stride
         self.lock = threading.RLock()  # the dcgmi reader writes from its own thread
         self.closed = False
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
@@ -122,6 +123,8 @@ class Writer:
             self.write({"gpu": idx, **meta})
 
     def sample(self, row: list, new_tick: bool, kind: str = "gpu") -> None:
+        if self.observe is not None and kind == "gpu":
+            self.observe(row[0], row[1], row[2])
         with self.lock:
             tick = self.ticks[kind] = self.ticks.get(kind, 0) + (1 if new_tick else 0)
             if tick % self.stride:
@@ -325,6 +328,8 @@ class Options:
         proc_root: str = "/proc",
         dcgmi: str = "",
         dcgm_start_timeout: float = 30.0,
+        idle_policy: str = "",
+        node: str = "",
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
@@ -332,6 +337,7 @@ class Options:
         self.interval, self.max_bytes, self.tool, self.backend = float(interval), int(max_bytes), tool, backend
         self.watchdog, self.start_grace, self.proc_root = float(watchdog), float(start_grace), proc_root
         self.dcgmi, self.dcgm_start_timeout = dcgmi, float(dcgm_start_timeout)
+        self.idle_policy, self.node = idle_policy, node or os.environ.get("SLURMD_NODENAME") or os.uname().nodename
 
 
 BACKENDS = ("auto", "nvml", "nvidia-smi")
@@ -353,6 +359,8 @@ def parse_args(argv=None) -> Options:
     ap.add_argument("--proc-root", default="/proc")
     ap.add_argument("--dcgmi", default="", help="dcgmi's argv as JSON (a list) or one path; empty: no profiling")
     ap.add_argument("--dcgm-start-timeout", type=float, default=30.0)
+    ap.add_argument("--idle-policy", default="", help="the idle policy's settings as JSON (efficiency/idleact.py)")
+    ap.add_argument("--node", default="")
     return Options(**vars(ap.parse_args(argv)))
 
 
@@ -416,6 +424,8 @@ def run(a: Options) -> int:
                 return halt("job never started")
 
     threading.Thread(target=watchdog, daemon=True).start()
+    if a.idle_policy:
+        _start_idle_policy(a, gpus, w, stop)
     if dcgm_argv:
         threading.Thread(
             target=run_dcgm, daemon=True, args=(dcgm_argv, gpus, a.interval, a.dcgm_start_timeout, w, stop, child)
@@ -433,6 +443,37 @@ def run(a: Options) -> int:
         halt(why[0])  # nvidia-smi gave up: no dcgmi child outlives the sampler either
     w.close(why[0])
     return 0
+
+
+def _start_idle_policy(a: Options, gpus: list[int], w: Writer, stop: threading.Event) -> None:
+    """The idle policy beside the samples (issue 34): every sample feeds its idle runs; a thread of its own
+    decides and acts (Slurm's answers never hold up a sample). A policy that cannot start or act is said in the
+    file (the job's efficiency record shows it)."""
+    said: set = set()
+
+    def say(msg: str) -> None:
+        if msg not in said and len(said) < 20:
+            said.add(msg)
+            w.write({"event": "idle-policy-error", "error": msg})
+
+    try:
+        from .idleact import Actor
+
+        actor = Actor(json.loads(a.idle_policy), a.job, a.node, gpus, say=say)
+        runs = actor.runs()
+    except Exception as e:  # noqa: BLE001 - a bad policy never stops the sampling
+        w.write({"event": "idle-policy-off", "error": f"{type(e).__name__}: {e}"})
+        return
+    w.observe = runs.add
+
+    def loop() -> None:
+        while not stop.wait(max(a.interval, 0.5)):
+            try:
+                actor.step(runs)
+            except Exception as e:  # noqa: BLE001 - said in the file, and the sampling goes on
+                say(f"{type(e).__name__}: {e}")
+
+    threading.Thread(target=loop, daemon=True).start()
 
 
 def _tool_argv(spec: str) -> list[str]:

@@ -29,6 +29,7 @@ from .checks import (
     GpuProcsSettings,
     HealthSettings,
     IbSettings,
+    IdlePolicySettings,
     NcclSettings,
     NvlinkSettings,
     PcieSettings,
@@ -94,6 +95,7 @@ class Settings(Section):
     nccl: NcclSettings = field(default_factory=NcclSettings)
     dcgm: DcgmSettings = field(default_factory=DcgmSettings)
     efficiency: EfficiencySettings = field(default_factory=EfficiencySettings)
+    idle_policy: IdlePolicySettings = field(default_factory=IdlePolicySettings)
     # per-node settings: entries selecting nodes by hostlist or Slurm feature (settings/overrides.py)
     overrides: list[Override] = field(default_factory=list, metadata={"not_section": True})
     # where the settings came from, and the line of each key ("slurm.timeout" -> 3), for messages

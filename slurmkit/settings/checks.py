@@ -373,3 +373,32 @@ class EfficiencySettings(Section):
         super().__post_init__()
         if self.idle_util_pct >= self.underused_util_pct and self.underused_util_pct > 0:
             raise ValueError("idle_util_pct must be below underused_util_pct")
+
+
+@dataclass(kw_only=True)
+class IdlePolicySettings(Section):
+    """The idle policy (opt-in): the sampler beside a running job notices when ALL of the job's GPUs stayed idle
+    for notice_after seconds (a line in the job's output, the site's notice_command), and after action_after
+    seconds cancels or requeues the job. Every step is a health-log record and shows in `slurmkit report idle`."""
+
+    enabled: bool = False  # off by default: nothing is noticed, cancelled or requeued until a site turns it on
+    util_pct: float = num(5.0, 0, 100)  # a GPU sample at or under this utilisation is idle (no reading: not idle)
+    notice_after: float = num(1800.0, 1, 30 * DAY)  # seconds every GPU of the job stayed idle before the notice
+    action_after: float = num(3600.0, 1, 30 * DAY)  # seconds every GPU stayed idle before the action
+    action: Literal["cancel", "requeue", "none"] = "cancel"  # scancel, scontrol requeue, or the notice alone
+    # requeue: a job Slurm has restarted this many times (its Restarts) is cancelled instead, so an idle job that
+    # comes back idle is not requeued forever
+    requeue_limit: int = num(1, 0, 1000)
+    notice_job_output: bool = True  # append the notice to the job's stdout file, as the job's user, no links
+    # argv run once per notice (never a shell string); {job_id} {user} {account} {partition} {node}
+    # {idle_seconds} {action} {action_after} fill in, each one argument. Empty: no command
+    notice_command: list[str] = field(default_factory=list)
+    command_timeout: float = num(30.0, 0, 3600, lo_open=True)  # seconds for notice_command and each Slurm call
+    exempt_accounts: list[str] = field(default_factory=list)  # jobs of these accounts are never noticed or acted on
+    exempt_partitions: list[str] = field(default_factory=list)  # nor jobs of these partitions
+    exempt_users: list[str] = field(default_factory=list)  # nor jobs of these users
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.action != "none" and self.notice_after > self.action_after:
+            raise ValueError("notice_after must not be above action_after (the notice comes first)")
