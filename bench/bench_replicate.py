@@ -4,8 +4,9 @@ A synthetic training loop (each step: `--step-ms` of CPU work, hashing, as a dat
 writes a checkpoint of `--size-gib` GiB with slurmkit.checkpoint.save every `--every` seconds (a synchronous save,
 as torch.save is), for `--seconds`, twice: without replication, then with slurmkit run's Replicator copying each
 complete checkpoint to DEST (the same engine, niced child, `--bwlimit` MiB/s). Prints the training steps/s of both
-runs (steps per second spent outside the synchronous saves), their ratio (target >= 0.95), each run's mean save
-time (a copy competing for the same disk slows the saves too) and, for every replicated checkpoint, the copy time and the lag from "complete on local
+runs, outside the synchronous saves and over the whole run with the saves counted, both ratios (target >= 0.95
+each), each run's mean save time (a copy competing for the same disk slows the saves too: the copy pauses while a
+save is written, checkpoint/pacing.py) and, for every replicated checkpoint, the copy time and the lag from "complete on local
 disk" to "durable" (target: lag <= copy time + 5 s).
 
     python3 bench/bench_replicate.py --size-gib 1 --every 5 --seconds 60 --local /tmp/bench-local --dest /tmp/bench-dest
@@ -72,6 +73,7 @@ def loop(a, local: str, repl: Replicator | None) -> dict:
     # training throughput: steps per second spent training (the synchronous saves are the trainer's own cost in
     # both runs; how much slower the saves got next to a copy is reported apart, as save_s_mean)
     return {"steps": steps, "seconds": round(took, 2), "steps_per_s": steps / max(took - save_s, 1e-9),
+            "steps_per_s_wall": steps / max(took, 1e-9),
             "saves": saves, "save_seconds": round(save_s, 2), "save_s_mean": round(save_s / max(saves, 1), 2)}
 
 
@@ -97,13 +99,16 @@ def main() -> int:
     copies = [kv for ev, kv in events if ev == "replicated"]
     failed = [kv for ev, kv in events if ev != "replicated"]
     ratio = withr["steps_per_s"] / base["steps_per_s"]
+    # issue 29's target read strictly: steps over the whole run, the synchronous saves counted (a copy that slows
+    # the saves slows training by exactly that much)
+    ratio_wall = withr["steps_per_s_wall"] / base["steps_per_s_wall"]
     worst = max((float(c["lag"].rstrip("s")) - float(c["seconds"]) for c in copies), default=float("nan"))
     out = {
-        "size_gib": a.size_gib, "every_s": a.every, "without": base, "with": withr, "ratio": round(ratio, 3),
+        "size_gib": a.size_gib, "every_s": a.every, "without": base, "with": withr, "ratio": round(ratio, 3), "ratio_wall": round(ratio_wall, 3),
         "copies": [{"checkpoint": c["checkpoint"], "copy_s": float(c["seconds"]), "lag_s": float(c["lag"][:-1]),
-                    "skipped": c.get("skipped")} for c in copies],
+                    "skipped": c.get("skipped"), "paused_for_saves": c.get("paused")} for c in copies],
         "lag_minus_copy_max_s": round(worst, 2), "failed": failed,
-        "ok": ratio >= 0.95 and bool(copies) and worst <= 5.0 and not failed,
+        "ok": min(ratio, ratio_wall) >= 0.95 and bool(copies) and worst <= 5.0 and not failed,
     }
     if a.json:
         print(json.dumps(out, indent=1))
@@ -111,9 +116,10 @@ def main() -> int:
         for what, r in (("without replication", base), ("with replication   ", withr)):
             print(f"{what}: {r['steps_per_s']:.2f} steps/s of training, {r['saves']} saves of "
                   f"{r['save_s_mean']:.2f}s each")
-        print(f"ratio {ratio:.3f} (>= 0.95)")
+        print(f"ratio outside the saves {ratio:.3f}, over the whole run (saves counted) {ratio_wall:.3f} (both >= 0.95)")
         for c in out["copies"]:
             print(f"  {c['checkpoint']}: copy {c['copy_s']:.1f}s, lag {c['lag_s']:.1f}s"
+                  + (f", paused {c['paused_for_saves']} for saves" if c["paused_for_saves"] else "")
                   + (f" (skipped {c['skipped']})" if c["skipped"] else ""))
         print(f"lag - copy time, worst: {worst:.1f}s (<= 5 s); failures: {len(failed)}; {'OK' if out['ok'] else 'MISSED'}")
     shutil.rmtree(a.local, ignore_errors=True)
