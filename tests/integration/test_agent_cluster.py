@@ -140,6 +140,7 @@ def _slurmd_log_lines(c, node: str, start: int, needle: str) -> list[str]:
         return [ln for ln in f.read().decode(errors="replace").splitlines() if needle in ln]
 
 
+@pytest.mark.slow
 @pytest.mark.compat("prolog drain")
 @pytest.mark.parametrize("fault", ["silent-listener", "stopped-agent"])
 def test_an_agent_that_does_not_answer_costs_a_third_of_the_prolog_timeout_not_the_node(agent, fault):

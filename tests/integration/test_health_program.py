@@ -225,6 +225,7 @@ def _in_service(rec) -> bool:
     return rec.state not in ("DOWN", "UNKNOWN") and not rec.drained and not {"NOT_RESPONDING", "DRAIN"} & set(rec.flags)
 
 
+@pytest.mark.slow
 @pytest.mark.compat("health")
 def test_a_node_back_from_a_reboot_that_timed_out_stays_drained_until_its_recheck_passes(fresh):
     """Issue 28.8: the reboot outlasts ResumeTimeout (the node held in POST), so Slurm gives up on it; when it comes

@@ -183,6 +183,7 @@ def uninterrupted(tmp_path: Path, target: int) -> str:
     return out.stdout.strip().splitlines()[-1].split("value=")[1]
 
 
+@pytest.mark.slow
 @pytest.mark.compat("run/requeue")
 def test_cancel_preempt_requeues_and_the_job_resumes_from_its_checkpoint(clean, tmp_path):
     target = 150

@@ -42,6 +42,7 @@ def _child_pid(out: Path, nth: int, timeout=30.0) -> int:
     raise AssertionError(f"no event=start #{nth} in {out}")
 
 
+@pytest.mark.slow
 @pytest.mark.compat("run/requeue")
 def test_gpu_off_the_bus_drains_the_node_and_the_job_trains_again_elsewhere(clean, tmp_path):
     target = 400

@@ -85,6 +85,7 @@ def drive(cluster, job: int, until=("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT
     raise AssertionError(f"job {job} not in {until} after {timeout}s: {rec}")
 
 
+@pytest.mark.slow
 @pytest.mark.compat("run/requeue")
 def test_timeout_requeues_and_resumes_to_the_uninterrupted_state(clean, tmp_path):
     # ~90 s of steps. The signal is due 20 s into each run, but slurmctld checks time limits only every 30-60 s

@@ -148,6 +148,7 @@ def slurmd_back(clean):
     clean.reset()
 
 
+@pytest.mark.slow
 @pytest.mark.compat("audit")
 def test_a_reason_from_before_the_resume_is_history_when_slurmd_stops(slurmd_back):
     c, stopped = slurmd_back
