@@ -35,6 +35,21 @@ def targets(records, wanted: set[str] | None, partition: str | None) -> tuple[li
     return take, left
 
 
+def _whole_nodes(
+    time_limit: str, nice: int, output: str, own: str, gpus: int, partition: str | None, qos: str | None
+) -> list[str]:
+    """The options every sweep job has: its nodes whole (all their GPUs), low priority, its own output; `own`, the
+    one option of its kind of job, goes before the GPUs, partition and QOS."""
+    opts = ["--exclusive", f"--time={time_limit}", f"--nice={nice}", f"--output={output}", own]
+    if gpus:
+        opts.append(f"--gres=gpu:{gpus}")
+    if partition:
+        opts.append(f"--partition={partition}")
+    if qos:
+        opts.append(f"--qos={qos}")
+    return opts
+
+
 def script(
     node: str,
     gpus: int,
@@ -54,18 +69,8 @@ def script(
         f"--job-name=slurmkit-health-{node}",
         f"--nodelist={node}",
         "--nodes=1",
-        "--exclusive",
-        f"--time={time_limit}",
-        f"--nice={nice}",
-        f"--output={output}",
-        "--requeue",
+        *_whole_nodes(time_limit, nice, output, "--requeue", gpus, partition, qos),
     ]
-    if gpus:
-        opts.append(f"--gres=gpu:{gpus}")
-    if partition:
-        opts.append(f"--partition={partition}")
-    if qos:
-        opts.append(f"--qos={qos}")
     argv = [
         slurmkit_bin,
         *(["--config", config] if config else []),
@@ -108,18 +113,8 @@ def pair_script(
         f"--nodelist={a},{b}",
         "--nodes=2",
         "--ntasks-per-node=1",
-        "--exclusive",
-        f"--time={time_limit}",
-        f"--nice={nice}",
-        f"--output={output}",
-        "--open-mode=truncate",
+        *_whole_nodes(time_limit, nice, output, "--open-mode=truncate", gpus, partition, qos),
     ]
-    if gpus:
-        opts.append(f"--gres=gpu:{gpus}")
-    if partition:
-        opts.append(f"--partition={partition}")
-    if qos:
-        opts.append(f"--qos={qos}")
     lines = ["#!/bin/bash", f"# slurmkit NCCL pairs sweep: all_reduce_perf between {a} and {b}"]
     lines += [f"#SBATCH {shlex.quote(o)}" for o in opts]
     srun = ["srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1", *tool, *args]

@@ -3,7 +3,6 @@ fixture that holds clock event reasons (A40s idle with SW Power Cap active at 0 
 narrow labels and old section name; a CSV with legacy names and the bitmask). No capture shows a hardware slowdown
 active (PROVENANCE.md's fourth-collection gaps): those cases are synthetic, made from a real capture by flipping
 one line, and named so."""
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -11,9 +10,8 @@ from hypothesis import given, settings, strategies as st
 from slurmkit import config
 from slurmkit.errors import UsageError
 from slurmkit.health.checks import clocks
-from slurmkit.health.runner import run_checks
+from checkcases import FIX, assert_verdict, holding, judge as judge_check
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures"
 A40 = FIX / "misc" / "a40-x10-nvidia-smi-q-550-idle-p8-sw-power-cap-active-gpu0-gpu3-clocks-0mhz-dram-corr-10.txt"
 OLD = FIX / "misc" / "kubeflow-68-nvidia-smi-q-grep-A8-clocks-throttle-reasons-idle-active-old-narrow-labels.txt"
 CSV = FIX / "ecc" / "rtxpro6000-bse-aws-clocks-event-reasons-csv.txt"
@@ -33,21 +31,17 @@ EXPECTED = {
 
 
 def judge(text, s=None):
-    (r,) = run_checks(s or config.Settings(), "full", captures={"clocks": text}).results
-    return r
+    return judge_check("clocks", text, s)
 
 
 def test_every_capture_with_clock_reasons_is_judged():
-    holding = {p for p in FIX.rglob("*.txt") if any(k in p.read_text(errors="replace") for k in (
-        "Clocks Event Reasons", "Clocks Throttle Reasons", "clocks_event_reasons.", "clocks_throttle_reasons."))}
-    assert holding == set(EXPECTED)
+    assert holding(
+        "Clocks Event Reasons", "Clocks Throttle Reasons", "clocks_event_reasons.", "clocks_throttle_reasons.") == set(EXPECTED)
 
 
 @pytest.mark.parametrize("path", sorted(EXPECTED), ids=lambda p: p.name[:50])
 def test_fixture_verdict(path):
-    status, n = EXPECTED[path]
-    r = judge(path.read_text())
-    assert (r.status, len(r.evidence["gpus"])) == (status, n), r.reason
+    assert_verdict("clocks", path, EXPECTED)
 
 
 def test_sw_power_cap_at_idle_is_read_and_is_not_a_fault():

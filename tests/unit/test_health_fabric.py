@@ -5,7 +5,6 @@ No capture shows a fabric In Progress, a Health Summary or its conditions (PROVE
 those cases are synthetic, made from the real H100 capture by changing its Fabric lines, and named so. The
 Health labels are the ones drivers 570+ print (Summary, Bandwidth, Route Recovery in progress, Route Unhealthy,
 Access Timeout Recovery, Incorrect Configuration)."""
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -14,9 +13,8 @@ from slurmkit import config
 from slurmkit.errors import UsageError
 from slurmkit.health import nvsmi
 from slurmkit.health.checks import fabric
-from slurmkit.health.runner import run_checks
+from checkcases import FIX, assert_verdict, judge as judge_check
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures"
 H100 = FIX / "dcgm" / "h100-sxm-80gb-x8-nvidia-smi-q-565-fabric-completed-success-cliqueid-0-zero-clusteruuid-idle.txt"
 AZURE = FIX / "dcgm" / "azure-miv50-nvlink-fabric-completed-insufficient-resources-cliqueid-0-zero-uuid-dedented-azhpc-506.txt"
 A40 = FIX / "misc" / "a40-x10-nvidia-smi-q-550-idle-p8-sw-power-cap-active-gpu0-gpu3-clocks-0mhz-dram-corr-10.txt"
@@ -32,8 +30,7 @@ EXPECTED = {
 
 
 def judge(text, s=None):
-    (r,) = run_checks(s or config.Settings(), "full", captures={"fabric": text}).results
-    return r
+    return judge_check("fabric", text, s)
 
 
 def _has_fabric(text: str) -> bool:
@@ -45,15 +42,12 @@ def _has_fabric(text: str) -> bool:
 
 
 def test_every_capture_with_a_fabric_section_is_judged():
-    holding = {p for p in FIX.rglob("*.txt") if _has_fabric(p.read_text(errors="replace"))}
-    assert holding == set(EXPECTED)
+    assert {p for p in FIX.rglob("*.txt") if _has_fabric(p.read_text(errors="replace"))} == set(EXPECTED)
 
 
 @pytest.mark.parametrize("path", sorted(EXPECTED), ids=lambda p: p.name[:50])
 def test_fixture_verdict(path):
-    status, n = EXPECTED[path]
-    r = judge(path.read_text())
-    assert (r.status, len(r.evidence["gpus"])) == (status, n), r.reason
+    assert_verdict("fabric", path, EXPECTED)
 
 
 def test_the_azure_node_that_passed_a_grep_for_na_fails_with_its_status():

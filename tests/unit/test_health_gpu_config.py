@@ -2,7 +2,6 @@
 fixture holding either (all persistence Enabled, application clocks at their defaults; the mock NVML's 535 -q
 prints the clocks only). No capture shows persistence off or clocks left set: those cases are synthetic, made from
 a real capture by changing one line, and named so."""
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -10,9 +9,8 @@ from hypothesis import given, settings, strategies as st
 from slurmkit import config
 from slurmkit.errors import UsageError
 from slurmkit.health.checks import gpu_config
-from slurmkit.health.runner import run_checks
+from checkcases import FIX, assert_verdict, holding, judge as judge_check
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures"
 H100 = FIX / "dcgm" / "h100-sxm-80gb-x8-nvidia-smi-q-565-fabric-completed-success-cliqueid-0-zero-clusteruuid-idle.txt"
 # every -q fixture holding persistence mode or application clocks -> (status, GPUs read)
 EXPECTED = {
@@ -28,21 +26,16 @@ EXPECTED = {
 
 
 def judge(text, s=None):
-    (r,) = run_checks(s or config.Settings(), "full", captures={"gpu_config": text}).results
-    return r
+    return judge_check("gpu_config", text, s)
 
 
 def test_every_q_capture_with_persistence_or_app_clocks_is_judged():
-    holding = {p for p in FIX.rglob("*.txt") if any(
-        k in p.read_text(errors="replace") for k in ("    Persistence Mode   ", "    Applications Clocks\n"))}
-    assert holding == set(EXPECTED)
+    assert holding("    Persistence Mode   ", "    Applications Clocks\n") == set(EXPECTED)
 
 
 @pytest.mark.parametrize("path", sorted(EXPECTED), ids=lambda p: p.name[:50])
 def test_fixture_verdict(path):
-    status, n = EXPECTED[path]
-    r = judge(path.read_text())
-    assert (r.status, len(r.evidence["gpus"])) == (status, n), r.reason
+    assert_verdict("gpu_config", path, EXPECTED)
 
 
 def _set(text: str, section: str | None, label: str, value: str, nth: int = 0) -> str:

@@ -2,7 +2,6 @@
 nvidia-smi prints. Real captures: every fixture holding a Temperature section (all idle and healthy: A40s in
 absolute degrees, H100s in T.Limit headroom). No capture shows a hot GPU: those cases are synthetic, made from a
 real capture by changing one line, and named so."""
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -10,9 +9,8 @@ from hypothesis import given, settings, strategies as st
 from slurmkit import config
 from slurmkit.errors import UsageError
 from slurmkit.health.checks import temperature
-from slurmkit.health.runner import run_checks
+from checkcases import FIX, assert_verdict, holding, judge as judge_check
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures"
 A40 = FIX / "misc" / "a40-x10-nvidia-smi-q-550-idle-p8-sw-power-cap-active-gpu0-gpu3-clocks-0mhz-dram-corr-10.txt"
 H100 = FIX / "ecc" / "princeton-pli-h100-80gb-hbm3-nvidia-smi-a-healthy.txt"
 # every fixture holding a GPU temperature -> (status, GPUs read)
@@ -28,21 +26,16 @@ EXPECTED = {
 
 
 def judge(text, s=None):
-    (r,) = run_checks(s or config.Settings(), "full", captures={"temperature": text}).results
-    return r
+    return judge_check("temperature", text, s)
 
 
 def test_every_capture_with_a_gpu_temperature_is_judged():
-    holding = {p for p in FIX.rglob("*.txt")
-               if any(k in p.read_text(errors="replace") for k in ("GPU Current Temp", "GPU T.Limit Temp"))}
-    assert holding == set(EXPECTED)
+    assert holding("GPU Current Temp", "GPU T.Limit Temp") == set(EXPECTED)
 
 
 @pytest.mark.parametrize("path", sorted(EXPECTED), ids=lambda p: p.name[:50])
 def test_fixture_verdict(path):
-    status, n = EXPECTED[path]
-    r = judge(path.read_text())
-    assert (r.status, len(r.evidence["gpus"])) == (status, n), r.reason
+    assert_verdict("temperature", path, EXPECTED)
 
 
 def _set(text: str, label: str, value: str, nth: int = 0) -> str:

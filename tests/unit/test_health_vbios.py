@@ -2,7 +2,6 @@
 every fixture holding VBIOS versions (each node one version; the 8x H100 CSV with its middle rows elided). No
 capture shows a node with two versions: those cases are synthetic, made from a real capture by changing one line,
 and named so."""
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -10,9 +9,8 @@ from hypothesis import given, settings, strategies as st
 from slurmkit import config
 from slurmkit.errors import UsageError
 from slurmkit.health.checks import vbios
-from slurmkit.health.runner import run_checks
+from checkcases import FIX, assert_verdict, holding, judge as judge_check
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures"
 H100 = FIX / "dcgm" / "h100-sxm-80gb-x8-nvidia-smi-q-565-fabric-completed-success-cliqueid-0-zero-clusteruuid-idle.txt"
 CSV = FIX / "ecc" / "ml-eng-h100-query-gpu-vbios.csv.txt"
 # every fixture holding VBIOS versions -> (status, GPUs read)
@@ -29,21 +27,16 @@ EXPECTED = {
 
 
 def judge(text, s=None):
-    (r,) = run_checks(s or config.Settings(), "full", captures={"vbios": text}).results
-    return r
+    return judge_check("vbios", text, s)
 
 
 def test_every_capture_with_vbios_versions_is_judged():
-    holding = {p for p in FIX.rglob("*.txt")
-               if any(k in p.read_text(errors="replace") for k in ("VBIOS Version", "vbios_version"))}
-    assert holding == set(EXPECTED)
+    assert holding("VBIOS Version", "vbios_version") == set(EXPECTED)
 
 
 @pytest.mark.parametrize("path", sorted(EXPECTED), ids=lambda p: p.name[:50])
 def test_fixture_verdict(path):
-    status, n = EXPECTED[path]
-    r = judge(path.read_text())
-    assert (r.status, len(r.evidence["gpus"])) == (status, n), r.reason
+    assert_verdict("vbios", path, EXPECTED)
 
 
 def _odd(text: str, nth: int, version: str) -> str:
