@@ -8,15 +8,20 @@ if $py dev/cluster.py scenario n4 nvml-h100; then
     $py dev/cluster.py nvml n4 throttle --gpu 5 hw_slowdown hw_power_brake_slowdown
     SLURMKIT_FAKE_NODE=n4 $sk check --only clocks || true
     $py dev/cluster.py nvml n4 throttle --gpu 5 none >/dev/null
-    step "A 2-node job on n3 and n4, n4's GPUs held at 382 MHz under HW Power Brake: efficiency names n4 the straggler"
+    step "A 2-node job on n3 and n4, n4's GPUs held at 382 MHz under HW Power Brake once it runs: efficiency names n4 the straggler"
     $py dev/cluster.py scenario n3 nvml-h100
     for n in n3 n4; do
         $py dev/cluster.py nvml $n util --gpu all 97 >/dev/null
         $py dev/cluster.py nvml $n clocks --gpu all 1980 >/dev/null
     done
+    # braked before the job, the prolog's clocks check would drain n4 and the job would go elsewhere: the node
+    # slows during the job, after both prologs passed (the script starts once they have)
+    started="$SLURMKIT_DEV_DIR/demo-straggler.started"
+    rm -f "$started"
+    sj=$(sbatch --parsable -N 2 -w n3,n4 --gres=gpu:8 -o /dev/null --wrap "touch $started; sleep 8")
+    for _ in $(seq 300); do [ -e "$started" ] && break; sleep 0.2; done
     $py dev/cluster.py nvml n4 clocks --gpu all 382 >/dev/null
     $py dev/cluster.py nvml n4 throttle --gpu all hw_power_brake_slowdown >/dev/null
-    sj=$(sbatch --parsable -N 2 -w n3,n4 --gres=gpu:8 -o /dev/null --wrap "sleep 5")
     for _ in $(seq 120); do
         $sk efficiency "$sj" --json 2>/dev/null | grep -q '"node": "n[34],n[34]"' && break; sleep 0.5
     done
@@ -27,6 +32,14 @@ fi
 
 step "slurmkit check on a file from a support ticket (a real dmesg with Xid 48, 63, 94)"
 $sk check --capture xid=tests/fixtures/xid/h100-dmesg-xid48-63-94-dbe-contained.txt || true
+
+step "slurmkit check on more captured files: a real Azure NVL node whose NVLink fabric reads Completed but 'Insufficient Resources' (it passed a grep for N/A), and a real 8x H100 -q judged by the fabric, temperature, VBIOS and persistence checks"
+$sk check --capture fabric=tests/fixtures/dcgm/azure-miv50-nvlink-fabric-completed-insufficient-resources-cliqueid-0-zero-uuid-dedented-azhpc-506.txt || true
+q=tests/fixtures/dcgm/h100-sxm-80gb-x8-nvidia-smi-q-565-fabric-completed-success-cliqueid-0-zero-clusteruuid-idle.txt
+$sk check --capture fabric=$q --capture temperature=$q --capture vbios=$q --capture gpu_config=$q || true
+
+step "slurmkit check --capture ib: a real iblinkinfo of a 3-host EDR fabric, every host port Active at 4X EDR"
+$sk check --capture ib=tests/fixtures/ib/edr-sb7700-3host-iblinkinfo-grep-up.txt || true
 
 step "n3 now replays a real Xid 79 capture; a job lands on n3 (n1, n2, n4 are busy)"
 $py dev/cluster.py scenario n3 xid79
