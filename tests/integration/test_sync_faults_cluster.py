@@ -174,9 +174,11 @@ def fresh_dest(cluster, user, name):
     return dest
 
 
-def sync_children(uid):
+def sync_children(uid, job_id=None):
     """Pids of the epilog's dropped sync children: processes of `uid` running slurmkit.hooks.epilog whose
-    parent is the root epilog (run_as forks, so the child has the epilog's command line)."""
+    parent is the root epilog (run_as forks, so the child has the epilog's command line); with `job_id`, only the
+    children of that job's epilog (SLURM_JOB_ID in their environment): a sync child of an earlier job of the same
+    user, still waiting on a destination, is not this job's."""
     out = []
     for p in Path("/proc").iterdir():
         if not p.name.isdigit():
@@ -189,8 +191,16 @@ def sync_children(uid):
         if b"slurmkit.hooks.epilog" not in cmd:
             continue
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        if int(fields["Uid"].split()[0]) == uid:
-            out.append(int(p.name))
+        if int(fields["Uid"].split()[0]) != uid:
+            continue
+        if job_id is not None:
+            try:
+                env = (p / "environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if f"SLURM_JOB_ID={job_id}".encode() not in env:
+                continue
+        out.append(int(p.name))
     return out
 
 
@@ -228,7 +238,7 @@ def test_a_killed_sync_child_is_a_logged_failure_with_the_command_to_finish(no_b
     try:
         job_id = submit_saving_job(cluster, user, name, (7,))
         # the job stays COMPLETING while its epilog runs: look for the child meanwhile
-        pids = wait_for(lambda: sync_children(user.pw_uid), f"job {job_id}'s epilog sync child", every=0.05)
+        pids = wait_for(lambda: sync_children(user.pw_uid, job_id), f"job {job_id}'s epilog sync child", every=0.05)
         for pid in pids:
             os.kill(pid, signal.SIGKILL)   # as the OOM killer would
         rec = wait_for(lambda: sync_records(settings, job_id), f"job {job_id}'s sync record")[-1]

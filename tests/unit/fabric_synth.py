@@ -104,11 +104,20 @@ def synthetic_nvl(uuid, clique, per_gpu=None):
 
 
 def with_fabric(q_text, uuid, clique):
-    """SYNTHETIC: an `nvidia-smi -q` text (one without Fabric sections, such as a dev/fakegpu scenario's) with a
-    565-driver-style Fabric section added to every GPU, before its `Processes` line."""
+    """SYNTHETIC: an `nvidia-smi -q` text (such as a dev/fakegpu scenario's) with each GPU's Fabric section, the
+    one it has or a new one before its `Processes` line, in the 565 driver's layout with this domain."""
     block = ("    Fabric\n        State                             : Completed\n"
              "        Status                            : Success\n"
              f"        CliqueId                          : {clique}\n"
              f"        ClusterUUID                       : {uuid}\n"
              "        Health\n            Bandwidth                     : N/A\n")
-    return "".join(block + ln if ln.startswith("    Processes") else ln for ln in q_text.splitlines(keepends=True))
+    kept, in_fabric = [], False
+    for ln in q_text.splitlines(keepends=True):
+        if ln.rstrip("\n") == "    Fabric":
+            in_fabric = True
+            continue
+        if in_fabric and ln.startswith("        "):
+            continue                       # the section's own lines: replaced below
+        in_fabric = False
+        kept.append(block + ln if ln.startswith("    Processes") else ln)
+    return "".join(kept)
