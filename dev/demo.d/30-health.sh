@@ -26,6 +26,11 @@ if $py dev/cluster.py scenario n4 nvml-h100; then
         $sk efficiency "$sj" --json 2>/dev/null | grep -q '"node": "n[34],n[34]"' && break; sleep 0.5
     done
     $sk efficiency "$sj" | grep -E "^job|straggler" || true
+    step "n4's own straggler check (last in its epilog) logged the lag and its cause in the health log (efficiency.straggler_drain_after: N drains it at the Nth lag in 24 h; 0, the default, only names it)"
+    hl="$SLURMKIT_DEV_DIR/slurmkit/health/n4.jsonl"
+    for _ in $(seq 60); do grep -q "\"job_id\": $sj, \"check\": \"straggler\"" "$hl" 2>/dev/null && break; sleep 0.5; done
+    grep "\"job_id\": $sj, \"check\": \"straggler\"" "$hl" | tail -1 |
+        $py -c 'import json, sys; r = json.loads(sys.stdin.read()); print(r["node"], r["context"], r["status"] + ":", r["reason"])' || true
     $py dev/cluster.py scenario n3 healthy-h100x8
     $py dev/cluster.py scenario n4 healthy-h100x8
 fi

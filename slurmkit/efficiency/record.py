@@ -1,7 +1,7 @@
 """The job-efficiency log: one JSON line per job per node, written by the epilog beside the health log.
 
-    {"time", "job_id", "node", "user", "account", "partition", "start", "end", "seconds", "interval", "backend",
-     "gpus": [per-GPU summary], "verdict", "gpu_hours", "gpu_hours_by_state": {"idle": ..}, "findings",
+    {"time", "job_id", "node", "user", "account", "partition", "nodelist", "start", "end", "seconds", "interval",
+     "backend", "gpus": [per-GPU summary], "verdict", "gpu_hours", "gpu_hours_by_state": {"idle": ..}, "findings",
      "next_steps", "series": {"0": [util, ...]}, "stride", "mfu",
      "profiling": {"source": "dcgmi", "state": "ok" | "unavailable" | "off", "why"}}
 
@@ -123,6 +123,8 @@ def build(
         "user": environ.get("SLURM_JOB_USER"),
         "account": environ.get("SLURM_JOB_ACCOUNT"),
         "partition": environ.get("SLURM_JOB_PARTITION"),
+        # the job's nodes, for the straggler check (slurmd's epilog has SLURM_NODELIST; SLURM_JOB_NODELIST elsewhere)
+        "nodelist": environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST"),
         "start": round(start, 3),
         "end": round(end, 3),
         "seconds": round(seconds, 3),

@@ -97,3 +97,35 @@ def find(records: dict[str, dict], margin_pct: float) -> list[dict]:
             }
         )
     return out
+
+
+# -- one node's judgement of itself (the `straggler` health check) ----------------------------------------------------
+RUN_TOLERANCE = 300.0  # seconds: a peer's record of the same run started this close to this node's (a requeued run
+# starts again only after the last one ended, and every node's sampler starts at its prolog)
+
+
+def run_token(rec: dict) -> str:
+    """`JOBID@START`: one run of a job (a requeued job runs again under its id), as the health log remembers it."""
+    return f"{rec.get('job_id')}@{int(rec.get('start') or 0)}"
+
+
+def same_run(recs: list[dict], mine: dict) -> dict | None:
+    """Of one peer's records, the record of `mine`'s run: the same job, the start nearest `mine`'s, within
+    RUN_TOLERANCE; None when that node has none (its epilog has not written it yet, or it never will)."""
+    start = mine.get("start") or 0
+    best = None
+    for r in recs:
+        if r.get("job_id") != mine.get("job_id") or not isinstance(r.get("start"), (int, float)):
+            continue
+        gap = abs(r["start"] - start)
+        if gap <= RUN_TOLERANCE and (best is None or gap < abs(best["start"] - start)):
+            best = r
+    return best
+
+
+def judge(mine: dict, peers: dict[str, dict], margin_pct: float) -> dict | None:
+    """This node's entry of `find` over its run and its peers' records of it (every one present); None: no lag."""
+    node = mine.get("node")
+    if not isinstance(node, str):
+        return None
+    return next((x for x in find({**peers, node: mine}, margin_pct) if x["node"] == node), None)

@@ -358,6 +358,14 @@ class EfficiencySettings(Section):
     # a node of a multi-node job whose GPUs' median SM clock, activity or power is this many percent under the
     # median of the job's other nodes is named a straggler (`efficiency JOBID`)
     straggler_margin_pct: float = num(20.0, 1, 95)
+    # the node's own verdict (the `straggler` check, in its epilog and health program): a warn for each job it lags
+    # in; the lag that makes this many within straggler_window_hours (counted since its last straggler drain) is a
+    # fail, and the node is drained `slurmkit:straggler` for a human. 0: named and logged, never drained
+    straggler_drain_after: int = num(0, 0, 1000)
+    straggler_window_hours: float = num(24.0, 0.01, 24 * 365)  # the window straggler_drain_after counts in
+    # a job whose other nodes' records were not in at this node's epilog is judged by the health program, up to
+    # this long after it ended; past it, it is left unjudged (said in the health log)
+    straggler_wait_minutes: float = num(60.0, 1, 24 * 60)
     samples_max_bytes: int = num(4 << 20, 64 << 10, 1 << 30)  # a job's sample file; past it, half resolution
     log_max_bytes: int = num(64 << 20, 1 << 20, 1 << 40)  # the job-efficiency log; past it, it rotates to .1
     log: str | None = None  # default: beside paths.health_log, in its layout (efficiency/ or .jsonl)

@@ -309,7 +309,7 @@ def test_epilog_without_sync_configured_only_checks(tmp_path):
     r = hook(tmp_path, "epilog", "healthy-h100x8")
     assert r.returncode == 0, r.stderr
     recs = [json.loads(x) for x in (tmp_path / "health.jsonl").read_text().splitlines()]
-    assert [x["check"] for x in recs] == ["xid", "ecc", "gpu_procs", "dstate"]
+    assert [x["check"] for x in recs] == ["xid", "ecc", "gpu_procs", "dstate", "straggler"]
 
 
 def test_prolog_imports_nothing_heavy(tmp_path):
@@ -358,9 +358,9 @@ def test_epilog_call_point_runs_the_sync_first_and_survives_its_failure(tmp_path
     monkeypatch.setenv("BREAK", "1")
     assert epilog.main() == 0                      # a failed sync does not stop the verdict (nor fail the node)
     recs = [json.loads(x) for x in (tmp_path / "health.jsonl").read_text().splitlines()]
-    assert [r["check"] for r in recs] == (["checkpoint-sync", "xid", "ecc", "gpu_procs", "dstate"]
-                                          + ["checkpoint-sync", "checkpoint-sync", "xid", "ecc", "gpu_procs", "dstate"])
-    assert recs[6]["status"] == "fail" and "bucket unreachable" in recs[6]["reason"]
+    assert [r["check"] for r in recs] == (["checkpoint-sync", "xid", "ecc", "gpu_procs", "dstate", "straggler"]
+                                          + ["checkpoint-sync", "checkpoint-sync", "xid", "ecc", "gpu_procs", "dstate", "straggler"])
+    assert recs[7]["status"] == "fail" and "bucket unreachable" in recs[7]["reason"]
     assert [c[1] for c in calls] == ["9", "9"]
 
 

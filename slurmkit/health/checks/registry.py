@@ -40,6 +40,9 @@ CHECKS: tuple[CheckInfo, ...] = (
     CheckInfo("gpu_procs", "q", False, False, ("prolog", "epilog", "full", "health"), (), "processes left on the GPUs"),
     # reads /proc: after a job (epilog) and between jobs, not in the prolog, which the previous epilog covered
     CheckInfo("dstate", None, False, True, ("epilog", "full", "health"), (), "processes stuck in D state on a GPU"),
+    # reads the job-efficiency log: after a multi-node job (epilog, last, once its peers' records are in) and between
+    # jobs (the health program judges what an epilog could not yet)
+    CheckInfo("straggler", None, False, True, ("epilog", "health"), (), "kept pace with its jobs' other nodes"),
     CheckInfo("nccl", None, True, False, ("prolog", "full", "health"), (), "all_reduce_perf bus bandwidth"),
     CheckInfo("dcgm", None, True, False, ("prolog", "health"), (), "DCGM diagnostic"),
 )

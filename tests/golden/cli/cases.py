@@ -8,7 +8,7 @@ The golden files were written from the tree before issue 27 (ef2521e), and every
 exactly as that tree did. Issue 35 then changed audit's answers on purpose (a `reason_history` field; a node down
 with no reason is "not-responding", by slurm): those three files were rewritten from its merge, the diff in the
 commit that did it. Issue 32's `clocks` check joined the list `check --only` names: check-unknown.json was rewritten
-from that commit (the one line that says which checks exist), and again when the `fabric`, `ib`, `temperature`, `vbios`, `gpu_config` and `dstate` checks joined it. Issue 34's stragglers added four fields to each
+from that commit (the one line that says which checks exist), and again when the `fabric`, `ib`, `temperature`, `vbios`, `gpu_config`, `dstate` and `straggler` checks joined it. Issue 34's stragglers added four fields to each
 GPU's summary (util_median, power_median_w, sm_clock_median_mhz, clock_reasons): efficiency-csv.json and
 efficiency-dmon.json were rewritten from that commit, every other field as before.
 """
