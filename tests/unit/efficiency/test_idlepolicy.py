@@ -18,7 +18,7 @@ from slurmkit.efficiency.idlepolicy import (ACTED, EXEMPT, NONE, NOTICED, IdleRu
 from slurmkit.errors import UsageError
 from slurmkit.settings import IdlePolicySettings
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def policy(**kw) -> IdlePolicySettings:

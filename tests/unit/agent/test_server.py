@@ -28,7 +28,7 @@ from slurmkit.agent import client as hookclient
 from slurmkit.agent import server as agent
 from syslogsock import received, syslog_sock  # noqa: E402,F401 - syslog_sock: a fixture
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 FAKE = REPO / "dev" / "fakegpu" / "bin"
 SCEN = REPO / "dev" / "fakegpu" / "scenarios"
 

@@ -14,7 +14,7 @@ from slurmkit.efficiency.parse import parse_file, parse_text
 from slurmkit.efficiency.verdict import Thresholds, summarize
 from slurmkit.errors import UsageError
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures"
+FIX = Path(__file__).resolve().parents[2] / "fixtures"
 G = FIX / "gpuutil"
 
 # file -> (job verdict, {gpu: state}); the provenance row's state in words after the #

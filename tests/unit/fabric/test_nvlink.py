@@ -12,11 +12,10 @@ import yaml
 
 from slurmkit.fabric import nvlink
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from clirun import run_cli  # noqa: E402
 from fabric_synth import H100_Q as H100, ZERO_UUID as ZERO, synthetic_nvl  # noqa: E402
 
-DCGM = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "dcgm"
+DCGM = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "dcgm"
 AZURE = DCGM / "azure-miv50-nvlink-fabric-completed-insufficient-resources-cliqueid-0-zero-uuid-dedented-azhpc-506.txt"
 
 

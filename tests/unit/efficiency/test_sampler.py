@@ -15,7 +15,7 @@ from slurmkit.efficiency.sampler import Writer, job_alive
 from slurmkit.efficiency.steps import report_step
 from slurmkit.efficiency.verdict import Thresholds
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 FAKE = REPO / "dev" / "fakegpu"
 
 

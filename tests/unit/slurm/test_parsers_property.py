@@ -10,7 +10,7 @@ from slurmkit.slurm.records import NodeRecord
 from slurmkit.slurm.slurm_json import (SlurmFormatError, parse_nodes_json, parse_scontrol_nodes_json,
                                        parse_sinfo_json, parse_squeue_json)
 
-LOCAL = Path(__file__).resolve().parent.parent / "fixtures" / "local"
+LOCAL = Path(__file__).resolve().parents[2] / "fixtures" / "local"
 REAL = [json.loads((LOCAL / f"slurm-{v}" / f"{c}-gpu-job.txt").read_text())
         for v, c in (("22.05", "sinfo-json"), ("24.11", "sinfo-json"), ("26.05", "sinfo-json"),
                      ("24.11", "scontrol-json-d-show-node"), ("26.05", "scontrol-json-d-show-node"),

@@ -15,7 +15,7 @@ from slurmkit.install import payload
 from slurmkit.install.payload import Payload, PyId, misfit, parse_probe, pyvenv_cfg
 from slurmkit.install.push import run_node
 from slurmkit.install.ssh import LocalTransport, RunResult
-from test_install_push import fake_node  # noqa: F401  (the fixture: a node under tmp_path, its venv built)
+from unit.install.test_push import fake_node  # noqa: F401  (the fixture: a node under tmp_path, its venv built)
 
 HERE = payload.here()
 

@@ -11,11 +11,10 @@ import yaml
 
 from slurmkit.fabric import conf, ibnet, tree
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from clirun import run_cli  # noqa: E402
 from fabric_synth import synth_ibnetdiscover  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 IB = REPO / "tests" / "fixtures" / "ib"
 EDR_GREP = IB / "edr-sb7700-3host-iblinkinfo-grep-up.txt"
 NDR200 = IB / "ndr200-qm9700-split-ports-ibnetdiscover-redacted-guids-omitted-tail.txt"

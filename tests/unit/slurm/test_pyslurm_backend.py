@@ -14,7 +14,7 @@ from slurmkit.slurm.records import parse_scontrol_nodes_oneliner
 
 pytestmark = pytest.mark.usefixtures("utc_local_time")
 
-LOCAL = Path(__file__).resolve().parent.parent / "fixtures" / "local" / "slurm-25.11"
+LOCAL = Path(__file__).resolve().parents[2] / "fixtures" / "local" / "slurm-25.11"
 RECORDED = LOCAL / "pyslurm-25.11.2-nodes-and-job-layouts-gpu-job.json"
 SCONTROL = LOCAL / "pyslurm-compare-scontrol-o-d-show-node-gpu-job.txt"
 

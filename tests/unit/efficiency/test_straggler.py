@@ -14,7 +14,7 @@ from slurmkit.efficiency import record, straggler
 from slurmkit.efficiency.model import Capture
 from slurmkit.efficiency.verdict import Thresholds
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "dev"))
 import fakenvml  # noqa: E402  (dev/fakenvml.py: where the mock NVML and the real binary are)
 

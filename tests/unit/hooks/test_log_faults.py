@@ -17,7 +17,7 @@ import pytest
 from hooksite import write_site_config
 from syslogsock import received, syslog_sock  # noqa: E402,F401 - syslog_sock: a fixture
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCEN = REPO / "dev" / "fakegpu" / "scenarios"
 
 

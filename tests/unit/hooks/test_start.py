@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hooksite import sampler_argv, write_site_config
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 FAKE = REPO / "dev" / "fakegpu" / "bin"
 SCEN = REPO / "dev" / "fakegpu" / "scenarios" / "healthy-h100x8"
 

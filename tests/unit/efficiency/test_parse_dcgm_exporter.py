@@ -13,7 +13,7 @@ from slurmkit.efficiency.parse import parse_file, parse_text
 from slurmkit.efficiency.verdict import Thresholds, summarize
 from slurmkit.errors import UsageError
 
-A800 = (Path(__file__).resolve().parents[1] / "fixtures" / "gpuutil" /
+A800 = (Path(__file__).resolve().parents[2] / "fixtures" / "gpuutil" /
         "a800-sxm4-x8-dcgm-exporter-metrics-prof-mig-gpu0-3-instances-gpu-i-profile-labels-no-pcie-for-mig-excerpt.txt")
 
 

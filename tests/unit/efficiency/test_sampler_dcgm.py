@@ -20,7 +20,7 @@ from slurmkit.efficiency.sampler_dcgm import DCGM_COLS, dcgm_row
 from slurmkit.efficiency.verdict import Thresholds, summarize
 from slurmkit.settings import EfficiencySettings
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 FAKE = REPO / "dev" / "fakegpu"
 SMI, DCGMI = str(FAKE / "bin" / "nvidia-smi"), str(FAKE / "bin" / "dcgmi")
 

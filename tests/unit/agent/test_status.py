@@ -15,9 +15,9 @@ import pytest
 
 from slurmkit import config
 from slurmkit.agent import client as hookclient
-from test_hook_agent import Agent, _config, _env, _hook, _silent_listener, _site
+from unit.agent.test_server import Agent, _config, _env, _hook, _silent_listener, _site
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _status(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:

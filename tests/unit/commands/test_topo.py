@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 FIX = REPO / "tests" / "fixtures"
 FAKE = REPO / "dev" / "fakegpu" / "bin" / "nvidia-smi"
 

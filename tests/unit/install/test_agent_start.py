@@ -1,7 +1,7 @@
 """`slurmkit install` and the hook agent (agent.enabled): where systemd runs the node the unit is enabled and
 started (restarted when its file changed), with the install's timeout; where it does not, install says how to run
 it; a site without agent.enabled gets no unit enabled. No systemd runs here: the argv sent to the node is what is
-checked (as test_install_uninstall.py does for the stop)."""
+checked (as tests/unit/install/test_uninstall.py does for the stop)."""
 import pytest
 
 from slurmkit import config

@@ -14,11 +14,10 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 from slurmkit.errors import UsageError
 from slurmkit.fabric import conf, ibnet, tree
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fabric_synth import synth_ibnetdiscover  # noqa: E402
 from nohang import no_hang as _no_hang  # noqa: E402
 
-IB = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "ib"
+IB = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "ib"
 HANG_SECONDS = 20
 PROPS = hsettings(max_examples=int(os.environ.get("SLURMKIT_PROP_EXAMPLES", "60")), deadline=None,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

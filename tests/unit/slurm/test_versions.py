@@ -12,7 +12,7 @@ from slurmkit.slurm.slurm_json import (SlurmFormatError, parse_nodes_json, parse
 
 pytestmark = pytest.mark.usefixtures("utc_local_time")
 
-LOCAL = Path(__file__).resolve().parent.parent / "fixtures" / "local"
+LOCAL = Path(__file__).resolve().parents[2] / "fixtures" / "local"
 VERSIONS = {"22.05": ("22.05.8", 38), "24.11": ("24.11.5", 42), "25.11": ("25.11.7", 44), "26.05": ("26.05.5", 45)}
 STATES = ["idle", "drained", "slurmkit-drain", "gpu-job", "resumed"]
 ADMIN = "admin: PSU swap ticket 4411"
