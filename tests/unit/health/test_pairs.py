@@ -13,7 +13,7 @@ from slurmkit.health import pairs
 
 from fabric_synth import synth_ibnetdiscover
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "nccl"
 GOOD = (FIX / "gcp-a3mega-h100-2node-16gpu-all_reduce_perf-healthy.txt").read_text()  # Avg 70.742
 FAILED = (FIX / "rtx5090-2gpu-all_reduce_perf-debug-info-nccl-warn-cuda-failure-nccl-tests-287.txt").read_text()
 

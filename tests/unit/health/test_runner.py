@@ -12,7 +12,7 @@ import pytest
 from slurmkit import config, drain
 from slurmkit.health.runner import parse_gpu_list, run_checks
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 FIX = REPO / "tests" / "fixtures"
 SCEN = REPO / "dev" / "fakegpu" / "scenarios"
 FAKE = REPO / "dev" / "fakegpu" / "bin"

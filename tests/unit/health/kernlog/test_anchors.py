@@ -10,7 +10,7 @@ from pathlib import Path
 from slurmkit.health import nvsmi
 from slurmkit.health.kernlog import anchors, events
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 XID = REPO / "tests" / "fixtures" / "xid"
 
 

@@ -1,5 +1,5 @@
 """The kernel-log check beyond `Xid` lines: each signature class on SYNTHETIC lines written in the driver's own
-wording (the real captures are graded in test_health_xid.py), timestamps in every form, fail-closed reading of
+wording (the real captures are graded in tests/unit/health/checks/test_xid.py), timestamps in every form, fail-closed reading of
 odd Xid lines (issue 17 W3) and linear grading (issue 17 H3)."""
 from pathlib import Path
 
@@ -8,9 +8,9 @@ import pytest
 from slurmkit import config
 from slurmkit.health import kernlog
 from slurmkit.health.kernlog import logline
-from test_health_xid import judge  # the xid check on a capture, with xid.* settings
+from unit.health.checks.test_xid import judge  # the xid check on a capture, with xid.* settings
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "xid"
+FIX = Path(__file__).resolve().parents[3] / "fixtures" / "xid"
 XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
 
 

@@ -1,7 +1,7 @@
 """health/nvml.py's deadline: a read that does not answer is a finding (Hung, naming the call), never a wait; while
 that worker stays stuck the process does not call again (Hung at once, still=True); a read already running for
 another thread is waited for, not mistaken for a hang. The calls here are plain functions standing for a read
-(the real hang on NVIDIA's mock library is tests/unit/test_nvml_source.py's)."""
+(the real hang on NVIDIA's mock library is tests/unit/health/test_nvml_source.py's)."""
 from __future__ import annotations
 
 import threading

@@ -14,7 +14,7 @@ from slurmkit.errors import SpecError, UsageError
 
 from clirun import run_cli
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SITE = REPO / "tests" / "golden" / "submit" / "site.yaml"
 EX = REPO / "examples"
 

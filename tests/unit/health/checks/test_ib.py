@@ -2,7 +2,7 @@
 by `grep Up`, a full iblinkinfo with 32 empty `Down/ Polling` switch ports, ibnetdiscover of 2xNDR split ports with
 redacted GUIDs, `ibnetdiscover -p`), all healthy. No capture shows a faulty port, and none is `ibstat` output: the
 faults (a port LinkUp but Initializing, a link trained down to DDR, a required port Down/Polling, an HCA gone) are
-synthetic, made from a real capture by changing one line or written to ibstat's layout (test_ibstat.py), and named
+synthetic, made from a real capture by changing one line or written to ibstat's layout (tests/unit/health/test_ibstat.py), and named
 so. The live tests run the check through proc.py against small scripts standing in for ibstat."""
 import subprocess
 import sys
@@ -15,10 +15,9 @@ from slurmkit.errors import UsageError
 from slurmkit.health.checks import ib
 from slurmkit.health.runner import run_checks
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_ibstat import NDR8, synthetic_ibstat  # noqa: E402
+from unit.health.test_ibstat import NDR8, synthetic_ibstat  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 FIX = REPO / "tests" / "fixtures" / "ib"
 EDR = FIX / "edr-sb7700-3host-iblinkinfo-grep-up.txt"
 QDR = FIX / "qdr-infiniscale-iv-4hca-iblinkinfo-32-ports-down-polling-4space-ca-indent.txt"

@@ -14,7 +14,7 @@ from slurmkit.errors import ParseError, UsageError
 from slurmkit.fabric import ibnet
 from slurmkit.health import ibstat
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ib"
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "ib"
 
 
 def synthetic_ibstat(ports, ca_type="MT4129", indent="\t") -> str:

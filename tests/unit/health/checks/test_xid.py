@@ -8,7 +8,7 @@ from slurmkit import config
 from slurmkit.health import kernlog
 from slurmkit.health.runner import run_checks
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "xid"
+FIX = Path(__file__).resolve().parents[3] / "fixtures" / "xid"
 
 # file -> (status, drain code, GPU/NVSwitch bus in the reason, what was seen: Xid/SXid codes and signature ids)
 EXPECTED = {

@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 
 from slurmkit import cli
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "xid"
+FIX = Path(__file__).resolve().parents[3] / "fixtures" / "xid"
 CAPTURES = ["h100-hgx-fallen-off-bus-probe-failed-dmesg-multiline.txt",
             "tesla-dmesg-aer-uncorrected-fatal-surprise-down-no-aer-aware-driver-xid79-gpu-burn-1.txt",
             "rtx3090-dmesg-rminitadapter-gsp-init-failed-gfw-boot-ogkm-789.txt",

@@ -12,8 +12,8 @@ from hypothesis import given, settings, strategies as st
 
 from slurmkit.health import dcgm
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "dcgm"
-REPO = Path(__file__).resolve().parents[2]
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "dcgm"
+REPO = Path(__file__).resolve().parents[3]
 
 # fixture -> (status, words the reason must hold); the provenance row states each verdict
 EXPECTED = {

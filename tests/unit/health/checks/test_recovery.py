@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 from slurmkit.health.checks import recovery
 from slurmkit.health.context import NoData
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures"
+FIX = Path(__file__).resolve().parents[3] / "fixtures"
 
 
 def test_the_real_reset_capture_fails_naming_the_gpu_and_the_action():

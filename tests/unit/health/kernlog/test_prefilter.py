@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 from slurmkit.health import kernlog
 from slurmkit.health.kernlog import anchors, events
 
-XID = Path(__file__).resolve().parent.parent / "fixtures" / "xid"
+XID = Path(__file__).resolve().parents[3] / "fixtures" / "xid"
 
 
 def same(text, **kw):

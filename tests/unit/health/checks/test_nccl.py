@@ -8,7 +8,7 @@ from slurmkit.errors import UsageError
 from slurmkit.health import nccl
 from slurmkit.health.runner import run_checks
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
+FIX = Path(__file__).resolve().parents[3] / "fixtures" / "nccl"
 
 # file -> (avg bus bandwidth as parsed (None: no table), how, status with no expected value, expected for a
 #          "fail below 0.8 x expected" test or None)

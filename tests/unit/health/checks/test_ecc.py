@@ -8,7 +8,7 @@ from slurmkit import config
 from slurmkit.errors import UsageError
 from slurmkit.health.runner import run_checks
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures"
+FIX = Path(__file__).resolve().parents[3] / "fixtures"
 
 # file -> {check: expected status (None: unreadable for that check)}
 EXPECTED = {

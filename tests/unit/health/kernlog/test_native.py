@@ -17,9 +17,9 @@ from slurmkit.health import kernlog
 from slurmkit.health.checks import xid
 from slurmkit.health.kernlog import anchors, events, native
 
-from test_kernlog_prefilter import LINES, PREFIX
+from unit.health.kernlog.test_prefilter import LINES, PREFIX
 
-XID = Path(__file__).resolve().parent.parent / "fixtures" / "xid"
+XID = Path(__file__).resolve().parents[3] / "fixtures" / "xid"
 HAVE = native.module() is not None
 needs_wheel = pytest.mark.skipif(not HAVE, reason="ahocorasick-rs does not import here")
 

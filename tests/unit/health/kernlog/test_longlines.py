@@ -17,7 +17,7 @@ from slurmkit.health import kernlog
 from slurmkit.health.kernlog import logline, native
 from slurmkit.health.runner import run_checks
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "xid" / "h100-hgx-xid79-fallen-off-bus-dmesg-multiline.txt"
+FIX = Path(__file__).resolve().parents[3] / "fixtures" / "xid" / "h100-hgx-xid79-fallen-off-bus-dmesg-multiline.txt"
 REAL = FIX.read_text()
 X79 = next(ln for ln in REAL.splitlines() if "Xid (PCI:0000:5d:00): 79" in ln) + "\n"
 BENIGN = "[ {i}.000000] usb 1-{i}: new high-speed USB device number {i} using xhci_hcd"
