@@ -21,7 +21,7 @@ from slurmkit.checkpoint import privsep
 from slurmkit.checkpoint.report import SyncReport
 from slurmkit.errors import UsageError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _sleeper():

@@ -7,7 +7,7 @@ import pytest
 from slurmkit.errors import UsageError
 from slurmkit.topology import format_cpulist, parse_cpulist, parse_topo
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "topo"
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "topo"
 
 
 def parse(name):
@@ -261,3 +261,27 @@ def test_cpulist():
     assert parse_cpulist("") == []
     assert parse_cpulist("3-1") is None and parse_cpulist("a") is None
     assert format_cpulist([5, 0, 1, 2, 9, 10]) == "0-2,5,9-10"
+
+
+# --- Issue 17 (T1/W7/H7): hostile numbers and sizes, folded from test_hardening_health.py ----------------------------
+
+def test_t1_topo_numa_id_of_5000_digits_is_an_error():
+    text = ("\tGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \t0-7\t0\t\t" + "1" * 5000 + "\n")
+    with pytest.raises(UsageError, match="GPU NUMA ID"):
+        parse_topo(text, path="t.txt")
+
+
+def test_w7_topo_unicode_digits_are_an_error():
+    text = "\tGPU0\tCPU Affinity\tNUMA Affinity\nGPU0\t X \t٠-٧\t0\n"
+    with pytest.raises(UsageError, match="CPU Affinity"):
+        parse_topo(text, path="t.txt")
+
+
+def test_h7_a_1000_gpu_matrix_parses_or_is_refused_quickly():
+    """Synthetic: 1000 GPUs, all NV18 (the symmetry check was cubic: 36 s)."""
+    n = 1000
+    head = "\t" + "\t".join(f"GPU{i}" for i in range(n)) + "\tCPU Affinity\tNUMA Affinity\n"
+    rows = "".join(f"GPU{i}\t" + "\t".join(" X " if j == i else "NV18" for j in range(n)) + "\t0-7\t0\n"
+                   for i in range(n))
+    topo = parse_topo(head + rows, path="big.txt")
+    assert len(topo.gpus) == n

@@ -16,7 +16,7 @@ from slurmkit.jobs import render, spec as specmod
 from slurmkit.jobs import keys
 from slurmkit.jobs.validate import OWNED_OPTIONS
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 GOLDEN = REPO / "tests" / "golden" / "submit"
 SETTINGS = config.loads((GOLDEN / "site.yaml").read_text(), str(GOLDEN / "site.yaml"))
 FIELDS = {f for f in specmod.JobSpec.__dataclass_fields__}
@@ -53,7 +53,7 @@ def valid_specs(draw):
     for key in ("name", "account", "qos", "workdir", "output"):
         if draw(st.booleans()):
             d[key] = draw(line)
-    if draw(st.booleans()):  # a path with placeholders and $VARIABLEs has its own tests (test_checkpoint_paths.py)
+    if draw(st.booleans()):  # a path with placeholders and $VARIABLEs has its own tests (tests/unit/jobs/test_ckpaths.py)
         d["checkpoint_dir"] = draw(line.filter(lambda t: not set(t) & set("${}")))
     d["partition"] = draw(st.sampled_from(["gpu", "other", None]))
     d["nodes"] = draw(st.integers(1, 4))
@@ -70,12 +70,12 @@ def valid_specs(draw):
     d["sweep"] = {k: v for k, v in sweep.items() if k not in d["env"]}
     d["preemption"] = {"signal_lead": draw(st.integers(1, 299)), "max_requeues": draw(st.integers(0, 5)),
                        "requeue": draw(st.booleans())}
-    # raw options, but not those a set key writes (mem, time, ...: refused as a conflict, tests/unit/test_submit_spec_keys.py)
+    # raw options, but not those a set key writes (mem, time, ...: refused as a conflict, tests/unit/jobs/test_spec_keys.py)
     owned = {n[2:] for names in OWNED_OPTIONS.values() for n in names}
     d["sbatch"] = draw(st.lists(st.builds(lambda a, b: f"--{a}={b}",
                                           st.from_regex(r"\A[a-z][a-z-]{0,10}\Z").filter(lambda n: n not in owned),
                                           line), max_size=2))
-    # the keys that are sbatch options of their own (issue 30; their grammars: tests/unit/test_submit_spec_keys.py)
+    # the keys that are sbatch options of their own (issue 30; their grammars: tests/unit/jobs/test_spec_keys.py)
     if draw(st.booleans()):
         d["comment"] = draw(line)
     if draw(st.booleans()):
@@ -142,7 +142,6 @@ def test_every_value_reaches_the_job_intact(args, env, sweep, wrapped):
     assert got_env == dict(env, SKP_SWEEP=sweep[0])
 
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from clirun import run_cli as _cli  # noqa: E402
 
 

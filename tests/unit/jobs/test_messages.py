@@ -14,7 +14,7 @@ from slurmkit.jobs import spec as specmod
 
 from clirun import run_cli
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SITE = REPO / "tests" / "golden" / "submit" / "site.yaml"
 EX = REPO / "examples"
 

@@ -8,7 +8,7 @@ from slurmkit.topology import parse_topo
 from slurmkit.topology.cpus import parse_cpu_layout, parse_lscpu_p, resolve
 from slurmkit.topology.gres import gres_conf_lines
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures"
+FIX = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def topo(name, lscpu=None, lscpu_text=None):

@@ -161,7 +161,7 @@ def test_s3_sync_for_job_as_the_jobs_user(bucket):
     import tempfile
 
     from slurmkit import config, healthlog
-    from test_sync_security import ALICE, ensure_user
+    from unit.checkpoint.test_sync import ALICE, ensure_user
     alice = ensure_user(ALICE)
     base = tempfile.mkdtemp(prefix="slurmkit-s3-", dir="/tmp")
     try:

@@ -8,7 +8,7 @@ from slurmkit.errors import UsageError
 from slurmkit.topology import format_cpulist, parse_topo
 from slurmkit.topology.cpus import parse_cpu_layout, parse_lscpu_p, read_sysfs, resolve
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures"
+FIX = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def layout(name):
@@ -154,3 +154,10 @@ def test_pci_numa_node(tmp_path):
     assert pci_numa_node("0000:3B:00.0", str(tmp_path)) == 1
     assert pci_numa_node("0000:5e:00.0", str(tmp_path)) is None  # -1: the platform does not say
     assert pci_numa_node("0000:00:00.0", str(tmp_path)) is None
+
+
+# --- Issue 17 (T1): hostile numbers, folded from test_hardening_health.py --------------------------------------------
+
+def test_t1_lscpu_cpu_id_of_5000_digits_is_an_error():
+    with pytest.raises(UsageError, match="not a number"):
+        parse_cpu_layout("# CPU,Core,Socket,Node\n" + "1" * 5000 + ",0,0,0\n", path="l.txt")

@@ -6,7 +6,7 @@ import pytest
 from slurmkit.errors import UsageError
 from slurmkit.topology import format_cpulist, plan_binding, profile_from_text, load_profile
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures"
+FIX = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def profile(name, lscpu=None):

@@ -8,7 +8,7 @@ from slurmkit.jobs import spec as specmod
 from slurmkit.jobs.check import check_request
 from slurmkit.slurm.slurm_json import parse_sinfo_json
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "local" / "dev-cluster-slurm22.05-sinfo-json-mixed-drain.txt"
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "local" / "dev-cluster-slurm22.05-sinfo-json-mixed-drain.txt"
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """submit/render place a multi-node job (issue 33): with the site's submit.placement on, a job that fits under one
 leaf switch gets `--switches=1@WAIT` (topology/tree), one that fits an NVLink block `--segment=N` (topology/block);
 the spec opts out with `placement: false`; `-v` and the script's own comment say why it was or was not added.
-The `scontrol show topology` texts are what slurmctld printed on the dev cluster (test_fabric_placement.py);
+The `scontrol show topology` texts are what slurmctld printed on the dev cluster (tests/unit/fabric/test_placement.py);
 tests/integration/test_fabric_cluster.py submits through `slurmkit submit` on a real topology.conf cluster."""
 from pathlib import Path
 
@@ -13,7 +13,7 @@ from slurmkit.errors import UsageError
 from slurmkit.fabric import placement
 from slurmkit.jobs import pipeline
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 GOLDEN = REPO / "tests" / "golden" / "submit"
 TREE = """SwitchName=leaf1 Level=0 LinkSpeed=1 Nodes=n[1,3]
 SwitchName=leaf2 Level=0 LinkSpeed=1 Nodes=n2

@@ -15,7 +15,7 @@ from slurmkit.slurm.capture import parse_node_capture
 from slurmkit.slurm.records import current_reason, parse_scontrol_nodes_oneliner
 
 pytestmark = pytest.mark.usefixtures("utc_local_time")
-LOCAL = Path(__file__).resolve().parents[1] / "fixtures" / "local"
+LOCAL = Path(__file__).resolve().parents[2] / "fixtures" / "local"
 TABLE = A.load_causes()
 NOW = datetime(2026, 12, 2, 7, 0, tzinfo=timezone.utc)
 XID = "slurmkit:xid79 GPU 0000:3b:00 fell off the bus"

@@ -91,7 +91,7 @@ import re  # noqa: E402
 
 import pytest  # noqa: E402
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "topo"
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "topo"
 GOOD = sorted(p.name for p in FIX.iterdir() if p.name not in (
     "dgx-h100-12nic-vllm-13855-paste-merged-columns-gpu-rows.txt", "dgx-a100-topo-c-48-and-c-222.txt"))
 

@@ -19,10 +19,9 @@ from slurmkit.jobs.pipeline import yaml_text
 from slurmkit.slurm.capture import parse_scontrol_nodes
 from slurmkit.slurm.records import NodeRecord, gres_gpu_types
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sbatch_parser import sbatch_arguments  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 GOLDEN = REPO / "tests" / "golden" / "submit"
 SITE = GOLDEN / "site.yaml"
 SETTINGS = config.loads(SITE.read_text(), str(SITE))

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from slurmkit import audit as A
-from slurmkit import config
-from slurmkit import drain, times
+from slurmkit import config, drain, times
 from slurmkit.errors import UsageError
 from slurmkit.slurm.records import NodeRecord
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures"
+from clirun import run_cli
+
+FIX = Path(__file__).resolve().parents[2] / "fixtures"
 TABLE = A.load_causes()
 PREFIX = "slurmkit:"
 
@@ -355,3 +356,33 @@ def test_a_hung_tool_is_its_own_cause_not_fewer_gpus():
     c, tag = TABLE.classify(reason, PREFIX)
     assert (c.id, tag) == ("tool-hung", "gpu_count") and "fewer" not in c.title
     assert TABLE.classify("slurmkit:gpu_count 7 of 8 GPUs visible", PREFIX)[0].id == "gpu-count"
+
+
+# --- Issue 17 (H1/U4/U5): hostile audit captures, folded from test_hardening_health.py -------------------------------
+
+def test_h1_audit_capture_with_a_huge_range_is_refused_with_its_line(tmp_path):
+    p = tmp_path / "sinfo-R.txt"
+    p.write_text("REASON               USER      TIMESTAMP           NODELIST\n"
+                 "Kill task failed     root      2023-04-11T11:42:06 n[1-99999999]\n")
+    r = subprocess.run([sys.executable, "-m", "slurmkit.cli", "--config", "/dev/null", "audit", "--from-file",
+                        str(p)], capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[3])
+    assert r.returncode == 2 and f"{p}:2: hostlist 'n[1-99999999]'" in r.stderr and "100000" in r.stderr
+
+
+def test_u4_bad_hostlist_in_an_audit_capture_names_file_and_line(tmp_path):
+    p = tmp_path / "sinfo-R.txt"
+    p.write_text("REASON               USER      TIMESTAMP           NODELIST\n"
+                 "Kill task failed     root      2023-04-11T11:42:06 node102\n"
+                 "Kill task failed     root      2023-04-11T11:42:06 n[1-x]\n")
+    code, out, err = run_cli(["--config", "/dev/null", "audit", "--from-file", str(p)])
+    assert code == 2 and f"{p}:3: bad hostlist" in err
+
+
+def test_u5_terminal_escapes_in_reasons_are_printed_escaped(tmp_path):
+    p = tmp_path / "sinfo-R.txt"
+    p.write_text("REASON               USER      TIMESTAMP           NODELIST\n"
+                 "\x1b[31mevil\x1b]0;x\x07     root      2023-04-11T11:42:06 n1\n")
+    for fmt in ([], ["--csv"]):
+        code, out, err = run_cli(["--config", "/dev/null", "audit", *fmt, "--from-file", str(p)])
+        assert code == 1 and "\x1b" not in out and "\x07" not in out
+        assert "\\x1b[31mevil" in out
