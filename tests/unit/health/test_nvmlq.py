@@ -1,6 +1,6 @@
 """health/nvmlq.py: what NVML answered, printed as the `nvidia-smi -q` text the checks parse. The answers here are
 written out by hand (plain data, as health/nvml.py returns them); the same printing over NVIDIA's mock NVML, both
-ways against the real nvidia-smi, is tests/unit/test_nvml_source.py."""
+ways against the real nvidia-smi, is tests/unit/health/test_nvml_source.py."""
 from __future__ import annotations
 
 from slurmkit import config
