@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from slurmkit import audit as A
-from slurmkit import config, drain, times
+from slurmkit import audit as A, config, drain, times
 from slurmkit.errors import UsageError
 from slurmkit.slurm.records import NodeRecord
 
 from clirun import run_cli
+from sitesettings import make_settings
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
 TABLE = A.load_causes()
@@ -72,7 +72,7 @@ def test_check_of_tag():
         ["xid", "ecc", "gpu_count", "nccl", None]
     # one mapping for audit and the drain etiquette: an NVSwitch SXid drain is the xid check's
     assert drain.check_of_tag("sxid20034") == "xid"
-    s = config.Settings()
+    s = make_settings()
     for reason in ("slurmkit:sxid20034 NVSwitch", "slurmkit:gpu_procs left on the GPU", "slurmkit:xid79 GPU"):
         cause, tag = TABLE.classify(reason, s.drain.prefix)
         assert drain.check_of_tag(tag) == drain.check_of_reason(reason, s)

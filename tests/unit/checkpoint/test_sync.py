@@ -12,8 +12,7 @@ import threading
 import pytest
 
 from slurmkit import config, healthlog
-from slurmkit.checkpoint import manifest as mf
-from slurmkit.checkpoint import sync as cs
+from slurmkit.checkpoint import manifest as mf, sync as cs
 
 ENV = {"SLURM_JOB_USER": "alice", "SLURM_JOB_ID": "42", "SLURM_JOB_NAME": "train", "SLURM_JOB_UID": "1000"}
 

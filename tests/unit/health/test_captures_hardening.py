@@ -11,25 +11,22 @@ from pathlib import Path
 
 import pytest
 
-from slurmkit import config
 from slurmkit.errors import UsageError
-from slurmkit.health import nccl as nccl_parse
-from slurmkit.health import nvsmi
+from slurmkit.health import nccl as nccl_parse, nvsmi
 from slurmkit.health.base import to_int
 from slurmkit.health.checks import nccl as nccl_check
 from slurmkit.health.context import NoData
 
 from clirun import run_cli
+from sitesettings import make_settings
 
 REPO = Path(__file__).resolve().parents[3]
 FIX = REPO / "tests" / "fixtures"
 H100_Q = FIX / "ecc" / "princeton-pli-h100-80gb-hbm3-nvidia-smi-a-healthy.txt"
 TOPO = sorted((FIX / "topo").glob("*.txt"))[0]
 NCCL_OK = FIX / "nccl" / "gcp-a3mega-h100-2node-16gpu-all_reduce_perf-healthy.txt"
-S = config.loads("{}\n", "site.yaml")
+S = make_settings("{}\n")
 
-
-_cli = run_cli
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +37,7 @@ def _site(tmp_path):
 def _check(tmp_path, check, text, *extra):
     p = tmp_path / f"{check}.txt"
     p.write_bytes(text if isinstance(text, bytes) else text.encode())
-    return _cli(["--config", str(tmp_path / "none.yaml"), "check", "--only", check, "--capture", f"{check}={p}",
+    return run_cli(["--config", str(tmp_path / "none.yaml"), "check", "--only", check, "--capture", f"{check}={p}",
                  *extra])
 
 
@@ -168,7 +165,7 @@ def test_h4_many_processes_parse_linearly():
 
 def test_h1_per_node_gpu_count_key_is_bounded():
     from slurmkit.health.checks.gpu_count import expected_for
-    st = config.loads('gpu_count:\n  per_node:\n    "n[1-64]": 8\n    "n[1-99999999]": 4\n', "site.yaml")
+    st = make_settings('gpu_count:\n  per_node:\n    "n[1-64]": 8\n    "n[1-99999999]": 4\n')
     assert expected_for(st, "n7") == 8
     with pytest.raises(UsageError, match="over the limit"):
         expected_for(st, "x1")
@@ -188,7 +185,7 @@ def test_h7_captures_over_the_limit_name_the_limit(tmp_path):
         f.truncate(DEFAULT_LIMIT + 1)       # sparse
     (tmp_path / "none.yaml").write_text("{}\n")
     for argv in _cmds(p):
-        code, out, err = _cli(["--config", str(tmp_path / "none.yaml"), *argv])
+        code, out, err = run_cli(["--config", str(tmp_path / "none.yaml"), *argv])
         assert code == 2 and "over the limit of 64 MiB" in err, (argv, err)
 
 

@@ -2,10 +2,11 @@
 one directory, and what `render` shows."""
 import pytest
 
-from slurmkit import config
-from slurmkit.jobs.ckpaths import PathError, expand, per_task_default, problems
 from slurmkit.errors import UsageError
 from slurmkit.jobs import render, spec as specmod
+from slurmkit.jobs.ckpaths import PathError, expand, per_task_default, problems
+
+from sitesettings import make_settings
 
 TASK3 = {"SLURM_JOB_ID": "1207", "SLURM_ARRAY_JOB_ID": "1204", "SLURM_ARRAY_TASK_ID": "3",
          "SLURM_JOB_NAME": "lr-sweep", "SLURM_JOB_USER": "ada", "SLURMD_NODENAME": "n2"}
@@ -49,7 +50,7 @@ def test_a_sweep_gets_one_directory_per_task_by_default():
 def _render(tmp_path, text):
     p = tmp_path / "job.yaml"
     p.write_text(text)
-    st = config.loads("{}", "site.yaml")
+    st = make_settings("{}")
     return render.render(specmod.load(str(p), ()), st, spec_name="job.yaml")
 
 

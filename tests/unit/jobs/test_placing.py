@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from slurmkit import config, times
+from slurmkit import times
 from slurmkit.errors import UsageError
 from slurmkit.fabric import placement
 from slurmkit.jobs import pipeline
+
+from sitesettings import make_settings
 
 REPO = Path(__file__).resolve().parents[3]
 GOLDEN = REPO / "tests" / "golden" / "submit"
@@ -31,7 +33,7 @@ def _own_cache(tmp_path, monkeypatch):
 
 
 def site(extra: str = ""):
-    return config.loads("submit:\n  slurmkit_bin: /opt/slurmkit/bin/slurmkit\n" + extra, "site.yaml")
+    return make_settings("submit:\n  slurmkit_bin: /opt/slurmkit/bin/slurmkit\n" + extra)
 
 
 ON = "  placement: true\n"

@@ -12,9 +12,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from slurmkit import config
-from slurmkit.jobs import render, spec as specmod
-from slurmkit.jobs import keys
+from slurmkit.jobs import keys, render, spec as specmod
 from slurmkit.jobs.validate import OWNED_OPTIONS
+
+from sitesettings import make_settings
 
 REPO = Path(__file__).resolve().parents[3]
 GOLDEN = REPO / "tests" / "golden" / "submit"
@@ -126,7 +127,7 @@ def test_every_value_reaches_the_job_intact(args, env, sweep, wrapped):
         stub = Path(tmp) / "slurmkit"   # stands in for `slurmkit run`: runs what follows `--`
         stub.write_text('#!/bin/sh\nwhile [ "$1" != "--" ]; do shift; done\nshift\nexec "$@"\n')
         stub.chmod(0o755)
-        st_ = config.loads(f"submit:\n  slurmkit_bin: {stub}\n", "site.yaml")
+        st_ = make_settings(f"submit:\n  slurmkit_bin: {stub}\n")
         d = {"command": ["sh", "-c", PROBE, "sh", *args], "env": env, "sweep": {"SKP_SWEEP": sweep}}
         if wrapped:
             d["checkpoint_dir"] = tmp
@@ -143,7 +144,6 @@ def test_every_value_reaches_the_job_intact(args, env, sweep, wrapped):
 
 
 from clirun import run_cli as _cli  # noqa: E402
-
 
 BASE = {"command": ["true"], "gpus_per_node": 1, "time": "01:00:00", "nodes": 1, "launcher": "none",
         "env": {"A": "b"}, "preemption": {"signal_lead": 60}}

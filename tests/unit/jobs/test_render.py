@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from slurmkit import config
 from slurmkit.errors import UsageError
-from slurmkit.jobs import render, templates
-from slurmkit.jobs import spec as specmod
+from slurmkit.jobs import render, spec as specmod, templates
 
 from clirun import run_cli
 from sbatch_parser import sbatch_arguments
+from sitesettings import make_settings
 
 REPO = Path(__file__).resolve().parents[3]
 GOLDEN = REPO / "tests" / "golden" / "submit"
@@ -30,7 +29,7 @@ def _own_cache(tmp_path, monkeypatch):
 
 def settings():
     site = GOLDEN / "site.yaml"
-    return config.loads(site.read_text(), str(site))
+    return make_settings(site)
 
 
 def render_file(path: Path, st=None, sets=()):
@@ -143,7 +142,7 @@ def test_template_path_relative_to_the_spec(tmp_path):
     shutil.copy(GOLDEN / "site-templates" / "site-banner.sbatch.j2", tmp_path / "mine.j2")
     spec = tmp_path / "job.yaml"
     spec.write_text("name: x\ncommand: [true]\ntemplate: ./mine.j2\n")
-    assert "site banner: x on" in render_file(spec, config.Settings()).script
+    assert "site banner: x on" in render_file(spec, make_settings()).script
 
 
 def test_an_edited_or_shadowing_template_is_rendered_fresh(tmp_path):
@@ -236,8 +235,6 @@ def _no_cache(monkeypatch):
     monkeypatch.setenv("SLURMKIT_NO_CACHE", "1")
 
 
-_cli = run_cli
-
 
 def _render(tmp_path, text, name="job.yaml", *sets, site=SITE):
     p = tmp_path / name
@@ -245,7 +242,7 @@ def _render(tmp_path, text, name="job.yaml", *sets, site=SITE):
     argv = ["--config", site, "render", str(p)]
     for s in sets:
         argv += ["--set", s]
-    return _cli(argv)
+    return run_cli(argv)
 
 
 def _ok(tmp_path, text, name="job.yaml"):
@@ -330,7 +327,7 @@ def test_w6_template_outside_the_spec_dir_is_refused(tmp_path, t):
     (tmp_path / "outside.j2").write_text("SECRET\n")
     d = tmp_path / "specs"
     d.mkdir()
-    code, out, err = _cli(["--config", SITE, "render", str(_write(d, f"command: x\ntemplate: {t!r}\n"))])
+    code, out, err = run_cli(["--config", SITE, "render", str(_write(d, f"command: x\ntemplate: {t!r}\n"))])
     assert code == 2 and "SECRET" not in out and "root:" not in out
     assert "template" in err
 
@@ -341,7 +338,7 @@ def test_w6_template_link_leading_out_is_refused(tmp_path):
     d = tmp_path / "specs"
     d.mkdir()
     os.symlink(tmp_path / "outside.j2", d / "t.j2")
-    code, out, err = _cli(["--config", SITE, "render", str(_write(d, "command: x\ntemplate: ./t.j2\n"))])
+    code, out, err = run_cli(["--config", SITE, "render", str(_write(d, "command: x\ntemplate: ./t.j2\n"))])
     assert code == 2 and "SECRET" not in out and "leads outside" in err
 
 
@@ -350,7 +347,7 @@ def test_w6_template_below_the_spec_dir_still_works(tmp_path):
     (tmp_path / "tpl").mkdir()
     (tmp_path / "tpl" / "mine.j2").write_text('{% extends "base.sbatch.j2" %}{% block setup %}# mine\n'
                                               '{% endblock %}')
-    code, out, err = _cli(["--config", SITE, "render", str(_write(tmp_path, "command: x\ntemplate: tpl/mine.j2\n"))])
+    code, out, err = run_cli(["--config", SITE, "render", str(_write(tmp_path, "command: x\ntemplate: tpl/mine.j2\n"))])
     assert code == 0, err
     assert "# mine" in out
 
@@ -414,7 +411,7 @@ def test_h7_a_spec_over_the_limit_names_the_limit(tmp_path):
     p = tmp_path / "big.yaml"
     with open(p, "wb") as f:
         f.truncate(specmod.SPEC_LIMIT + 1)        # sparse: the size is refused before anything is read
-    code, out, err = _cli(["--config", SITE, "render", str(p)])
+    code, out, err = run_cli(["--config", SITE, "render", str(p)])
     assert code == 2 and "over the limit of 16 MiB" in err
 
 
@@ -461,7 +458,7 @@ def test_u3_set_time_error_is_blamed_on_set(tmp_path):
 
 @pytest.mark.usefixtures("_no_cache")
 def test_cpus_per_node_comes_from_the_values_not_the_quoted_text():
-    st = config.loads("submit: {}\n", "site.yaml")
+    st = make_settings("submit: {}\n")
     spec = specmod.loads("command: x\ngpus_per_node: 2\ncpus_per_gpu: 6\n", "job.yaml")
     assert render.plan(spec, st, spec_name="job.yaml").cpus_per_node == 12
 

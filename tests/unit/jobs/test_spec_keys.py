@@ -20,11 +20,12 @@ from slurmkit.slurm.capture import parse_scontrol_nodes
 from slurmkit.slurm.records import NodeRecord, gres_gpu_types
 
 from sbatch_parser import sbatch_arguments  # noqa: E402
+from sitesettings import make_settings
 
 REPO = Path(__file__).resolve().parents[3]
 GOLDEN = REPO / "tests" / "golden" / "submit"
 SITE = GOLDEN / "site.yaml"
-SETTINGS = config.loads(SITE.read_text(), str(SITE))
+SETTINGS = make_settings(SITE)
 PROPS = hsettings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # real captures: typed Gres (gpu:m60:8, gpu:rtx2080:4, gpu:quadro:1) on one cluster, gpu:hopper:4 on another
 HUJI = REPO / "tests" / "fixtures" / "slurm" / "huji-cs-scontrol-show-node-gpu-mixed-drain-trailing-spaces.txt"

@@ -7,10 +7,11 @@ one line, and named so."""
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from slurmkit import config
 from slurmkit.errors import UsageError
 from slurmkit.health.checks import clocks
+
 from checkcases import FIX, assert_verdict, holding, judge as judge_check
+from sitesettings import make_settings
 
 A40 = FIX / "misc" / "a40-x10-nvidia-smi-q-550-idle-p8-sw-power-cap-active-gpu0-gpu3-clocks-0mhz-dram-corr-10.txt"
 OLD = FIX / "misc" / "kubeflow-68-nvidia-smi-q-grep-A8-clocks-throttle-reasons-idle-active-old-narrow-labels.txt"
@@ -74,16 +75,16 @@ def test_synthetic_sw_thermal_slowdown_warns_and_the_lists_are_config():
     text = _flip(A40.read_text(), "SW Thermal Slowdown")
     r = judge(text)
     assert r.status == "warn" and r.reason == "GPU 0000:4f:00: SW Thermal Slowdown active"
-    s = config.loads("clocks:\n  fail_on: [sw_thermal_slowdown, sw_power_cap]\n  warn_on: []\n", "site.yaml")
+    s = make_settings("clocks:\n  fail_on: [sw_thermal_slowdown, sw_power_cap]\n  warn_on: []\n")
     r = judge(text, s)
     assert r.status == "fail" and "GPU 0000:4f:00: SW Power Cap, SW Thermal Slowdown active" in r.reason
-    s = config.loads("clocks:\n  fail_on: []\n  warn_on: []\n", "site.yaml")
+    s = make_settings("clocks:\n  fail_on: []\n  warn_on: []\n")
     assert judge(_flip(A40.read_text(), "HW Slowdown"), s).status == "ok"
 
 
 def test_a_reason_the_driver_does_not_have_is_a_config_error_with_its_line():
     with pytest.raises(UsageError) as e:
-        config.loads("clocks:\n  fail_on: [hw_slowdown, hw_sloowdown]\n", "site.yaml")
+        make_settings("clocks:\n  fail_on: [hw_slowdown, hw_sloowdown]\n")
     assert e.value.path == "site.yaml" and e.value.line == 2 and "hw_sloowdown" in str(e.value)
 
 
@@ -108,7 +109,7 @@ def test_input_without_clock_reasons_is_unreadable_not_ok():
 @given(st.lists(st.integers(0, 0x1FF), min_size=1, max_size=8))
 def test_the_bitmask_fails_exactly_on_a_hardware_slowdown_bit(masks):
     text = "index, clocks_event_reasons.active\n" + "".join(f"{i}, 0x{m:016x}\n" for i, m in enumerate(masks))
-    r = clocks.evaluate(text, config.Settings().clocks)
+    r = clocks.evaluate(text, make_settings().clocks)
     hw = [i for i, m in enumerate(masks) if m & (0x8 | 0x40 | 0x80)]
     sw = [i for i, m in enumerate(masks) if m & 0x20 and i not in hw]
     assert r.status == ("fail" if hw else "warn" if sw else "ok"), (masks, r.reason)

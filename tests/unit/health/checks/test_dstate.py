@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from slurmkit import config
 from slurmkit.errors import UsageError
 from slurmkit.health.checks import dstate
 from slurmkit.health.runner import run_checks
+
+from sitesettings import make_settings
 
 
 def _proc(root: Path, pid: int, state: str, comm: str, fds: list[str], start: int = 4242) -> None:
@@ -27,7 +28,7 @@ def _proc(root: Path, pid: int, state: str, comm: str, fds: list[str], start: in
 
 
 def _settings(root: Path, confirm: float = 0.0, devices=("/dev/nvidia",)):
-    s = config.Settings()
+    s = make_settings()
     s.dstate.proc = str(root)
     s.dstate.devices = list(devices)
     s.dstate.confirm_seconds = confirm
@@ -92,10 +93,10 @@ def test_no_proc_filesystem_is_unreadable_and_a_capture_is_refused(tmp_path):
     r = _run(_settings(tmp_path / "missing"))
     assert r.status == "skip" and "cannot read" in r.reason
     with pytest.raises(UsageError, match="no capture format"):
-        run_checks(config.Settings(), "full", captures={"dstate": "anything"})
+        run_checks(make_settings(), "full", captures={"dstate": "anything"})
 
 
 def test_the_settings_are_validated_with_their_line():
     with pytest.raises(UsageError) as e:
-        config.loads("dstate:\n  confirm_seconds: 600\n", "site.yaml")
+        make_settings("dstate:\n  confirm_seconds: 600\n")
     assert e.value.path == "site.yaml" and e.value.line == 2

@@ -4,9 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from slurmkit import config
 from slurmkit.errors import UsageError
 from slurmkit.health.runner import run_checks
+
+from sitesettings import make_settings
 
 FIX = Path(__file__).resolve().parents[3] / "fixtures"
 
@@ -45,7 +46,7 @@ EXPECTED = {
 
 
 def judge(check, text, settings=None):
-    (r,) = run_checks(settings or config.Settings(), "full", captures={check: text}).results
+    (r,) = run_checks(settings or make_settings(), "full", captures={check: text}).results
     return r
 
 
@@ -81,7 +82,7 @@ def test_findings_name_what_was_seen():
 
 
 def test_thresholds_are_config():
-    s = config.Settings()
+    s = make_settings()
     s.ecc.volatile_uncorrectable_max = 1
     s.ecc.aggregate_sram_uncorrectable_max = 5
     assert judge("ecc", (FIX / "ecc/ml-eng-sram-uncorrectable-ecc-section.txt").read_text(), s).status == "ok"
@@ -94,7 +95,7 @@ def test_thresholds_are_config():
 
 
 def test_driver_pins():
-    s = config.Settings()
+    s = make_settings()
     s.driver.driver_versions = ["545.23.08"]
     s.driver.cuda_versions = ["12.3"]
     text = (FIX / "ecc/princeton-pli-h100-80gb-hbm3-nvidia-smi-a-healthy.txt").read_text()
@@ -106,7 +107,7 @@ def test_driver_pins():
 
 def test_gpu_count_against_expected():
     text = (FIX / "ecc/princeton-pli-h100-80gb-hbm3-nvidia-smi-a-healthy.txt").read_text()
-    s = config.Settings()
+    s = make_settings()
     s.gpu_count.expected = 8
     r = judge("gpu_count", text, s)
     assert (r.status, r.reason) == ("fail", "1 of 8 GPUs visible")
@@ -134,7 +135,7 @@ def test_regression_ecc_sum_over_one_column_csv_fires():
     r = judge("ecc", with_header)
     assert r.status == "fail" and "GPU 2: 2 volatile uncorrectable" in r.reason
     from slurmkit.health.checks import ecc
-    r = ecc.evaluate("0\n0\n2\n0\n", config.Settings().ecc, columns=["ecc.errors.uncorrected.volatile.total"])
+    r = ecc.evaluate("0\n0\n2\n0\n", make_settings().ecc, columns=["ecc.errors.uncorrected.volatile.total"])
     assert r.status == "fail"
     assert judge("ecc", "ecc.errors.uncorrected.volatile.total\n0\n[N/A]\n[Not Supported]\n0\n").status == "ok"
 

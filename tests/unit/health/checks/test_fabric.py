@@ -9,11 +9,12 @@ Access Timeout Recovery, Incorrect Configuration)."""
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from slurmkit import config
 from slurmkit.errors import UsageError
 from slurmkit.health import nvsmi
 from slurmkit.health.checks import fabric
+
 from checkcases import FIX, assert_verdict, judge as judge_check
+from sitesettings import make_settings
 
 H100 = FIX / "dcgm" / "h100-sxm-80gb-x8-nvidia-smi-q-565-fabric-completed-success-cliqueid-0-zero-clusteruuid-idle.txt"
 AZURE = FIX / "dcgm" / "azure-miv50-nvlink-fabric-completed-insufficient-resources-cliqueid-0-zero-uuid-dedented-azhpc-506.txt"
@@ -122,9 +123,9 @@ def test_synthetic_degraded_bandwidth_and_recovery_warn_and_the_lists_are_config
     assert r.status == "warn"
     assert r.reason == ("GPU 0000:db:00: fabric health Limited Capacity; Route Recovery in progress; "
                         "fabric bandwidth Degraded")
-    s = config.loads("fabric:\n  fail_on: [bandwidth_degraded]\n  warn_on: []\n", "site.yaml")
+    s = make_settings("fabric:\n  fail_on: [bandwidth_degraded]\n  warn_on: []\n")
     assert judge(text, s).reason == "GPU 0000:db:00: fabric bandwidth Degraded (NVLink fabric)"
-    s = config.loads("fabric:\n  fail_on: []\n  warn_on: []\n", "site.yaml")
+    s = make_settings("fabric:\n  fail_on: []\n  warn_on: []\n")
     assert judge(AZURE.read_text(), s).status == "ok"
 
 
@@ -140,7 +141,7 @@ def test_synthetic_an_nvl_rack_wants_every_gpu_in_one_clique():
         f"GPU 0000:ab:00: in another NVLink clique than the node's other GPUs: ClusterUUID {uuid} clique 32767 "
         "(NVLink fabric)")
     # a zero clique is a fault only where the site says every GPU belongs to one (an NVL rack, via overrides:)
-    rack = config.loads("fabric:\n  fail_on: [not_ready, status_error, clique_missing]\n", "site.yaml")
+    rack = make_settings("fabric:\n  fail_on: [not_ready, status_error, clique_missing]\n")
     assert judge(text, rack).status == "ok"
     r = judge(H100.read_text(), rack)
     assert r.status == "fail" and r.reason.startswith("GPU 0000:18:00: in no NVLink clique (CliqueId 0, zero ClusterUUID)")
@@ -148,7 +149,7 @@ def test_synthetic_an_nvl_rack_wants_every_gpu_in_one_clique():
 
 def test_a_condition_the_check_does_not_have_is_a_config_error_with_its_line():
     with pytest.raises(UsageError) as e:
-        config.loads("fabric:\n  warn_on: [bandwidth_degraded, bandwith_degraded]\n", "site.yaml")
+        make_settings("fabric:\n  warn_on: [bandwidth_degraded, bandwith_degraded]\n")
     assert e.value.path == "site.yaml" and e.value.line == 2 and "bandwith_degraded" in str(e.value)
 
 
@@ -177,7 +178,7 @@ def test_any_fabric_block_gets_a_verdict_and_ok_only_when_nothing_is_wrong(gpus)
         text += "".join(f"        {k:<34}: {v}\n" for k, v in fields.items())
         if health:
             text += "        Health\n" + "".join(f"            {k:<30}: {v}\n" for k, v in health.items())
-    r = fabric.evaluate(text, config.Settings().fabric)
+    r = fabric.evaluate(text, make_settings().fabric)
     assert r.status in ("ok", "warn", "fail") and len(r.evidence["gpus"]) == len(gpus)
     if r.status == "ok":
         for g in r.evidence["gpus"]:

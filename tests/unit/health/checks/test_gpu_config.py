@@ -6,10 +6,11 @@ a real capture by changing one line, and named so."""
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from slurmkit import config
 from slurmkit.errors import UsageError
 from slurmkit.health.checks import gpu_config
+
 from checkcases import FIX, assert_verdict, holding, judge as judge_check
+from sitesettings import make_settings
 
 H100 = FIX / "dcgm" / "h100-sxm-80gb-x8-nvidia-smi-q-565-fabric-completed-success-cliqueid-0-zero-clusteruuid-idle.txt"
 # every -q fixture holding persistence mode or application clocks -> (status, GPUs read)
@@ -57,10 +58,10 @@ def test_synthetic_persistence_off_warns_and_the_site_may_fail_it_or_want_it_off
     r = judge(text)
     assert r.status == "warn" and r.code == "gpu_config"
     assert r.reason == "GPU 0000:3a:00: persistence mode disabled, the site wants it enabled"
-    assert judge(text, config.loads("gpu_config:\n  status: fail\n", "site.yaml")).status == "fail"
-    r = judge(H100.read_text(), config.loads("gpu_config:\n  persistence: disabled\n", "site.yaml"))
+    assert judge(text, make_settings("gpu_config:\n  status: fail\n")).status == "fail"
+    r = judge(H100.read_text(), make_settings("gpu_config:\n  persistence: disabled\n"))
     assert r.status == "warn" and r.reason.count("persistence mode enabled, the site wants it disabled") == 8
-    assert judge(text, config.loads("gpu_config:\n  persistence: any\n", "site.yaml")).status == "ok"
+    assert judge(text, make_settings("gpu_config:\n  persistence: any\n")).status == "ok"
 
 
 def test_synthetic_application_clocks_left_set_warn_and_pins_win():
@@ -69,12 +70,12 @@ def test_synthetic_application_clocks_left_set_warn_and_pins_win():
     assert r.status == "warn"
     assert r.reason == ("GPU 0000:ab:00: application graphics clock 1410 MHz, its default is 1980 MHz "
                         "(left by `nvidia-smi -ac`?)")
-    assert judge(text, config.loads("gpu_config:\n  app_clocks: any\n", "site.yaml")).status == "ok"
-    pinned = config.loads("gpu_config:\n  app_graphics_mhz: 1410\n", "site.yaml")
+    assert judge(text, make_settings("gpu_config:\n  app_clocks: any\n")).status == "ok"
+    pinned = make_settings("gpu_config:\n  app_graphics_mhz: 1410\n")
     r = judge(text, pinned)                       # the site runs 1410 MHz: the other seven GPUs are the odd ones
     assert r.status == "warn" and r.reason.count("application graphics clock 1980 MHz, the site pins 1410 MHz") == 7
     with pytest.raises(UsageError) as e:
-        config.loads("gpu_config:\n  app_memory_mhz: 0\n", "site.yaml")
+        make_settings("gpu_config:\n  app_memory_mhz: 0\n")
     assert e.value.path == "site.yaml" and e.value.line == 2
 
 
@@ -93,7 +94,7 @@ def test_any_section_gets_a_verdict(pm, app, dflt):
             f"    Applications Clocks\n        Graphics : {app}\n    Default Applications Clocks\n"
             f"        Graphics : {dflt}\n")
     try:
-        r = gpu_config.evaluate(text, config.Settings().gpu_config)
+        r = gpu_config.evaluate(text, make_settings().gpu_config)
     except UsageError:
         assert pm not in ("Enabled", "Disabled")
         return

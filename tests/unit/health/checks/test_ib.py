@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from slurmkit import config
 from slurmkit.errors import UsageError
 from slurmkit.health.checks import ib
 from slurmkit.health.runner import run_checks
 
+from sitesettings import make_settings
 from unit.health.test_ibstat import NDR8, synthetic_ibstat  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[4]
@@ -27,12 +27,12 @@ EXPECTED = {EDR: ("ok", 3), QDR: ("ok", 4), NDR200: ("ok", 5), OSC: ("ok", 3)}  
 
 
 def judge(text, s=None, node="admin-ws"):
-    (r,) = run_checks(s or config.Settings(), "full", captures={"ib": text}, node=node).results
+    (r,) = run_checks(s or make_settings(), "full", captures={"ib": text}, node=node).results
     return r
 
 
 def site(yaml: str):
-    return config.loads(yaml, "site.yaml")
+    return make_settings(yaml)
 
 
 def test_every_real_ib_capture_is_judged():
@@ -191,7 +191,7 @@ def _tool(tmp_path, body: str) -> str:
 
 
 def live(tmp_path, ibstat, extra="", tools=""):
-    s = config.loads(f"tools:\n  ibstat: {ibstat}\n{tools}health:\n  command_timeout: 1\n{extra}", "site.yaml")
+    s = make_settings(f"tools:\n  ibstat: {ibstat}\n{tools}health:\n  command_timeout: 1\n{extra}")
     (r,) = run_checks(s, "full", only=["ib"], node="n1").results
     return r
 
@@ -241,7 +241,7 @@ def test_evidence_stays_bounded_on_a_huge_fabric_capture():
     for i in range(2000):
         lines.append(f"      0x{i + 1:016x}   {i + 10:5d}    1[  ] ==( 4X 25.78125 Gbps Active/  LinkUp)==>"
                      f"       2   {i % 36 + 1:2d}[  ] \"sw\" ( )")
-    r = ib.evaluate("\n".join(lines) + "\n", config.Settings().ib, node="x")
+    r = ib.evaluate("\n".join(lines) + "\n", make_settings().ib, node="x")
     assert r.status == "ok" and r.evidence["ports_total"] == 2000 and len(r.evidence["ports"]) == 64
 
 
@@ -300,7 +300,7 @@ def test_synthetic_perfquery_reads_and_refuses_what_it_cannot_read():
 
 
 def test_growth_is_judged_against_the_last_reading_and_a_reset_is_a_new_baseline():
-    s = config.Settings().ib
+    s = make_settings().ib
     prev = {"mlx5_0:1": {"link_downed": 2, "symbol_error": 100}, "mlx5_1:1": {"link_downed": 5, "symbol_error": 7}}
     now = {"mlx5_0:1": {"link_downed": 3, "symbol_error": 111}, "mlx5_1:1": {"link_downed": 0, "symbol_error": 0},
            "mlx5_2:1": {"link_downed": 9, "symbol_error": 9}}
@@ -358,7 +358,7 @@ def test_a_large_fabric_capture_is_judged_in_bounded_time():
                      f"LinkUp)==>       2   {i % 36 + 1:2d}[  ] \"sw\" ( )")
     text = "\n".join(lines) + "\n"
     t0 = time.monotonic()
-    r = ib.evaluate(text, config.Settings().ib, node="x")
+    r = ib.evaluate(text, make_settings().ib, node="x")
     assert time.monotonic() - t0 < 20
     assert r.status == "warn" and r.reason.startswith("h12345 HCA-1:1: slower than the other host ports"), r.reason
     assert r.evidence["ports_total"] == 20000 and len(r.evidence["conditions"]) == 1

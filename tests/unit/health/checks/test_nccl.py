@@ -3,10 +3,11 @@ from pathlib import Path
 
 import pytest
 
-from slurmkit import config
 from slurmkit.errors import UsageError
 from slurmkit.health import nccl
 from slurmkit.health.runner import run_checks
+
+from sitesettings import make_settings
 
 FIX = Path(__file__).resolve().parents[3] / "fixtures" / "nccl"
 
@@ -32,7 +33,7 @@ EXPECTED = {
 
 
 def judge(text, expected=None):
-    s = config.Settings()
+    s = make_settings()
     s.nccl.expected_busbw_gbps = expected
     (r,) = run_checks(s, "full", captures={"nccl": text}).results
     return r

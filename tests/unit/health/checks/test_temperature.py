@@ -6,10 +6,11 @@ real capture by changing one line, and named so."""
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from slurmkit import config
 from slurmkit.errors import UsageError
 from slurmkit.health.checks import temperature
+
 from checkcases import FIX, assert_verdict, holding, judge as judge_check
+from sitesettings import make_settings
 
 A40 = FIX / "misc" / "a40-x10-nvidia-smi-q-550-idle-p8-sw-power-cap-active-gpu0-gpu3-clocks-0mhz-dram-corr-10.txt"
 H100 = FIX / "ecc" / "princeton-pli-h100-80gb-hbm3-nvidia-smi-a-healthy.txt"
@@ -67,13 +68,13 @@ def test_synthetic_tlimit_layout_reads_headroom_not_degrees():
 
 
 def test_the_sites_limits_fail_and_are_validated_with_their_line():
-    s = config.loads("temperature:\n  gpu_max_c: 30\n  memory_max_c: 40\n", "site.yaml")
+    s = make_settings("temperature:\n  gpu_max_c: 30\n  memory_max_c: 40\n")
     r = judge(H100.read_text(), s)                                             # 33 C, memory 41 C
     assert r.status == "fail"
     assert r.reason == ("GPU 0000:19:00: GPU at 33 C, over temperature.gpu_max_c 30 C; "
                         "GPU 0000:19:00: memory at 41 C, over temperature.memory_max_c 40 C")
     with pytest.raises(UsageError) as e:
-        config.loads("temperature:\n  gpu_max_c: 900\n", "site.yaml")
+        make_settings("temperature:\n  gpu_max_c: 900\n")
     assert e.value.path == "site.yaml" and e.value.line == 2
 
 
@@ -96,7 +97,7 @@ def test_any_temperature_section_gets_a_verdict_or_is_unreadable(fields):
     text = "GPU 00000000:18:00.0\n    Product Name : NVIDIA H100\n    Temperature\n" + "".join(
         f"        {k:<34}: {v}\n" for k, v in fields.items())
     try:
-        r = temperature.evaluate(text, config.Settings().temperature)
+        r = temperature.evaluate(text, make_settings().temperature)
     except UsageError:
         assert not any(temperature._deg(fields.get(k)) is not None for k in ("GPU Current Temp", "GPU T.Limit Temp"))
         return

@@ -6,10 +6,11 @@ and named so."""
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from slurmkit import config
 from slurmkit.errors import UsageError
 from slurmkit.health.checks import vbios
+
 from checkcases import FIX, assert_verdict, holding, judge as judge_check
+from sitesettings import make_settings
 
 H100 = FIX / "dcgm" / "h100-sxm-80gb-x8-nvidia-smi-q-565-fabric-completed-success-cliqueid-0-zero-clusteruuid-idle.txt"
 CSV = FIX / "ecc" / "ml-eng-h100-query-gpu-vbios.csv.txt"
@@ -56,20 +57,20 @@ def test_synthetic_one_gpu_on_other_firmware_warns_naming_it_and_the_site_may_fa
     r = judge(text)
     assert r.status == "warn" and r.code == "vbios"
     assert r.reason == "NVIDIA H100 80GB HBM3: VBIOS 96.00.74.00.01 on 7 GPUs, GPU 0000:9a:00 96.00.30.00.01"
-    s = config.loads("vbios:\n  mismatch: fail\n", "site.yaml")
+    s = make_settings("vbios:\n  mismatch: fail\n")
     assert judge(text, s).status == "fail"
 
 
 def test_pinned_versions_fail_what_the_site_does_not_run():
-    s = config.loads("vbios:\n  versions:\n    NVIDIA H100 80GB HBM3: [96.00.89.00.01]\n", "site.yaml")
+    s = make_settings("vbios:\n  versions:\n    NVIDIA H100 80GB HBM3: [96.00.89.00.01]\n")
     r = judge(H100.read_text(), s)
     assert r.status == "fail"
     assert r.reason.startswith("GPU 0000:18:00: VBIOS 96.00.74.00.01 not in 96.00.89.00.01 for NVIDIA H100 80GB HBM3")
     assert judge(CSV.read_text(), s).status == "ok"                        # the CSV's H100s run the pinned one
-    s = config.loads("vbios:\n  versions: {'*': [94.02.5C.00.03]}\n", "site.yaml")
+    s = make_settings("vbios:\n  versions: {'*': [94.02.5C.00.03]}\n")
     assert judge(H100.read_text(), s).status == "fail"
     with pytest.raises(UsageError) as e:
-        config.loads("vbios:\n  mismatch: drain\n", "site.yaml")
+        make_settings("vbios:\n  mismatch: drain\n")
     assert e.value.path == "site.yaml" and e.value.line == 2
 
 
@@ -90,9 +91,9 @@ def test_warns_exactly_when_one_model_runs_two_versions(gpus):
     readable = [(m, v) for m, v in gpus if v not in ("N/A", "[N/A]")]
     if not readable:
         with pytest.raises(UsageError):
-            vbios.evaluate(text, config.Settings().vbios)
+            vbios.evaluate(text, make_settings().vbios)
         return
-    r = vbios.evaluate(text, config.Settings().vbios)
+    r = vbios.evaluate(text, make_settings().vbios)
     models: dict[str, set[str]] = {}
     for m, v in readable:
         models.setdefault(m, set()).add(v)

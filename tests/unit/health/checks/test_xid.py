@@ -4,9 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from slurmkit import config
 from slurmkit.health import kernlog
 from slurmkit.health.runner import run_checks
+
+from sitesettings import make_settings
 
 FIX = Path(__file__).resolve().parents[3] / "fixtures" / "xid"
 
@@ -63,7 +64,7 @@ def seen(r):
 
 
 def judge(text, **cfg):
-    s = config.Settings()
+    s = make_settings()
     for k, v in cfg.items():
         setattr(s.xid, k, v)
     (r,) = run_checks(s, "full", captures={"xid": text}).results
@@ -223,7 +224,7 @@ def dmesg_from(tmp_path):
     tool = tmp_path / "dmesg"
     tool.write_text(f"#!/bin/sh\ncat {log}\n")
     tool.chmod(0o755)
-    s = config.Settings()
+    s = make_settings()
     s.tools.dmesg = str(tool)
     s.paths.state_dir = str(tmp_path / "state")
     s.xid.boot_id_file = str(tmp_path / "boot-{node}")
@@ -279,7 +280,7 @@ def test_only_events_since_the_last_hook_are_new_but_a_fatal_one_lasts_its_boot(
 
 
 def test_a_log_file_is_read_from_where_the_last_hook_stopped(tmp_path):
-    s = config.Settings()
+    s = make_settings()
     s.paths.state_dir = str(tmp_path / "state")
     s.xid.boot_id_file = str(tmp_path / "boot-{node}")
     reboot(tmp_path)

@@ -1,19 +1,17 @@
 """Property: `slurmkit check --capture xid=FILE` gives the same verdict for the same events in every log format.
 Real dmesg captures are rewritten (SYNTHETIC prefixes, the real message text) into dmesg -T / -H, syslog,
 kern.log, journal short-iso / short-precise, RFC3339, `dmesg --decode --time-format iso` and no prefix at all."""
-import io
 import json
 import os
 import re
 import tempfile
 import time
-from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from slurmkit import cli
+from clirun import run_cli
 
 FIX = Path(__file__).resolve().parents[3] / "fixtures" / "xid"
 CAPTURES = ["h100-hgx-fallen-off-bus-probe-failed-dmesg-multiline.txt",
@@ -79,13 +77,8 @@ def check(text, capsys=None):
             f.write(text)
         cfg = os.path.join(d, "c.yaml")
         open(cfg, "w").close()
-        buf = io.StringIO()
-        with redirect_stdout(buf):
-            try:
-                cli.main(["--config", cfg, "check", "--capture", f"xid={p}", "--json"])
-            except SystemExit as e:
-                rc = e.code
-        (r,) = json.loads(buf.getvalue())["results"]
+        rc, out, _ = run_cli(["--config", cfg, "check", "--capture", f"xid={p}", "--json"])
+        (r,) = json.loads(out)["results"]
         return rc, r["status"], r["reason"]
 
 
