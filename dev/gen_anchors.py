@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write slurmkit/data/kernlog_anchors.json: the literal anchors of the built-in kernel-log patterns, so a hook
 looks them up instead of parsing every regex on every job (slurmkit/health/kernlog/anchors.py). Run it after
-changing a built-in pattern (the Xid patterns, slurmkit/data/kernlog_signatures.json); tests/unit/test_kernlog_anchors.py
+changing a built-in pattern (the Xid patterns, slurmkit/data/kernlog_signatures.json); tests/unit/health/kernlog/test_anchors.py
 fails while the file is stale.
 
     python3 dev/gen_anchors.py [--check]

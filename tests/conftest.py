@@ -6,7 +6,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 # the hooks these tests run never reach a node's own hook agent (/run/slurmkit/agent.sock) by accident: a test
-# that wants one starts its own and names its socket (tests/unit/test_hook_agent.py, test_agent_cluster.py)
+# that wants one starts its own and names its socket (tests/unit/agent/test_server.py, test_agent_cluster.py)
 os.environ.setdefault("SLURMKIT_AGENT_SOCKET", "none")
 FIXTURES = REPO / "tests" / "fixtures"
 

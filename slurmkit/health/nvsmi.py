@@ -21,7 +21,7 @@ MAX_LINES = 100_000
 _GPU_HDR = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
 _L_HEAD = re.compile(r"GPU\s+(\d{1,3}):\s")
 # What nvidia-smi prints instead of data when a GPU is gone (real captures in tests/fixtures/xid and misc/): each
-# pattern with a literal every match of it contains (tests/unit/test_kernlog_anchors.py checks that), so healthy output,
+# pattern with a literal every match of it contains (tests/unit/health/kernlog/test_anchors.py checks that), so healthy output,
 # which holds none of them, is passed by C string searches and no pattern is compiled or run
 _ERRORS = (
     (

@@ -128,7 +128,7 @@ def run_checks(
             report.results.append(_unrunnable(name, f"not run: the {budget:g}s budget was spent", settings))
             continue
         # __import__, not importlib.import_module: the C import path, which `python -X importtime` sees (the hooks'
-        # import allowlist, tests/unit/test_hook_start.py, reads it; importlib's Python path is invisible to it)
+        # import allowlist, tests/unit/hooks/test_start.py, reads it; importlib's Python path is invisible to it)
         mod = __import__(f"{__package__}.checks.{name}", fromlist=["run"])
         try:
             res = mod.run(ctx)

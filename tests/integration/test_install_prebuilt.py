@@ -1,6 +1,6 @@
 """The prebuilt venv built from the real wheelhouse (pip wheel of this checkout, as `install` does) and
 installed through LocalTransport: a node whose Python fits gets the tarball and a working venv (one whose Python
-differs: tests/unit/test_install_payload.py; the sshd fleet tests run the same over SSH: test_install.py)."""
+differs: tests/unit/install/test_payload.py; the sshd fleet tests run the same over SSH: test_install.py)."""
 import json
 import subprocess
 import sys

@@ -121,7 +121,7 @@ def _node_of(pid: int) -> str:
 @pytest.mark.compat("run/requeue")
 # Once intermittent (one fresh-clone CI run of four): node 1's copy child found nothing to copy for every step node 0
 # had made durable ("replicate-failed ... no report"): its trainer's keep=3 had pruned the step between the wrapper's
-# choice and the child's scan. The replicator now pins what it copies (checkpoint/pin.py; tests/unit/test_replicate_pins.py).
+# choice and the child's scan. The replicator now pins what it copies (checkpoint/pin.py; tests/unit/checkpoint/test_pin.py).
 def test_two_node_job_gpu_fault_on_one_node_resumes_from_a_complete_step(clean, tmp_path):
     """The 2-node drill: one wrapper per node (`srun --ntasks-per-node=1 slurmkit run ...`), each node saving its
     own shard to node-local disk and replicating it to DEST/node-<rank>. Node B's GPU falls off the bus and its

@@ -1,7 +1,7 @@
 """SYNTHETIC `ibnetdiscover` output for tests: a fat tree made here, written with the printf formats of
 infiniband-diags' ibnetdiscover.c (out_switch / out_switch_port / out_ca / out_ca_port: TABs, `(portguid) `
 with leading zeros dropped, `# "desc" lid N 4xEDR`). Not a capture of any machine: the real captures are in
-tests/fixtures/ib/. Used by tests/unit/test_fabric*.py and tests/integration/test_fabric_cluster.py.
+tests/fixtures/ib/. Used by tests/unit/fabric/test_*.py and tests/integration/test_fabric_cluster.py.
 Also SYNTHETIC GB200-style `nvidia-smi -q` texts: the real H100 capture with its Fabric domain values replaced."""
 from pathlib import Path
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, assume, given, settings as hsettings, strategies as st
 
-from slurmkit import config, hostlist
+from slurmkit import hostlist
 from slurmkit.errors import UsageError
 from slurmkit.health import nccl as nccl_parse, nvlink as nvlink_parse, nvsmi
 from slurmkit.health.base import STATUSES
@@ -24,13 +24,14 @@ from slurmkit.jobs import render, spec as specmod
 from slurmkit.topology import parse_topo
 from slurmkit.topology.cpus import parse_cpu_layout
 
+from sitesettings import make_settings
+
 REPO = Path(__file__).resolve().parents[2]
 FIX = REPO / "tests" / "fixtures"
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sbatch_parser import sbatch_arguments  # noqa: E402
 from nohang import no_hang as _no_hang  # noqa: E402
+from sbatch_parser import sbatch_arguments  # noqa: E402
 
-S = config.loads("{}\n", "site.yaml")
+S = make_settings("{}\n")
 HANG_SECONDS = 20          # far past any parse of these inputs (milliseconds); a hang is a failure, not a wait
 # SLURMKIT_PROP_EXAMPLES=2000 for a deeper local search; CI keeps 60 (the whole file well under a minute)
 PROPS = hsettings(max_examples=int(os.environ.get("SLURMKIT_PROP_EXAMPLES", "60")), deadline=None, suppress_health_check=[HealthCheck.too_slow,

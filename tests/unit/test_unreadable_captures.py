@@ -16,12 +16,14 @@ from slurmkit.health import nvsmi
 from slurmkit.health.context import NoData
 from slurmkit.health.runner import run_checks
 
+from sitesettings import make_settings
+
 REPO = Path(__file__).resolve().parents[2]
 SCEN = REPO / "dev" / "fakegpu" / "scenarios"
 FAKE = REPO / "dev" / "fakegpu" / "bin"
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from clirun import run_cli  # noqa: E402
 from nohang import no_hang as _no_hang  # noqa: E402
+
 
 def no_hang(seconds=10):
     return _no_hang(seconds)
@@ -33,7 +35,7 @@ GPU_CHECKS = ("gpu_count", "ecc", "recovery", "driver", "pcie", "nvlink", "gpu_p
 @pytest.fixture
 def live(tmp_path, monkeypatch):
     """Settings whose tools are the fake ones, answering from the scenario `use(name)` picks."""
-    s = config.Settings()
+    s = make_settings()
     s.tools.nvidia_smi = str(FAKE / "nvidia-smi")
     s.tools.dmesg = str(FAKE / "dmesg")
     s.tools.all_reduce_perf = str(FAKE / "all_reduce_perf")
@@ -285,7 +287,7 @@ def _eff(fmt=None):
 
 def _checks():
     from slurmkit.health.checks import driver, ecc, gpu_count, nvlink, pcie, recovery
-    s = config.Settings()
+    s = make_settings()
     return {"gpu_count": lambda t: gpu_count.evaluate(t, None), "ecc": lambda t: ecc.evaluate(t, s.ecc),
             "driver": lambda t: driver.evaluate(t, s.driver), "pcie": lambda t: pcie.evaluate(t, s.pcie),
             "recovery": recovery.evaluate, "nvlink": lambda t: nvlink.evaluate(t, t, s.nvlink)}
@@ -339,7 +341,11 @@ def test_topo_cpu_affinity_of_131_million_ids_is_refused_at_once(tmp_path):
 
 # --- properties: live readability on real captures, damaged captures and junk ----------------------------------
 
-from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+from hypothesis import (
+    given,  # noqa: E402
+    settings as hsettings,
+    strategies as st,
+)
 
 FIX = REPO / "tests" / "fixtures"
 Q_FULL = [p for p in sorted((FIX / "ecc").glob("*.txt")) + sorted((FIX / "misc").glob("*nvidia-smi*"))

@@ -75,7 +75,7 @@ def _key(rx: re.Pattern | str) -> tuple:
 def options(rx: re.Pattern | str) -> list[frozenset]:
     """Every anchor set found for a pattern ([] when it has none, or it ignores case). The built-in patterns' sets
     come from TABLE (slurmkit/data/kernlog_anchors.json, made by dev/gen_anchors.py and checked against this very
-    function by tests/unit/test_kernlog_anchors.py): parsing a regex costs more than a hook's whole kernel-log scan."""
+    function by tests/unit/health/kernlog/test_anchors.py): parsing a regex costs more than a hook's whole kernel-log scan."""
     pattern, flags = _key(rx)
     if flags & re.IGNORECASE or isinstance(pattern, bytes):
         return []
