@@ -16,12 +16,13 @@ from slurmkit.health.runner import run_checks
 from slurmkit.hooks.common import run_hook
 
 from clirun import run_cli
+from sitesettings import make_settings
 
 BRAKE = 0x80  # clocks_event_reasons.active: HW Power Brake Slowdown
 
 
 def _settings(tmp_path, **eff):
-    s = config.Settings()
+    s = make_settings()
     s.paths.health_log = str(tmp_path / "health") + "/"
     s.paths.state_dir = str(tmp_path / "state")
     s.health.drain = False
