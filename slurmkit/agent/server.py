@@ -45,8 +45,9 @@ from ..files import atomic_write, publish
 HOOKS = ("slurmkit.hooks.prolog", "slurmkit.hooks.epilog")  # the only modules a client may ask for
 IDLE_SECONDS = 3.0  # a child that served a hook waits this long for another (a burst of jobs), then exits
 HOOKS_PER_CHILD = 32  # and serves at most this many (the hooks run with the collector off: what they leave stays)
-# The efficiency sampler a prolog forks takes this process's argument area for its command line (proc.set_title):
-# the agent runs with this much room at the end of its own command line, so the sampler's title fits.
+# A child shows the hook it runs as its command line (proc.set_title, over this process's argument area), so ps and
+# pgrep -f see "slurmkit.hooks.prolog job N" as without the agent: the agent runs with this much room at the end of
+# its own command line, so that title fits.
 TITLE_ROOM = 2048
 
 
@@ -471,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replace", action="store_true", help=argparse.SUPPRESS)  # its own restart: take the socket over
     a = ap.parse_args(argv)
     if len(a.title_room) < TITLE_ROOM:
-        # room for the sampler's command line (see TITLE_ROOM): run again with it, once
+        # room for a child's title (see TITLE_ROOM): run again with it, once
         args = [x for x in sys.orig_argv[1:] if not x.startswith("--title-room")]
         os.execv(sys.executable, [sys.executable, *args, "--title-room=" + " " * TITLE_ROOM])
     from ..nodeconf import slurm_conf
