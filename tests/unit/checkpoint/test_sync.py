@@ -226,19 +226,23 @@ def test_full_disk_leaves_previous_checkpoints_and_next_run_cleans(tmp_path):
 
 # --- the job file, sync_for_job and the health log -----------------------------------------------------------
 
-def settings_for(tmp_path, **sync):
-    text = f"""
+def site_yaml(base, *, keep=3, background=False, extra="") -> str:
+    """The sync tests' site config: the health log, state, and a sync from node-local SOURCE to a shared DEST."""
+    return f"""
 paths:
-  health_log: {tmp_path}/health.jsonl
-  state_dir: {tmp_path}/state
+  health_log: {base}/health.jsonl
+  state_dir: {base}/state
 sync:
   enabled: true
-  source: {tmp_path}/local/$SLURM_JOB_USER/$SLURM_JOB_ID/ckpt
-  dest: {tmp_path}/shared/$SLURM_JOB_USER/$SLURM_JOB_NAME
-  keep: 3
-  background: false
-"""
-    s = config.loads(text)
+  source: {base}/local/$SLURM_JOB_USER/$SLURM_JOB_ID/ckpt
+  dest: {base}/shared/$SLURM_JOB_USER/$SLURM_JOB_NAME
+  keep: {keep}
+  background: {str(background).lower()}
+""" + extra
+
+
+def settings_for(tmp_path, **sync):
+    s = config.loads(site_yaml(tmp_path))
     for k, v in sync.items():
         setattr(s.sync, k, v)
     return s
@@ -656,22 +660,8 @@ def world():
     shutil.rmtree(base, ignore_errors=True)
 
 
-def site_yaml(base, background=False) -> str:
-    return f"""
-paths:
-  health_log: {base}/health.jsonl
-  state_dir: {base}/state
-sync:
-  enabled: true
-  source: {base}/local/$SLURM_JOB_USER/$SLURM_JOB_ID/ckpt
-  dest: {base}/shared/$SLURM_JOB_USER/$SLURM_JOB_NAME
-  keep: 5
-  background: {str(background).lower()}
-"""
-
-
 def settings(base, marker=None):
-    s = config.loads(site_yaml(base))
+    s = config.loads(site_yaml(base, keep=5))
     s.sync.marker = marker
     return s
 
@@ -762,7 +752,7 @@ def test_budget_spent_in_the_epilog_is_finished_by_a_background_sync(world):
     import time
     base, alice = world["base"], world["alice"]
     cfg = base / "site.yaml"
-    cfg.write_text(site_yaml(base, background=True))   # a file: the background sync reloads it
+    cfg.write_text(site_yaml(base, keep=5, background=True))   # a file: the background sync reloads it
     s = config.load(str(cfg))
     shutil.rmtree(world["src"] / "step-0000000002")  # only good checkpoints: the background run ends "ok"
     rep = cs.sync_for_job(s, env(alice), budget=0.001)  # the epilog's budget is already spent

@@ -19,6 +19,8 @@ from slurmkit.checkpoint import jobstate
 from slurmkit.checkpoint import manifest as mf
 from slurmkit.checkpoint import sync as cs
 
+from unit.checkpoint.test_sync import site_yaml
+
 ROOT = os.geteuid() == 0
 USER = "skg-alice"   # the conftest's sync_user
 
@@ -47,19 +49,7 @@ def job(sync_user):
     (base / "shared").mkdir()
     for p in (base / "local", base / "local" / USER, base / "local" / USER / "42", src, base / "shared"):
         os.chown(p, pw.pw_uid, pw.pw_gid)
-    s = config.loads(f"""
-paths:
-  health_log: {base}/health.jsonl
-  state_dir: {base}/state
-sync:
-  enabled: true
-  source: {base}/local/$SLURM_JOB_USER/$SLURM_JOB_ID/ckpt
-  dest: {base}/shared/$SLURM_JOB_USER/$SLURM_JOB_NAME
-  keep: 2
-  background: false
-slurm:
-  timeout: 2
-""")
+    s = config.loads(site_yaml(base, keep=2, extra="slurm:\n  timeout: 2\n"))
     env = {"SLURM_JOB_USER": USER, "SLURM_JOB_UID": str(pw.pw_uid), "SLURM_JOB_ID": "42",
            "SLURM_JOB_NAME": "train", "SLURMD_NODENAME": "n1"}
 
