@@ -16,7 +16,9 @@ Two layouts, chosen by `paths.health_log`:
   one file at once can overwrite each other's records). Each file is rotated by size (`<node>.jsonl.1` ... `.N`).
   Readers open only the nodes they need and read from the end backwards, stopping at `since`.
 - a single file (a path ending in `.jsonl`, `.json` or `.log`, or an existing file): the first layout, still read
-  and written for sites that have one. Safe only when every writer is on one host (see docs).
+  and written for sites that have one. Safe only when every writer is on one host (see docs). Rotated by size as
+  a node's file is (`<file>.1` ... `.N`), its generations read oldest first.
+The job-efficiency log (efficiency/record.py) is written and read through this module too, in the same two layouts.
 Light: the prolog imports this (standard library only; the pipeline sinks import what they need when enabled).
 """
 
@@ -96,7 +98,11 @@ def node_file(directory: str, node: str) -> str:
 def newest_first(directory: str, node: str) -> Iterator[str]:
     """The node's files, newest first: `<node>.jsonl`, `.1`, `.2`, ... (rotation keeps them numbered without a gap),
     found by probing each name, never by listing a directory that holds every node of the cluster."""
-    base = node_file(directory, node)
+    return _generations(node_file(directory, node))
+
+
+def _generations(base: str) -> Iterator[str]:
+    """A log file's generations, newest first: `base`, `base.1`, `base.2`, ..."""
     if os.path.exists(base):
         yield base
     i = 1
@@ -164,14 +170,18 @@ def append_node(
 ) -> str:
     """Append to the node's own file, rotating first when it would grow past `max_bytes`. Rotation and append
     run under an flock on `<dir>/.<node>.lock`, so a prolog and an epilog of the same node never race."""
+    base = node_file(directory, node)
+    os.makedirs(directory, mode=0o755, exist_ok=True)
+    _append_rotating(base, os.path.join(directory, f".{node}.lock"), _encode(records), max_bytes, keep)
+    return base
+
+
+def _append_rotating(base: str, lock_path: str, data: bytes, max_bytes: int, keep: int) -> None:
+    """Append `data` to `base` under an flock on `lock_path`, rotating `base` first (`keep` generations) when it
+    would grow past `max_bytes`; a torn last line is ended first."""
     import fcntl
 
-    base = node_file(directory, node)
-    data = _encode(records)
-    os.makedirs(directory, mode=0o755, exist_ok=True)
-    lock = os.open(
-        os.path.join(directory, f".{node}.lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
-    )
+    lock = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -184,7 +194,6 @@ def append_node(
         _append_fd(base, data if not size or _ends_with_newline(base) else b"\n" + data)
     finally:
         os.close(lock)
-    return base
 
 
 def append(
@@ -196,9 +205,9 @@ def append(
     if not records:
         return
     if not per_node(path):
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        data = _encode(records)
-        _append_fd(path, data if _ends_with_newline(path) else b"\n" + data)
+        parent, name = os.path.split(path)
+        os.makedirs(parent or ".", exist_ok=True)
+        _append_rotating(path, os.path.join(parent, f".{name}.lock"), _encode(records), max_bytes, keep)
         return
     by_node: dict[str, list[dict]] = {}
     for r in records:
@@ -322,20 +331,21 @@ def read(
                 if rec.get("node", n) == n:
                     yield rec
         return
-    try:
-        f = open(path, encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return
-    with f:
-        for line in f:
-            rec = _parse(line)
-            if rec is None:
-                continue
-            if want is not None and rec.get("node") not in want:
-                continue
-            if since is not None and str(rec.get("time", "")) < since:
-                continue
-            yield rec
+    for p in reversed(list(_generations(path))):  # the single file's generations, oldest first
+        try:
+            f = open(p, encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            continue
+        with f:
+            for line in f:
+                rec = _parse(line)
+                if rec is None:
+                    continue
+                if want is not None and rec.get("node") not in want:
+                    continue
+                if since is not None and str(rec.get("time", "")) < since:
+                    continue
+                yield rec
 
 
 def read_bounded(path: str, bounds: dict[str, str | None]) -> dict[str, list[dict]]:

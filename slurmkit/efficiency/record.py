@@ -19,7 +19,6 @@ from .model import Capture
 from .verdict import Thresholds, summarize
 
 from typing import TYPE_CHECKING
-from ..files import rotate
 from ..times import utc_iso
 
 if TYPE_CHECKING:
@@ -146,47 +145,21 @@ def build(
 
 
 def append(path: str, rec: dict, max_bytes: int) -> None:
-    """One write with O_APPEND (concurrent epilogs never interleave within a line); rotate first when too big.
-    A per-node directory: the node's own file, rotated as the health log's (one generation kept)."""
+    """Append the record in the log's layout (healthlog's JSON lines: one locked append, rotated first when too
+    big, one generation kept)."""
     from .. import healthlog
 
-    if healthlog.per_node(path):
-        healthlog.append(path, rec, max_bytes=max_bytes, keep=1)
-        return
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    try:
-        if os.stat(path).st_size > max_bytes:
-            rotate(path, 1)
-    except FileNotFoundError:
-        pass
-    data = (json.dumps(rec, separators=(",", ":"), default=str) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
+    healthlog.append(path, rec, max_bytes=max_bytes, keep=1)
 
 
 def read(path: str, *, since: float | None = None):
-    """Records of the log and its previous generation, oldest first; torn lines skipped."""
+    """Records of the log and its previous generation, oldest first (per node in the per-node layout); torn lines
+    skipped; with `since`, those that ended then or later."""
     from .. import healthlog
-    from ..bounded import read_text
 
-    if healthlog.per_node(path):
-        for rec in healthlog.read(path):
-            if since is None or (rec.get("end") or 0) >= since:
-                yield rec
-        return
-    for p in (path + ".1", path):
-        if not os.path.exists(p):
-            continue
-        for ln in read_text(p, what="job-efficiency log", limit=1 << 40).splitlines():
-            try:
-                rec = json.loads(ln)
-            except ValueError:
-                continue
-            if isinstance(rec, dict) and (since is None or (rec.get("end") or 0) >= since):
-                yield rec
+    for rec in healthlog.read(path):
+        if since is None or (rec.get("end") or 0) >= since:
+            yield rec
 
 
 def report_for_job(settings, job_id: int, *, node: str | None = None, thresholds: Thresholds | None = None):

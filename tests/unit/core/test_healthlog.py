@@ -49,6 +49,23 @@ def test_rotation_keeps_a_bounded_number_of_generations(tmp_path):
     assert all(os.path.getsize(os.path.join(d, f)) <= 10 * line + 5 for f in files if f.startswith("n1"))
 
 
+def test_the_single_file_is_bounded_as_a_node_file_is_and_the_efficiency_log_shares_it(tmp_path):
+    path = str(tmp_path / "health.jsonl")
+    line = len(json.dumps(rec("n1", 0)) + "\n")
+    for i in range(100):
+        healthlog.append(path, [rec("n1", i)], max_bytes=10 * line + 5, keep=2)
+    assert sorted(os.listdir(tmp_path)) == [".health.jsonl.lock", "health.jsonl", "health.jsonl.1", "health.jsonl.2"]
+    seqs = [r["seq"] for r in healthlog.read(path)]
+    assert seqs == list(range(100 - len(seqs), 100)) and 20 < len(seqs) <= 30  # generations read oldest first
+    # the job-efficiency log is the same JSON lines: one generation kept, read through the same reader
+    from slurmkit.efficiency import record
+    eff = str(tmp_path / "efficiency.jsonl")
+    for i in range(30):
+        record.append(eff, {"job_id": i, "node": "n1", "time": "2026-12-07T00:00:00Z", "end": i}, max_bytes=10 * 80)
+    jobs = [r["job_id"] for r in record.read(eff, since=25)]
+    assert jobs == [25, 26, 27, 28, 29] and not os.path.exists(eff + ".2")
+
+
 def test_a_torn_last_line_is_skipped_and_the_next_record_still_reads(tmp_path):
     d = str(tmp_path)
     healthlog.append(d, rec("n1", 1))
