@@ -300,8 +300,8 @@ class HealthSettings(Section):
     fail_closed: bool = True  # a check that cannot run (timeout, missing tool) fails (else: warn)
     drain: bool = True  # prolog/epilog drain the node on a failure
     periodic_budget_seconds: float = num(45.0, 1, 3600)  # a health run stops starting checks after this (Slurm: 60 s)
-    log_max_bytes: int = num(16 << 20, 4096, 1 << 40)  # a node's health-log file is rotated past this size
-    log_generations: int = num(5, 0, 1000)  # rotated files kept per node (<node>.jsonl.1 .. .N)
+    log_max_bytes: int = num(16 << 20, 4096, 1 << 40)  # a health-log file (a node's, or the one file) rotates past it
+    log_generations: int = num(5, 0, 1000)  # rotated files kept per file (<node>.jsonl.1 .. .N)
     syslog: bool = False  # also send every record to journald (SLURMKIT_* fields) or syslog
     textfile_dir: str | None = None  # node_exporter textfile collector dir: slurmkit-<node>.prom written there
     # `slurmkit health --sweep`: the heavy checks as one exclusive, low-priority job per node
