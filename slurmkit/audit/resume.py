@@ -86,12 +86,8 @@ def resume_nodes(ctx: Ctx, nodelist: str, *, recheck: bool, force: bool, dry_run
             continue
         # the etiquette's resume: re-reads the node, so a reason changed since the plan is not overridden unasked
         got = drain.resume_node(s, d.node, backend=ctx.backend(), force=d.overrides is not None or force)
-        if got != "resumed":
-            why = (
-                got.replace("resume-failed: ", "scontrol resume failed: ", 1)
-                if got.startswith("resume-failed")
-                else f"{got} ({d.why})"
-            )
+        if got.kind != "resumed":
+            why = f"scontrol resume failed: {got.detail}" if got.kind == "resume-failed" else f"{got} ({d.why})"
             d.action, d.why, failed = "failed", why, True
             continue
         d.action = "resumed"

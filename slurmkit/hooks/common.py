@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # types only: the hooks' import path stays light
+    from ..drain import Action
     from ..health.base import Report
     from ..settings import Settings
 
@@ -66,13 +67,13 @@ def _pending_result(pending: dict, settings):
     )
 
 
-def _act(profile, settings, node, jid, report) -> str:
+def _act(profile, settings, node, jid, report) -> Action:
     """Drain on the first failure (an earlier pending drain first: the first reason stays), retried and else
     recorded as pending; then commit the deferred state (the Xid mark) of every verdict that was acted on."""
     from .. import drain
 
     failed = report.failures[0] if report.failures else None
-    action = "none"
+    action = drain.Action("none")
     if failed is not None:
         if settings.health.drain:
             pending = failed.evidence.get("pending_drain") if isinstance(failed.evidence, dict) else None
@@ -87,7 +88,7 @@ def _act(profile, settings, node, jid, report) -> str:
                 replace_hook_error=pending is not None,
             )
         else:
-            action = "not-drained (health.drain is false)"
+            action = drain.Action("not-drained (health.drain is false)")
     for r in report.results:
         if r.commit is not None and (r.status != "fail" or drain.acted(action)):
             r.commit()
@@ -113,7 +114,7 @@ def run_hook(
     checks=None,
     job_gpus=_UNSET,
     budget: float | None = None,
-) -> tuple[Report, str]:
+) -> tuple[Report, Action]:
     """Run `profile` ("prolog" | "epilog" | "health"), or only `checks` of it; returns (report, action). Appends
     every verdict to the health log. `job_gpus` None = all the node's GPUs (a health run: no job)."""
     from .. import drain, healthlog

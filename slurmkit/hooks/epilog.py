@@ -65,7 +65,7 @@ def main() -> int:
     report, action = run_hook("epilog", settings, os.environ, pre_records=pre)
     if report.healthy:
         return 0
-    return 1 if action.startswith("drain-failed") else 0
+    return 1 if action.failed else 0
 
 
 def run() -> int:

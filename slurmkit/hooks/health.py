@@ -15,7 +15,7 @@ import os
 import sys
 
 from ..health.checks.registry import BESIDE_JOB
-from ..drain import HANDS_OFF  # the one list of hands-off node flags, shared with the drain
+from ..drain import HANDS_OFF, Action  # the one list of hands-off node flags, shared with the drain
 from .common import fail_safe, load_settings, run_hook
 
 # what may run beside a job: they read counters and logs, never touch the GPUs' memory or compute (the registry's)
@@ -170,7 +170,7 @@ def main(environ=None, *, dry=False) -> int:
         os.close(lock)
 
 
-def _remediate(settings, node: str, backend, rem, report, action: str) -> None:
+def _remediate(settings, node: str, backend, rem, report, action: Action) -> None:
     from ..health import remediate
 
     records, boot, asked = rem
