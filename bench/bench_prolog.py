@@ -77,9 +77,13 @@ BASE = "ef2521e"  # the tree before issue 27: its prolog is "today's figure" bes
 
 
 def export(rev: str, into: Path) -> Path:
-    """slurmkit/, prolog/ and epilog/ of `rev` (git archive): its hook scripts find that slurmkit beside them."""
+    """slurmkit/, prolog/ and epilog/ of `rev` (git archive): its hook scripts find that slurmkit beside them;
+    bin/ too where `rev` has it (prolog/prolog and epilog/epilog are links to bin/slurmkit-hook there)."""
     into.mkdir(parents=True)
-    arch = subprocess.run(["git", "-C", str(REPO), "archive", rev, "slurmkit", "prolog", "epilog"], check=True,
+    paths = ["slurmkit", "prolog", "epilog"]
+    if subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{rev}:bin"], capture_output=True).returncode == 0:
+        paths.append("bin")
+    arch = subprocess.run(["git", "-C", str(REPO), "archive", rev, *paths], check=True,
                           capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=arch, check=True)
     return into

@@ -18,8 +18,6 @@ OWN = ("--switches", "--segment")  # a spec's raw sbatch items that say where it
 def place(spec: JobSpec, settings, show_topology: Callable[[], str] | None) -> tuple[list[str], str]:
     """(sbatch options, the reason they were or were not added). `show_topology`: a function returning the text
     of `scontrol show topology` (None: the cluster is not asked; only where the site has placement off)."""
-    from ..fabric import placement
-
     sub = settings.submit
     if not sub.placement:
         return [], "topology placement is off in the site config (submit.placement)"
@@ -34,6 +32,10 @@ def place(spec: JobSpec, settings, show_topology: Callable[[], str] | None) -> t
         return [], "the spec names its nodes (nodelist): no placement added"
     if show_topology is None:
         return [], "the cluster's topology was not asked: no placement added"
+    # imported only here, where a placement is decided: with placement off (the default) a submit never pays for
+    # the fabric parsers (fabric.placement imports fabric.ibnet, 4-6 ms of regexes and classes)
+    from ..fabric import placement
+
     topo = placement.parse_show_topology(show_topology())
     return placement.decide(spec.nodes, topo, enabled=True, wait=placement.wait_text(sub.switch_wait))
 
