@@ -159,7 +159,7 @@ def test_a_busy_node_runs_only_the_checks_that_cannot_disturb_its_job(fresh):
     runs = c.records("n2", context="health")[n:]
     assert {r["check"] for r in runs} <= {"xid", "gpu_count", "ecc", "recovery", "driver", "pcie", "nvlink",
                                           "clocks", "fabric", "ib", "temperature", "vbios",
-                                          "gpu_config", "dstate"}, \
+                                          "gpu_config", "dstate", "straggler"}, \
         (c.node("n2"), [(r["time"], r["check"]) for r in runs])
     assert not c.node("n2").drained
     c.run("scancel", jid)
