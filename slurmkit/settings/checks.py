@@ -366,6 +366,8 @@ class EfficiencySettings(Section):
     # a job whose other nodes' records were not in at this node's epilog is judged by the health program, up to
     # this long after it ended; past it, it is left unjudged (said in the health log)
     straggler_wait_minutes: float = num(60.0, 1, 24 * 60)
+    # how long the epilog waits for the job's other nodes' records before leaving the job to the health program
+    straggler_epilog_wait: float = num(10.0, 0, 60)
     samples_max_bytes: int = num(4 << 20, 64 << 10, 1 << 30)  # a job's sample file; past it, half resolution
     log_max_bytes: int = num(64 << 20, 1 << 20, 1 << 40)  # the job-efficiency log; past it, it rotates to .1
     log: str | None = None  # default: beside paths.health_log, in its layout (efficiency/ or .jsonl)

@@ -4,7 +4,8 @@ synchronous step of a job; `slurmkit efficiency JOBID` names it, and this check 
 Input: the job-efficiency log, where every node's epilog appends its record of the job first thing (efficiency/
 hooks.stop), with the job's node list. The node judges itself, against its peers' records of the same run
 (efficiency/straggler: medians of SM clock, activity and power, the margin `efficiency.straggler_margin_pct`):
-- in the epilog, the job that just ended, when every peer's record is in (the check runs last, after the others);
+- in the epilog, the job that just ended, once every peer's record is in (the check runs last, after the others,
+  and waits up to `efficiency.straggler_epilog_wait` seconds for a peer whose epilog started later);
 - in the health program, the multi-node runs of its own that ended within `efficiency.straggler_wait_minutes` and
   are not judged yet (a peer's epilog was later than this one's); past that wait, a run is left unjudged, said so.
 A run it lagged in is a warn (the health log: the measures and the likely cause); the run that makes
@@ -25,6 +26,7 @@ from ..context import NoData
 
 NAME = "straggler"
 PROFILES = ("epilog", "health")
+POLL = 0.25  # seconds between the epilog's looks for its peers' records
 
 
 def _words(rec: dict, key: str) -> list[str]:
@@ -143,10 +145,16 @@ def run(ctx) -> Result:
             if ctx.job_id is not None:
                 raise NoData(f"job {ctx.job_id} ran on this node alone: no other node to keep pace with")
             continue
+        # the epilog waits a little for peers whose epilogs started later (bounded: the health program does the rest)
+        give_up = time.monotonic() + (s.straggler_epilog_wait if ctx.job_id is not None else 0)
         since = utc_iso((rec.get("start") or now) - 60)
-        got = healthlog.read_bounded(eff_log, {n: since for n in peers})
-        theirs = {n: same_run(got.get(n) or [], rec) for n in peers}
-        missing = [n for n, r in theirs.items() if r is None]
+        while True:
+            got = healthlog.read_bounded(eff_log, {n: since for n in peers})
+            theirs = {n: same_run(got.get(n) or [], rec) for n in peers}
+            missing = [n for n, r in theirs.items() if r is None]
+            if not missing or time.monotonic() >= give_up:
+                break
+            time.sleep(POLL)
         if missing:
             names = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
             if ctx.job_id is None and now - (rec.get("end") or now) > wait:

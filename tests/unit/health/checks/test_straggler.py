@@ -22,6 +22,7 @@ BRAKE = 0x80  # clocks_event_reasons.active: HW Power Brake Slowdown
 
 
 def _settings(tmp_path, **eff):
+    eff.setdefault("straggler_epilog_wait", 0)  # the epilog's wait for late peers: its own test
     s = make_settings()
     s.paths.health_log = str(tmp_path / "health") + "/"
     s.paths.state_dir = str(tmp_path / "state")
@@ -117,6 +118,24 @@ def test_synthetic_a_peer_later_than_the_epilog_is_judged_by_the_health_program_
     r, _ = _health(s, "n3")  # judged: not again
     assert r.status == "skip" and r.reason == "no multi-node job of this node left to judge"
     assert [x["status"] for x in _logged(s, "n3")] == ["skip", "warn", "skip"]
+
+
+def test_synthetic_the_epilog_waits_a_little_for_a_peer_whose_epilog_started_later(tmp_path, monkeypatch):
+    import threading
+    s = _settings(tmp_path, straggler_epilog_wait=5)
+    _slow(s, "n3", 75)
+    late = threading.Timer(0.6, lambda: _write(s, "n2", 75))  # n2's epilog writes its record 0.6 s later
+    late.start()
+    t0 = time.monotonic()
+    r, _ = _epilog(s, monkeypatch, "n3", 75)
+    late.join()
+    assert r.status == "warn" and "job 75" in r.reason, r
+    assert 0.5 < time.monotonic() - t0 < 4
+    s.efficiency.straggler_epilog_wait = 0.5  # a peer that never comes: the wait is bounded
+    _slow(s, "n3", 76)
+    t0 = time.monotonic()
+    assert _epilog(s, monkeypatch, "n3", 76)[0].reason == "waiting for the other nodes' records of job 76 (n2)"
+    assert 0.4 < time.monotonic() - t0 < 3
 
 
 def test_synthetic_a_peer_that_never_reports_is_said_once_the_wait_is_over(tmp_path):
