@@ -33,9 +33,16 @@ def new_boot(c, node):
 
 
 def lose_the_drain(c, node):
-    """An admin's resume outside slurmkit (what a slurmctld killed before it saved state also leaves)."""
+    """An admin's resume outside slurmkit (what a slurmctld killed before it saved state also leaves), once the
+    node is done with the failed job: slurmd reports the prolog's failure after it, and slurmctld then drains the
+    node "Prolog error" (CI once saw that land 9 ms after a resume made while the job was still COMPLETING)."""
+    c.wait_node(node, lambda r: "COMPLETING" not in r.flags and not r.cpus_alloc, timeout=60)
+    time.sleep(1)
     c.run("scontrol", "update", f"NodeName={node}", "State=RESUME")
     c.wait_node(node, lambda r: not r.drained and r.state == "IDLE", timeout=30)
+    time.sleep(1)
+    rec = c.node(node)
+    assert not rec.drained, f"{node} drained again after the resume: {rec}"
 
 
 def job_on(c, node, out):
