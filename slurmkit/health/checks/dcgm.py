@@ -6,6 +6,7 @@ never ok and never a drain. A hung dcgmi is a finding within `dcgm.timeout`."""
 
 from __future__ import annotations
 
+from .. import dcgm as parse
 from .. import heavycache
 from ..base import Result
 from ..context import NoData
@@ -14,9 +15,6 @@ NAME = "dcgm"
 
 
 def evaluate(text: str) -> Result:
-    # the parser only where dcgmi's output is read: a hook reads the cached verdict (heavycache) and never needs it
-    from .. import dcgm as parse
-
     try:
         parsed = parse.parse_diag(text)
     except parse.DcgmParseError as e:

@@ -34,7 +34,7 @@ SLURMKIT_ALLOWED = {
     "slurmkit.health.checks.registry", "slurmkit.health.context",
     # the efficiency summary names clock event reasons from the clocks check's table (it imports nvsmi, base and
     # context only, all listed here)
-    "slurmkit.health.checks.clocks", "slurmkit.health.heavycache",
+    "slurmkit.health.checks.clocks", "slurmkit.health.dcgm", "slurmkit.health.heavycache",
     # the ib check's ibstat parser (re and dataclasses only), imported only where ibstat runs and prints; the
     # fabric captures' parser (slurmkit.fabric.ibnet) is never imported by a hook
     "slurmkit.health.ibstat",
@@ -43,8 +43,7 @@ SLURMKIT_ALLOWED = {
     # health.gpu_source (auto): the NVML edge and its pure -q renderer (standard library only); nvidia-ml-py itself
     # is imported only where libnvidia-ml.so.1 is found, i.e. on a node with NVIDIA's driver, in place of a process
     "slurmkit.health.nvml", "slurmkit.health.nvmlq",
-    # (the nccl and dcgm checks' parsers, slurmkit.health.nccl and .dcgm, are not: a hook reads their cached verdicts)
-    "slurmkit.health.nvsmi", "slurmkit.health.runner", "slurmkit.efficiency",
+    "slurmkit.health.nccl", "slurmkit.health.nvsmi", "slurmkit.health.runner", "slurmkit.efficiency",
     "slurmkit.efficiency.hooks", "slurmkit.efficiency.mfu", "slurmkit.efficiency.model",
     "slurmkit.efficiency.record", "slurmkit.efficiency.verdict", "slurmkit.efficiency.steps",
     # the epilog's checkpoint sync: what it needs to find the job's checkpoints (the copy runs in a child)
