@@ -19,6 +19,7 @@ from .model import Capture
 from .verdict import Thresholds, summarize
 
 from typing import TYPE_CHECKING
+from ..hooks.common import job_nodelist
 from ..times import utc_iso
 
 if TYPE_CHECKING:
@@ -122,8 +123,7 @@ def build(
         "user": environ.get("SLURM_JOB_USER"),
         "account": environ.get("SLURM_JOB_ACCOUNT"),
         "partition": environ.get("SLURM_JOB_PARTITION"),
-        # the job's nodes, for the straggler check (slurmd's epilog has SLURM_NODELIST; SLURM_JOB_NODELIST elsewhere)
-        "nodelist": environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST"),
+        "nodelist": job_nodelist(environ),  # the job's nodes: the straggler check finds its peers from them
         "start": round(start, 3),
         "end": round(end, 3),
         "seconds": round(seconds, 3),

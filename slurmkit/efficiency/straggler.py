@@ -85,18 +85,16 @@ def find(records: dict[str, dict], margin_pct: float) -> list[dict]:
                 lags.append({"measure": label or act_label, "value": mine, "peers": peers, "unit": unit})
         if not lags:
             continue
-        cause = _cause(r.get("gpus") or [])
-        said = ", ".join(f"{x['measure']} {x['value']:g}{x['unit']} vs {x['peers']:g}{x['unit']}" for x in lags)
-        out.append(
-            {
-                "node": node,
-                "lags": lags,
-                "cause": cause,
-                "text": f"straggler {node}: {said} on the job's other nodes"
-                + (f"; likely cause: {cause}" if cause else ""),
-            }
-        )
+        entry = {"node": node, "lags": lags, "cause": _cause(r.get("gpus") or [])}
+        out.append({**entry, "text": f"straggler {node}: {describe(entry)}"})
     return out
+
+
+def describe(x: dict) -> str:
+    """What a straggler entry says after the node: 'SM clock 382 MHz vs 1980 MHz on the job's other nodes; likely
+    cause: ...'."""
+    said = ", ".join(f"{m['measure']} {m['value']:g}{m['unit']} vs {m['peers']:g}{m['unit']}" for m in x["lags"])
+    return f"{said} on the job's other nodes" + (f"; likely cause: {x['cause']}" if x.get("cause") else "")
 
 
 # -- one node's judgement of itself (the `straggler` health check) ----------------------------------------------------

@@ -13,7 +13,18 @@ class NoData(UsageError):
 
 
 class Context:
-    def __init__(self, settings, profile: str, *, node: str, job_gpus=None, captures=None, explicit=(), job_id=None):
+    def __init__(
+        self,
+        settings,
+        profile: str,
+        *,
+        node: str,
+        job_gpus=None,
+        captures=None,
+        explicit=(),
+        job_id=None,
+        job_nodelist: str | None = None,
+    ):
         self.settings = settings
         self.profile = profile  # prolog | epilog | full
         self.node = node
@@ -21,6 +32,7 @@ class Context:
         self.captures = captures or {}  # check name -> captured text
         self.explicit = set(explicit)  # checks the user asked for by name (--only)
         self.job_id = job_id
+        self.job_nodelist = job_nodelist  # the job's nodes as a Slurm hostlist (the straggler check's peers)
         self._cache: dict[str, object] = {}
         self.expected_gpus: int | None = None
         self.exits: dict[str, tuple[list[str], int, str]] = {}  # source -> (argv, exit code, stderr) when non-zero

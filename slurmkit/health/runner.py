@@ -87,6 +87,7 @@ def run_checks(
     node=None,
     expected_gpus: int | None = None,
     job_id=None,
+    job_nodelist: str | None = None,
     subset=None,
     budget: float | None = None,
 ) -> Report:
@@ -115,6 +116,7 @@ def run_checks(
         captures=captures,
         explicit=only or (),
         job_id=job_id,
+        job_nodelist=job_nodelist,
     )
     ctx.expected_gpus = expected_gpus
     start = time.monotonic()

@@ -33,6 +33,13 @@ def job_id(environ) -> int | None:
     return int(v) if v and v.isdigit() else None
 
 
+def job_nodelist(environ) -> str | None:
+    """The job's nodes as a Slurm hostlist: slurmd's prolog and epilog get SLURM_NODELIST (22.05 sets no
+    SLURM_JOB_NODELIST there, as a dump of a real epilog's environment on the dev cluster showed), a job's own
+    processes SLURM_JOB_NODELIST."""
+    return environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST") or None
+
+
 def job_gpus(environ, *, unknown_is_all: bool = False) -> list[int] | None:
     """The GPUs the job gets on this node: SLURM_JOB_GPUS (gres indices = device minor numbers), else
     CUDA_VISIBLE_DEVICES (the same in a prolog: no cgroup renumbering yet). A job without GPUs gets [] - never
@@ -126,7 +133,16 @@ def run_hook(
         gpus = globals()["job_gpus"](environ, unknown_is_all=(profile == "epilog"))
     else:
         gpus = job_gpus
-    report = run_checks(settings, profile, job_gpus=gpus, node=node, job_id=jid, subset=checks, budget=budget)
+    report = run_checks(
+        settings,
+        profile,
+        job_gpus=gpus,
+        node=node,
+        job_id=jid,
+        job_nodelist=job_nodelist(environ),
+        subset=checks,
+        budget=budget,
+    )
     pending = drain.read_pending(settings, node) if settings.health.drain else None
     if pending is not None:
         report.results.insert(0, _pending_result(pending, settings))

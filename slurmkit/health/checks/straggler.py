@@ -17,10 +17,10 @@ Elsewhere (`slurmkit check`, the audit recheck) it does not run: a straggler is 
 
 from __future__ import annotations
 
-import os
 import time
 
 from ...times import utc_iso
+from ...efficiency.straggler import describe, judge, run_token, same_run
 from ..base import Result
 from ..context import NoData
 
@@ -50,24 +50,24 @@ def history(records: list[dict]) -> tuple[set[str], list[str]]:
     return judged, lagged
 
 
-def evaluate(found: list[dict], lagged_before: list[str], s, *, pending: list[str], unjudged: list[str]) -> Result:
+def evaluate(
+    found: list[dict], lagged_before: list[str], s, *, pending: list[str], unjudged: list[tuple[str, str]]
+) -> Result:
     """The verdict (pure). `found`: the runs judged now, each {"token", "job_id", "straggler": judge()'s entry or
     None}; `lagged_before`: runs lagged in since the last drain (history); `pending`: runs whose peers' records are
-    not in yet ("JOBID: n3, n4"); `unjudged`: runs given up on, with why; `s`: the efficiency settings."""
+    not in yet ("JOBID (n3, n4)"); `unjudged`: runs given up on, (token, why); `s`: the efficiency settings."""
     lags = [f for f in found if f["straggler"]]
     count = len(set(lagged_before) | {f["token"] for f in lags})
     ev: dict = {
-        "judged": " ".join(f["token"] for f in found) + "".join(f" {u.split(':')[0]}" for u in unjudged),
+        "judged": " ".join([f["token"] for f in found] + [token for token, _ in unjudged]),
         "lagged": " ".join(f["token"] for f in lags),
         "lags": count,
         "window_hours": s.straggler_window_hours,
         "drain_after": s.straggler_drain_after,
     }
-    ev["judged"] = ev["judged"].strip()
     if lags:
         last = lags[-1]
-        x = last["straggler"]
-        said = x["text"].split(": ", 1)[1]  # "SM clock 382 MHz vs 1980 MHz on the job's other nodes; likely ..."
+        said = describe(last["straggler"])
         ev["stragglers"] = [dict(f["straggler"], job_id=f["job_id"]) for f in lags]
         if s.straggler_drain_after and count >= s.straggler_drain_after:
             why = (
@@ -84,7 +84,7 @@ def evaluate(found: list[dict], lagged_before: list[str], s, *, pending: list[st
         jobs = ", ".join(str(f["job_id"]) for f in found)
         return Result(NAME, "ok", f"kept pace with the other nodes of job {jobs}", ev)
     if unjudged:
-        return Result(NAME, "skip", "not judged: " + "; ".join(u.split(":", 1)[1].strip() for u in unjudged), ev)
+        return Result(NAME, "skip", "not judged: " + "; ".join(why for _, why in unjudged), ev)
     if pending:
         return Result(NAME, "skip", "waiting for the other nodes' records of job " + "; ".join(pending), ev)
     raise NoData("no multi-node job of this node left to judge")
@@ -106,12 +106,10 @@ def run(ctx) -> Result:
     s = ctx.settings.efficiency
     if not s.enabled:
         raise NoData("efficiency is off (efficiency.enabled): no records to compare")
-    nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")  # slurmd's epilog: the latter
-    if ctx.job_id is not None and not _several(nodelist):
+    if ctx.job_id is not None and not _several(ctx.job_nodelist):
         raise NoData(f"job {ctx.job_id} ran on this node alone: no other node to keep pace with")  # no I/O: most jobs
     from ... import healthlog
     from ...efficiency.record import log_path
-    from ...efficiency.straggler import judge, run_token, same_run
 
     now = time.time()
     wait = s.straggler_wait_minutes * 60
@@ -131,14 +129,14 @@ def run(ctx) -> Result:
     judged, lagged_before = history(past)
     found: list[dict] = []
     pending: list[str] = []
-    unjudged: list[str] = []
+    unjudged: list[tuple[str, str]] = []
     for rec in runs:
         token = run_token(rec)
         if token in judged:
             continue
         nodes = _nodes(rec)
         if isinstance(nodes, str):
-            unjudged.append(f"{token}: job {rec.get('job_id')}: {nodes}")
+            unjudged.append((token, f"job {rec.get('job_id')}: {nodes}"))
             continue
         peers = [n for n in nodes if n != ctx.node]
         if not peers:
@@ -158,7 +156,7 @@ def run(ctx) -> Result:
         if missing:
             names = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
             if ctx.job_id is None and now - (rec.get("end") or now) > wait:
-                unjudged.append(f"{token}: job {rec.get('job_id')}: no record from {names} in {wait / 60:g} min")
+                unjudged.append((token, f"job {rec.get('job_id')}: no record from {names} in {wait / 60:g} min"))
             else:
                 pending.append(f"{rec.get('job_id')} ({names})")
             continue

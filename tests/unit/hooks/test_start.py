@@ -46,6 +46,8 @@ SLURMKIT_ALLOWED = {
     "slurmkit.health.nccl", "slurmkit.health.nvsmi", "slurmkit.health.runner", "slurmkit.efficiency",
     "slurmkit.efficiency.hooks", "slurmkit.efficiency.mfu", "slurmkit.efficiency.model",
     "slurmkit.efficiency.record", "slurmkit.efficiency.verdict", "slurmkit.efficiency.steps",
+    # the straggler check's pure judgement (standard library and the clocks check's reason table)
+    "slurmkit.efficiency.straggler",
     # the epilog's checkpoint sync: what it needs to find the job's checkpoints (the copy runs in a child)
     "slurmkit.checkpoint", "slurmkit.checkpoint.jobstate", "slurmkit.checkpoint.layout", "slurmkit.checkpoint.manifest",
     "slurmkit.checkpoint.patterns", "slurmkit.checkpoint.report",

@@ -51,11 +51,9 @@ def _slow(s, node, job, **kw):
     return _write(s, node, job, clock=382.0, reasons=BRAKE, **kw)
 
 
-def _epilog(s, monkeypatch, node, job, nodelist="n[2-3]"):
+def _epilog(s, node, job, nodelist="n[2-3]"):
     """The epilog's straggler verdict for `job` on `node`, through the hooks' run_hook (which logs it)."""
-    monkeypatch.delenv("SLURM_JOB_NODELIST", raising=False)
-    monkeypatch.setenv("SLURM_NODELIST", nodelist)  # as slurmd's epilog has it
-    env = {"SLURMD_NODENAME": node, "SLURM_JOB_ID": str(job), "SLURM_NODELIST": nodelist}
+    env = {"SLURMD_NODENAME": node, "SLURM_JOB_ID": str(job), "SLURM_NODELIST": nodelist}  # as slurmd's epilog
     report, action = run_hook("epilog", s, env, checks=["straggler"], job_gpus=None)
     (r,) = report.results
     return r, action
@@ -71,11 +69,11 @@ def _logged(s, node):
     return [r for r in healthlog.read(s.paths.health_log, node=node) if r["check"] == "straggler"]
 
 
-def test_synthetic_the_braked_node_warns_with_its_cause_in_its_health_log_and_its_peer_is_ok(tmp_path, monkeypatch):
+def test_synthetic_the_braked_node_warns_with_its_cause_in_its_health_log_and_its_peer_is_ok(tmp_path):
     s = _settings(tmp_path)
     _write(s, "n2", 41)
     _slow(s, "n3", 41)
-    r, action = _epilog(s, monkeypatch, "n3", 41)
+    r, action = _epilog(s, "n3", 41)
     assert r.status == "warn" and action == "none", r
     assert r.reason.startswith("lagged the other nodes of job 41: SM clock 382 MHz vs 1980 MHz on the job's other")
     assert "likely cause: HW Power Brake Slowdown on GPU 0-7 (100 % of samples)" in r.reason
@@ -83,16 +81,16 @@ def test_synthetic_the_braked_node_warns_with_its_cause_in_its_health_log_and_it
     assert logged["status"] == "warn" and logged["context"] == "epilog" and logged["job_id"] == 41
     assert logged["evidence"]["stragglers"][0]["cause"].startswith("HW Power Brake Slowdown")
     assert logged["evidence"]["lagged"] == logged["evidence"]["judged"] != ""
-    r2, _ = _epilog(s, monkeypatch, "n2", 41)
+    r2, _ = _epilog(s, "n2", 41)
     assert r2.status == "ok" and r2.reason == "kept pace with the other nodes of job 41"
 
 
-def test_synthetic_the_nth_lag_in_the_window_fails_and_the_count_starts_again_after_it(tmp_path, monkeypatch):
+def test_synthetic_the_nth_lag_in_the_window_fails_and_the_count_starts_again_after_it(tmp_path):
     s = _settings(tmp_path, straggler_drain_after=2)
     for job, want in ((51, "warn"), (52, "fail"), (53, "warn")):
         _write(s, "n2", job)
         _slow(s, "n3", job)
-        r, action = _epilog(s, monkeypatch, "n3", job)
+        r, action = _epilog(s, "n3", job)
         assert r.status == want, (job, r)
     fail = [x for x in _logged(s, "n3") if x["status"] == "fail"]
     assert fail[0]["reason"].startswith("lagged its jobs' other nodes in 2 jobs in 24h (limit 2); job 52: SM clock")
@@ -104,13 +102,13 @@ def test_synthetic_the_nth_lag_in_the_window_fails_and_the_count_starts_again_af
     for job in (61, 62, 63):
         _write(s0, "n2", job)
         _slow(s0, "n3", job)
-        assert _epilog(s0, monkeypatch, "n3", job)[0].status == "warn"
+        assert _epilog(s0, "n3", job)[0].status == "warn"
 
 
-def test_synthetic_a_peer_later_than_the_epilog_is_judged_by_the_health_program_once(tmp_path, monkeypatch):
+def test_synthetic_a_peer_later_than_the_epilog_is_judged_by_the_health_program_once(tmp_path):
     s = _settings(tmp_path)
     _slow(s, "n3", 71)
-    r, _ = _epilog(s, monkeypatch, "n3", 71)
+    r, _ = _epilog(s, "n3", 71)
     assert r.status == "skip" and r.reason == "waiting for the other nodes' records of job 71 (n2)"
     _write(s, "n2", 71)  # n2's epilog writes its record afterwards
     r, _ = _health(s, "n3")
@@ -120,21 +118,21 @@ def test_synthetic_a_peer_later_than_the_epilog_is_judged_by_the_health_program_
     assert [x["status"] for x in _logged(s, "n3")] == ["skip", "warn", "skip"]
 
 
-def test_synthetic_the_epilog_waits_a_little_for_a_peer_whose_epilog_started_later(tmp_path, monkeypatch):
+def test_synthetic_the_epilog_waits_a_little_for_a_peer_whose_epilog_started_later(tmp_path):
     import threading
     s = _settings(tmp_path, straggler_epilog_wait=5)
     _slow(s, "n3", 75)
     late = threading.Timer(0.6, lambda: _write(s, "n2", 75))  # n2's epilog writes its record 0.6 s later
     late.start()
     t0 = time.monotonic()
-    r, _ = _epilog(s, monkeypatch, "n3", 75)
+    r, _ = _epilog(s, "n3", 75)
     late.join()
     assert r.status == "warn" and "job 75" in r.reason, r
     assert 0.5 < time.monotonic() - t0 < 4
     s.efficiency.straggler_epilog_wait = 0.5  # a peer that never comes: the wait is bounded
     _slow(s, "n3", 76)
     t0 = time.monotonic()
-    assert _epilog(s, monkeypatch, "n3", 76)[0].reason == "waiting for the other nodes' records of job 76 (n2)"
+    assert _epilog(s, "n3", 76)[0].reason == "waiting for the other nodes' records of job 76 (n2)"
     assert 0.4 < time.monotonic() - t0 < 3
 
 
@@ -149,27 +147,27 @@ def test_synthetic_a_peer_that_never_reports_is_said_once_the_wait_is_over(tmp_p
     assert _health(s, "n3")[0].reason == "no multi-node job of this node left to judge"
 
 
-def test_synthetic_a_requeued_run_is_compared_with_its_own_run_not_the_last_one(tmp_path, monkeypatch):
+def test_synthetic_a_requeued_run_is_compared_with_its_own_run_not_the_last_one(tmp_path):
     s = _settings(tmp_path)
     first = time.time() - 3600 + 1000
     _slow(s, "n2", 91, start=first)  # the first run: n2 was the slow one then
     _write(s, "n3", 91, start=first)
     _write(s, "n2", 91)  # the requeued run: both at speed
     _write(s, "n3", 91)
-    r, _ = _epilog(s, monkeypatch, "n3", 91)
+    r, _ = _epilog(s, "n3", 91)
     assert r.status == "ok", r
 
 
-def test_a_job_on_one_node_reads_nothing_and_elsewhere_the_check_says_who_clears_a_straggler(tmp_path, monkeypatch):
+def test_a_job_on_one_node_reads_nothing_and_elsewhere_the_check_says_who_clears_a_straggler(tmp_path):
     s = _settings(tmp_path)
     s.paths.health_log = str(tmp_path / "no-such-dir" / "health") + "/"
-    r, _ = _epilog(s, monkeypatch, "n3", 5, nodelist="n3")
+    r, _ = _epilog(s, "n3", 5, nodelist="n3")
     assert r.status == "skip" and r.reason == "job 5 ran on this node alone: no other node to keep pace with"
     assert not (tmp_path / "no-such-dir" / "efficiency").exists()
     (r,) = run_checks(_settings(tmp_path), "full", only=["straggler"], node="n3").results
     assert r.status == "skip" and "`slurmkit audit resume NODE --force`" in r.reason
     s.efficiency.enabled = False
-    assert _epilog(s, monkeypatch, "n3", 5, nodelist="n[2-3]")[0].reason.startswith("efficiency is off")
+    assert _epilog(s, "n3", 5, nodelist="n[2-3]")[0].reason.startswith("efficiency is off")
 
 
 def test_a_capture_is_refused_with_exit_2(tmp_path):
