@@ -22,7 +22,7 @@ import json
 import os
 import re
 import time
-from dataclasses import dataclass
+from .record import Record
 
 from .errors import SlurmkitError
 from .files import atomic_write
@@ -320,8 +320,7 @@ def resume_node(settings, node: str, *, backend=None, dry_run: bool = False, for
     return Action("resumed")
 
 
-@dataclass
-class ResumeDecision:
+class ResumeDecision(Record, kw_only=False):
     """What `audit resume` does with one node, and why."""
 
     node: str

@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
+from .record import Record
 
 from .errors import CommandError
 
@@ -27,8 +27,7 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 KILL_GRACE = 1.0
 
 
-@dataclass(frozen=True)
-class Result:
+class Result(Record, frozen=True, kw_only=False):
     """What a command did: here (run), or on a node over SSH (install.ssh.RunResult adds check())."""
 
     argv: tuple[str, ...]

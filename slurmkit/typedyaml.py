@@ -1,4 +1,4 @@
-"""Typed YAML: text in, a dataclass instance out, with errors that name the file, the line and the key.
+"""Typed YAML: text in, a record (slurmkit/record.py) out, with errors that name the file, the line and the key.
 
 The one YAML loader of slurmkit, shared by the site config (config.py), the job spec (jobs/spec.py) and the
 checkpoint job files (checkpoint/jobfile.py): one parser (libyaml's where PyYAML has it), one set of bounds and one
@@ -10,13 +10,12 @@ of at most MAX_INT_DIGITS digits. Callers bound the text's size before (bounded.
 
 from __future__ import annotations
 
-import dataclasses
-import sys
 import types
 import typing
 from typing import Any, Literal
 
 from .errors import RangeError, UsageError
+from .record import Record, fields, is_record
 
 MAX_NODES = 100_000  # YAML nodes visited per document, aliases counted at each use
 MAX_VALUES = 100_000  # YAML values written out (the prescan's count, before aliases)
@@ -53,17 +52,17 @@ def compose(text: str, path: str, *, max_values: int = MAX_VALUES, max_items: in
     return node
 
 
-def parse_yaml(text: str, schema: type, path: str, *, top: str = "") -> Any:
-    """Parse YAML text into an instance of the dataclass `schema`, with errors that name path:line and key."""
+def parse_yaml(text: str, schema: type[Record], path: str, *, top: str = "") -> Any:
+    """Parse YAML text into an instance of the record `schema`, with errors that name path:line and key."""
     if not text.strip(" \n"):  # no document at all (/dev/null, an empty file): the defaults, without PyYAML
-        obj = schema()
-        if any(f.name == "source" for f in dataclasses.fields(schema)):
+        obj: Any = schema()
+        if "source" in schema.__fields__:
             obj.source, obj.lines = path, {}
         return obj
     node = compose(text, path)
     lines: dict[str, int] = {}
     obj = schema() if node is None else convert(node, schema, top, path, lines)
-    if any(f.name == "source" for f in dataclasses.fields(schema)):
+    if "source" in schema.__fields__:
         obj.source = path
         obj.lines = lines
     return obj
@@ -175,7 +174,7 @@ def _typename(tp) -> str:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
     if origin in (list, tuple):
         return "a list"
-    if origin is dict or dataclasses.is_dataclass(tp):
+    if origin is dict or is_record(tp):
         return "a mapping"
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_typename(a) for a in typing.get_args(tp))
@@ -192,11 +191,9 @@ def field_types(cls) -> dict[str, Any]:
     string again on each call: most of a spec's load time in a process that submits many)."""
     found = _HINT_CACHE.get(cls)
     if found is None:
-        mod = sys.modules.get(cls.__module__)
-        # the typing names the annotations use: settings.py does not import typing (the hooks' start)
-        found = _HINT_CACHE[cls] = typing.get_type_hints(
-            cls, vars(mod) if mod else None, {"Any": Any, "Literal": Literal}
-        )
+        # each class's annotations in its own module's names, and the typing names that a settings module
+        # imports only for the type checker
+        found = _HINT_CACHE[cls] = typing.get_type_hints(cls, None, {"Any": Any, "Literal": Literal})
     return found
 
 
@@ -245,11 +242,11 @@ def convert(node, tp, key: str, path: str, lines: dict[str, int], *, budget: _Bu
         if len(errors) == 1 and not (isinstance(node, yaml.ScalarNode) and "expected" in str(errors[0])):
             raise errors[0]  # one alternative besides null, and the value has its shape: say what is wrong inside
         raise UsageError(f"{label}: expected {_typename(tp)}, got {_kind(node)}", path=path, line=_line(node))
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and is_record(tp):
         if not isinstance(node, yaml.MappingNode):
             raise UsageError(f"{label}: expected a mapping, got {_kind(node)}", path=path, line=_line(node))
         hints = field_types(tp)
-        names = [f.name for f in dataclasses.fields(tp) if not f.metadata.get("internal")]
+        names = [f.name for f in fields(tp) if not f.metadata.get("internal")]
         kwargs = {}
         for knode, vnode in node.value:
             k = _key_text(knode, path)
@@ -265,14 +262,7 @@ def convert(node, tp, key: str, path: str, lines: dict[str, int], *, budget: _Bu
                 raise UsageError(f"duplicate key '{sub}'", path=path, line=_line(knode))
             lines[sub] = _line(knode)
             kwargs[k] = convert(vnode, hints[k], sub, path, lines, **kw)
-        missing = [
-            f.name
-            for f in dataclasses.fields(tp)
-            if f.name not in kwargs
-            and not f.metadata.get("internal")
-            and f.default is dataclasses.MISSING
-            and f.default_factory is dataclasses.MISSING
-        ]
+        missing = [f.name for f in fields(tp) if f.name not in kwargs and not f.metadata.get("internal") and f.required]
         if missing:
             sub = f"{key}.{missing[0]}" if key else missing[0]
             raise UsageError(f"{label}: missing key '{sub}'", path=path, line=_line(node))

@@ -55,7 +55,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
-from dataclasses import dataclass
+from ..record import Record
 from collections.abc import Callable
 
 from . import manifest
@@ -70,8 +70,7 @@ ENV_STOP_SIGNAL = "SLURMKIT_STOP_SIGNAL"
 ENV_CHECKPOINT_DIR = "SLURMKIT_CHECKPOINT_DIR"
 
 
-@dataclass(frozen=True)
-class Checkpoint:
+class Checkpoint(Record, frozen=True, kw_only=False):
     """A published checkpoint: its directory, its step and its manifest."""
 
     path: str  # the checkpoint directory, e.g. /ckpt/step-0000001200

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import os
 
+from ..record import Record
 from .report import SyncError
 from .safeio import open_nofollow
+
+
+class JobSync(Record):
+    """The job's own sync file (.slurmkit-sync.yaml): what a job may ask of the epilog's sync."""
+
+    enabled: bool = True
+    keep: int | None = None
+    subdir: str | None = None
 
 
 def read_job_file(source: str, name: str) -> dict:
@@ -20,17 +29,7 @@ def read_job_file(source: str, name: str) -> dict:
         raise
     with os.fdopen(fd, "rb") as f:
         text = f.read(65536).decode("utf-8", "replace")
-    from dataclasses import dataclass
-
     from ..typedyaml import parse_yaml
-
-    @dataclass
-    class JobSync:
-        """The job's own sync file (.slurmkit-sync.yaml): what a job may ask of the epilog's sync."""
-
-        enabled: bool = True
-        keep: int | None = None
-        subdir: str | None = None
 
     try:
         js = parse_yaml(text, JobSync, path)

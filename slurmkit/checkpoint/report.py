@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-
 from typing import TYPE_CHECKING
+
+from ..record import Record, field, fields
 
 if TYPE_CHECKING:
     from typing import Any
@@ -19,8 +18,7 @@ class Deferred(Exception):
     """The budget ran out; the rest is left for the background sync."""
 
 
-@dataclass
-class SyncReport:
+class SyncReport(Record, kw_only=False):
     """The outcome of one sync. `status`: ok | partial (budget spent, the rest deferred) | failed | dry-run |
     nothing (no checkpoint to sync) | disabled | disabled-by-job. Readable as a mapping too (`rep["copied"]`),
     the JSON shape of `slurmkit sync --json` and of the health log's evidence; keys that only some runs have
@@ -90,7 +88,7 @@ class SyncReport:
         return rep
 
 
-_FIELDS = tuple(f.name for f in dataclasses.fields(SyncReport) if f.name != "extra")
+_FIELDS = tuple(f.name for f in fields(SyncReport) if f.name != "extra")
 
 
 def empty_report(source: str = "", dest: str = "") -> SyncReport:

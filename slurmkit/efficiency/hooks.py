@@ -93,12 +93,12 @@ def idle_policy_arg(settings) -> str:
     pol = getattr(settings, "idle_policy", None)
     if pol is None or not pol.enabled:
         return ""
-    import dataclasses
+    from ..record import asdict
 
     h = settings.health
     return json.dumps(
         {
-            "policy": dataclasses.asdict(pol),
+            "policy": asdict(pol),
             "health_log": settings.paths.health_log,
             "log_max_bytes": h.log_max_bytes,
             "log_generations": h.log_generations,

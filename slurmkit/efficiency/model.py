@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from ..record import Record, field
 
 # the states a GPU (and a job) can be in, worst first: a job's verdict is its worst GPU's
 STATES = ("hung", "suspect-hung", "idle", "unknown", "underused", "busy")
 
 
-@dataclass
-class Finding:
+class Finding(Record, kw_only=False):
     """One thing the efficiency reader noticed about a job's samples (a gap, a fault, a note)."""
 
     text: str
@@ -21,8 +20,7 @@ class Finding:
         return {"severity": self.severity, "gpu": self.gpu, "line": self.line, "text": self.text}
 
 
-@dataclass
-class GpuSeries:
+class GpuSeries(Record, kw_only=False):
     """One GPU's samples, in time order. A value is None where the tool printed N/A, ERR!, [Not Supported]."""
 
     key: int | str  # the GPU index when known, else its UUID, else its row position
@@ -74,8 +72,7 @@ class GpuSeries:
         self.dram_active.append(dram_active)
 
 
-@dataclass
-class Capture:
+class Capture(Record, kw_only=False):
     """What a parser read: the GPUs it saw and what it noticed on the way."""
 
     format: str

@@ -17,7 +17,7 @@ A job's verdict is its worst GPU's, in that order (hung, suspect-hung, idle, unk
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..record import Record
 
 from .model import STATES, Capture, GpuSeries
 
@@ -27,8 +27,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-@dataclass(frozen=True)
-class Thresholds:
+class Thresholds(Record, frozen=True, kw_only=False):
     """The efficiency verdicts' thresholds (config `efficiency.*`)."""
 
     idle_util_pct: float = 5.0
@@ -44,7 +43,7 @@ class Thresholds:
 
     @classmethod
     def from_settings(cls, eff) -> Thresholds:
-        return cls(**{k: getattr(eff, k) for k in cls.__dataclass_fields__ if hasattr(eff, k)})
+        return cls(**{k: getattr(eff, k) for k in cls.__fields__ if hasattr(eff, k)})
 
 
 def _valid(xs):

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from ..record import Record, field
 
 STATUSES = ("ok", "warn", "fail", "skip")
 _RANK = {"ok": 0, "skip": 0, "warn": 1, "fail": 2}
 
 
-@dataclass
-class Result:
+class Result(Record, kw_only=False):
     """One check's verdict on one node: status, a reason a human can act on, and its evidence."""
 
     check: str
@@ -43,8 +42,7 @@ def worst(statuses) -> str:
     return out
 
 
-@dataclass
-class Report:
+class Report(Record, kw_only=False):
     """Every verdict of one profile's run on one node."""
 
     node: str

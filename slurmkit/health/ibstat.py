@@ -29,7 +29,7 @@ ibnetdiscover) are read by slurmkit/fabric/ibnet.py; `from_fabric` turns their h
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from ..record import Record, field
 
 from ..errors import ParseError
 
@@ -51,8 +51,7 @@ LANE_GBPS = {
 _HCA_NAME = re.compile(r"HCA-\d{1,3}|mlx\d{1,2}_\d{1,4}|\S{1,40}_\d{1,4}")
 
 
-@dataclass
-class Port:
+class Port(Record, kw_only=False):
     """One HCA port: its logical and physical state, rate in Gb/s (None: unknown), width and lane speed where the
     source prints them (iblinkinfo, ibnetdiscover), and the line it came from."""
 
@@ -89,8 +88,7 @@ class Port:
         return f"{r} Gb/s{' (FDR10)' if self.fdr10 else ''}"
 
 
-@dataclass
-class Ca:
+class Ca(Record, kw_only=False):
     name: str
     kind: str  # "CA", "Switch", "Router", "iWARP RNIC", "???"
     line: int

@@ -10,11 +10,10 @@ handle NVML could not give is nvidia-smi's "Unable to determine the device handl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..record import Record
 
 
-@dataclass(frozen=True)
-class Failed:
+class Failed(Record, frozen=True, kw_only=False):
     """An NVML call that answered an error: `text` is what nvidia-smi prints in its place."""
 
     text: str

@@ -20,7 +20,6 @@ import shlex
 import stat as statmod
 import threading
 import time
-from dataclasses import dataclass
 from typing import Protocol
 
 from ..errors import SlurmkitError
@@ -41,8 +40,7 @@ def short(argv) -> str:
     return shlex.join(a if len(a) < 80 and "\n" not in a else a.split("\n", 1)[0][:40] + "..." for a in map(str, argv))
 
 
-@dataclass(frozen=True)
-class RunResult(Result):
+class RunResult(Result, frozen=True):
     """proc.Result of a command on a node; check() raises NodeError unless it exited 0."""
 
     def check(self) -> RunResult:

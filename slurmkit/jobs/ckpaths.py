@@ -127,7 +127,7 @@ def for_spec(spec, tasks: int, notes: list[str]):
     """The job spec with its checkpoint paths checked (SpecError naming the file and line) and, for a sweep of
     `tasks` array tasks, made per task where they would be shared; notes say what each task gets. Returns (spec,
     [what each path expands to, for the script's comment])."""
-    import dataclasses
+    from ..record import replace
 
     env_keys = tuple(spec.env)
     sweep = tasks > 0
@@ -150,8 +150,8 @@ def for_spec(spec, tasks: int, notes: list[str]):
     if not new:
         return spec, shown_all
     durable = new.get("checkpoint.durable", spec.checkpoint.durable)
-    return dataclasses.replace(
+    return replace(
         spec,
         checkpoint_dir=new.get("checkpoint_dir", spec.checkpoint_dir),
-        checkpoint=dataclasses.replace(spec.checkpoint, durable=durable),
+        checkpoint=replace(spec.checkpoint, durable=durable),
     ), shown_all

@@ -18,37 +18,34 @@
     mail: {type: [END, FAIL]}           # comment: the sbatch options of the same names
     setup: [module load cuda/12.4, source .venv/bin/activate]   # before the command, outside any container
 
-The schema is the dataclasses below (the site-config loader does the typing and the `file:line` errors); the
+The schema is the records below (the site-config loader does the typing and the `file:line` errors); the
 checks that need more than a type (a time format, a valid environment name, the signal lead inside the time
 limit) are in `validate`, and report the line of the key they are about.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import typing
-from dataclasses import dataclass, field
 from typing import Literal
 
 
 from ..times import TIME_RE, seconds as time_seconds  # noqa: F401 - TIME_RE: the spec's grammar
 from ..errors import SpecError, UsageError
+from ..record import Record, field, fields, is_record
 from ..typedyaml import MAX_DEPTH, MAX_INT_DIGITS, MAX_NODES  # the one set of YAML bounds
 from .validate import MAX_SWEEP, MEM_RE, NAME_RE, SBATCH_OPT_RE, UNLIMITED, validate  # noqa: F401 - the spec's grammar
 
 SPEC_LIMIT = 16 * 1024 * 1024  # bytes: a job spec is a page of YAML; 16 MiB is far past any real one
 
 
-@dataclass
-class Checkpointing:
+class Checkpointing(Record):
     """Where the job's checkpoints become durable during the job (issue 29): `slurmkit run --durable`."""
 
     durable: str | None = None  # a path or s3://; each complete checkpoint is copied there as soon as it is saved
 
 
-@dataclass
-class Preemption:
+class Preemption(Record):
     """How a job survives preemption and its time limit: signal lead, requeues, the checkpoint signal."""
 
     signal_lead: int | None = None  # seconds before the time limit; default from the site config
@@ -59,8 +56,7 @@ class Preemption:
     grace: int | None = None  # seconds `slurmkit run` gives the child to checkpoint
 
 
-@dataclass
-class Container:
+class Container(Record):
     """The container a job's command runs in (image, mounts, working directory)."""
 
     image: str
@@ -68,8 +64,7 @@ class Container:
     workdir: str | None = None
 
 
-@dataclass
-class Torchrun:
+class Torchrun(Record):
     """torchrun's rendezvous port, processes per node and binary."""
 
     rdzv_port: int | None = None  # default: 20000 + job id % 20000 (two jobs sharing a node do not collide)
@@ -77,16 +72,14 @@ class Torchrun:
     bin: str = "torchrun"
 
 
-@dataclass
-class Mail:
+class Mail(Record):
     """Mail from Slurm about the job: to `user` (default: the submitting user), on the events in `type`."""
 
     type: list[str] | str  # BEGIN, END, FAIL, REQUEUE, ALL, TIME_LIMIT_80, ... (sbatch --mail-type)
     user: str | None = None
 
 
-@dataclass
-class JobSpec:
+class JobSpec(Record):
     """A validated job spec: what `slurmkit submit` renders into an sbatch script."""
 
     command: str | list[str] | None = None
@@ -333,8 +326,8 @@ def _apply_set(root, item: str) -> str:
     node = root
     for i, part in enumerate(parts):
         last = i == len(parts) - 1
-        if dataclasses.is_dataclass(tp):
-            names = [f.name for f in dataclasses.fields(tp) if not f.metadata.get("internal")]
+        if is_record(tp):
+            names = [f.name for f in fields(tp) if not f.metadata.get("internal")]
             if part not in names:
                 import difflib  # only for a hint on an error: off the start-up path
 
@@ -346,7 +339,7 @@ def _apply_set(root, item: str) -> str:
             tp = typedyaml.field_types(tp)[part]
             if typing.get_origin(tp) in (typing.Union, __import__("types").UnionType):
                 inner = [a for a in typing.get_args(tp) if a is not type(None)]
-                if len(inner) == 1 and dataclasses.is_dataclass(inner[0]) and not last:
+                if len(inner) == 1 and is_record(inner[0]) and not last:
                     tp = inner[0]
         elif typing.get_origin(tp) is dict:
             tp = typing.get_args(tp)[1]

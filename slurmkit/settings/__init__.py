@@ -1,6 +1,6 @@
 """The site settings: one typed schema for every caller (commands, hooks, the checkpoint sync).
 
-Each section is a dataclass; its fields, with their types and defaults, are the schema. Every numeric field has
+Each section is a record (slurmkit/record.py); its fields, with their types and defaults, are the schema. Every numeric field has
 a documented valid range (`num(default, lo, hi)`, kept in the field's metadata as a `Range`); NaN and infinity
 are never valid. The ranges are checked whenever a section is made, whether by the YAML loader
 (slurmkit/config.py: file:line:key errors) or from install's settings file (slurmkit/nodesettings.py), so
@@ -12,8 +12,7 @@ the reference docs (`reference()`) follow from the type annotation and the metad
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+from ..record import MISSING, asdict, field, fields
 from typing import TYPE_CHECKING
 
 from .checks import *  # noqa: F403 - every section's name is importable from slurmkit.settings
@@ -62,7 +61,6 @@ if TYPE_CHECKING:
 DEFAULT_PATH = "/etc/slurmkit/config.yaml"
 
 
-@dataclass(kw_only=True)
 class Settings(Section):
     """The whole site config: one section per concern."""
 
@@ -104,21 +102,21 @@ class Settings(Section):
 
 
 SECTIONS: dict[str, type] = {
-    f.name: f.default_factory  # type: ignore[misc]
-    for f in dataclasses.fields(Settings)
+    f.name: f.default_factory
+    for f in fields(Settings)
     if not f.metadata.get("internal") and not f.metadata.get("not_section")
 }
 
 
 def to_dict(s: Settings) -> dict[str, dict[str, Any]]:
     """The settings as plain JSON-able data (sections only), the inverse of from_dict."""
-    return {name: dataclasses.asdict(getattr(s, name)) for name in SECTIONS}
+    return {name: asdict(getattr(s, name)) for name in SECTIONS}
 
 
 def from_dict(
     data: dict[str, dict[str, Any]], *, source: str | None = None, lines: dict[str, int] | None = None
 ) -> Settings:
-    """Settings rebuilt from to_dict() data: the real dataclasses, ranges checked again. A key the schema does
+    """Settings rebuilt from to_dict() data: the real sections, ranges checked again. A key the schema does
     not know raises TypeError, a bad value ValueError (the hooks' cache then parses the YAML instead)."""
     if set(data) - set(SECTIONS):
         raise TypeError(f"unknown sections: {sorted(set(data) - set(SECTIONS))}")
@@ -141,8 +139,8 @@ def reference() -> list[tuple[str, str, str, str]]:
     out = []
     for name, cls in SECTIONS.items():
         hints = type_hints(cls)
-        for f in dataclasses.fields(cls):
-            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore
+        for f in fields(cls):
+            default = f.default if f.default is not MISSING else f.default_factory()
             rng = f.metadata.get("range")
             out.append(
                 (f"{name}.{f.name}", str(hints[f.name]).replace("typing.", ""), repr(default), str(rng) if rng else "")

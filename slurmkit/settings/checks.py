@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from ..record import field
 from typing import Literal
 
 from ..health.checks.registry import default_profiles
 from .fields import DAY, Section, num
 
 
-@dataclass(kw_only=True)
 class GpuCountSettings(Section):
     """The gpu_count check: how many GPUs a node must show."""
 
@@ -18,7 +17,6 @@ class GpuCountSettings(Section):
     per_node: dict[str, int] = num(default_factory=dict, lo=0, hi=4096)  # hostlist -> count (wins)
 
 
-@dataclass(kw_only=True)
 class EccSettings(Section):
     """The ecc check's thresholds."""
 
@@ -29,7 +27,6 @@ class EccSettings(Section):
     require_ecc_enabled: bool = False  # ECC mode Disabled is a failure (Unknown Error always is)
 
 
-@dataclass(kw_only=True)
 class XidSettings(Section):
     """The xid check: which kernel-log Xid codes are acted on."""
 
@@ -56,7 +53,6 @@ class XidSettings(Section):
             validate_extra(self.signatures_extra)
 
 
-@dataclass(kw_only=True)
 class DriverSettings(Section):
     """The driver check: allowed driver and CUDA versions."""
 
@@ -64,7 +60,6 @@ class DriverSettings(Section):
     cuda_versions: list[str] = field(default_factory=list)  # allowed CUDA versions ("12.4"); empty: any
 
 
-@dataclass(kw_only=True)
 class PcieSettings(Section):
     """The pcie check: link width and generation."""
 
@@ -87,7 +82,6 @@ ClockReason = Literal[
 ]
 
 
-@dataclass(kw_only=True)
 class ClocksSettings(Section):
     """The clocks check: which clock event reasons (nvidia-smi's, by their --query-gpu names) fail or warn."""
 
@@ -116,7 +110,6 @@ FabricCondition = Literal[
 ]
 
 
-@dataclass(kw_only=True)
 class FabricSettings(Section):
     """The fabric check: which conditions of a GPU's NVLink fabric (nvidia-smi -q "Fabric") fail or warn."""
 
@@ -155,7 +148,6 @@ IbCondition = Literal[
 _IB_PORT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(?::\d{1,4})?")
 
 
-@dataclass(kw_only=True)
 class IbSettings(Section):
     """The ib check: which InfiniBand ports (ibstat) a node must have up, at what rate. A node with ib.required or
     ib.min_active has InfiniBand: there no ibstat, or ibstat hung or listing no HCA, is a finding; elsewhere a node
@@ -207,7 +199,6 @@ class IbSettings(Section):
         return bool(self.required) or self.min_active > 0
 
 
-@dataclass(kw_only=True)
 class TemperatureSettings(Section):
     """The temperature check: the site's own limits, beside the slowdown and max operating points each GPU prints."""
 
@@ -215,7 +206,6 @@ class TemperatureSettings(Section):
     memory_max_c: float | None = num(None, 0, 150)  # GPU memory (HBM) hotter than this fails
 
 
-@dataclass(kw_only=True)
 class VbiosSettings(Section):
     """The vbios check: one VBIOS across a node's GPUs of one model, and the versions the site pins."""
 
@@ -224,7 +214,6 @@ class VbiosSettings(Section):
     mismatch: Literal["warn", "fail"] = "warn"  # GPUs of one model on one node running different VBIOS versions
 
 
-@dataclass(kw_only=True)
 class GpuConfigSettings(Section):
     """The gpu_config check: persistence mode and application clocks as the site wants them."""
 
@@ -235,7 +224,6 @@ class GpuConfigSettings(Section):
     status: Literal["warn", "fail"] = "warn"  # how a finding counts (the GPU works: warn by default)
 
 
-@dataclass(kw_only=True)
 class DstateSettings(Section):
     """The dstate check: processes stuck in D state holding a GPU device open."""
 
@@ -244,7 +232,6 @@ class DstateSettings(Section):
     confirm_seconds: float = num(2.0, 0, 60)  # a process must still be in D state this long after it was seen
 
 
-@dataclass(kw_only=True)
 class NvlinkSettings(Section):
     """The nvlink check."""
 
@@ -255,7 +242,6 @@ class NvlinkSettings(Section):
     inactive_by_design: dict[str, int] = num(default_factory=dict, lo=0, hi=64)
 
 
-@dataclass(kw_only=True)
 class GpuProcsSettings(Section):
     """The gpu_procs check: processes and memory left on a job's GPUs."""
 
@@ -263,7 +249,6 @@ class GpuProcsSettings(Section):
     max_memory_mib: int = num(1024, 0, 10**7)  # memory used on a job GPU with no process: above is a leftover
 
 
-@dataclass(kw_only=True)
 class NcclSettings(Section):
     """The nccl check: all_reduce_perf bus bandwidth against the expected figure."""
 
@@ -283,7 +268,6 @@ class NcclSettings(Section):
 REMEDIABLE = ("RESET_GPU", "RESTART_BM")
 
 
-@dataclass(kw_only=True)
 class HealthSettings(Section):
     """Which checks each hook runs, and how long they may take."""
 
@@ -327,7 +311,6 @@ class HealthSettings(Section):
             )
 
 
-@dataclass(kw_only=True)
 class DcgmSettings(Section):
     """The dcgm check: DCGM's diagnostic, run by name or by a health sweep; the prolog reads its cached verdict."""
 
@@ -336,7 +319,6 @@ class DcgmSettings(Section):
     ttl_seconds: int = num(86400, 0, 30 * DAY)  # the prolog trusts a cached verdict this long
 
 
-@dataclass(kw_only=True)
 class EfficiencySettings(Section):
     """Per-job GPU efficiency (slurmkit/efficiency): the sampler the prolog starts and the verdicts' thresholds."""
 
@@ -385,7 +367,6 @@ class EfficiencySettings(Section):
             raise ValueError("idle_util_pct must be below underused_util_pct")
 
 
-@dataclass(kw_only=True)
 class IdlePolicySettings(Section):
     """The idle policy (opt-in): the sampler beside a running job notices when ALL of the job's GPUs stayed idle
     for notice_after seconds (a line in the job's output, the site's notice_command), and after action_after

@@ -1,14 +1,14 @@
-"""What every settings section is made of: a keyword-only dataclass whose numeric fields carry their valid range
-(`num(default, lo, hi)`, kept in the field's metadata as a `Range`), checked whenever a section is made."""
+"""What every settings section is made of: a keyword-only record (slurmkit/record.py) whose numeric fields carry
+their valid range (`num(default, lo, hi)`, kept in the field's metadata as a `Range`), checked whenever a section
+is made."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import field
 from typing import TYPE_CHECKING
 
 from ..errors import RangeError
+from ..record import MISSING, Record, field, fields
 
 if TYPE_CHECKING:
     from typing import Any
@@ -45,17 +45,17 @@ class Range:
 
 
 def num(
-    default: Any = dataclasses.MISSING,
+    default: Any = MISSING,
     lo: float | None = None,
     hi: float | None = None,
     *,
     lo_open: bool = False,
     hi_open: bool = False,
-    default_factory: Any = dataclasses.MISSING,
+    default_factory: Any = MISSING,
 ) -> Any:
     """A numeric field (or a list/dict of numbers: the range applies to each item/value) with its valid range."""
     md = {"range": Range(lo, hi, lo_open, hi_open)}
-    if default_factory is not dataclasses.MISSING:
+    if default_factory is not MISSING:
         return field(default_factory=default_factory, metadata=md)
     return field(default=default, metadata=md)
 
@@ -64,10 +64,10 @@ def _fmt(v: object) -> str:
     return repr(v) if not isinstance(v, float) else ("nan" if math.isnan(v) else repr(v))
 
 
-def check_ranges(obj: object) -> None:
-    """Raise RangeError for the first numeric field of the dataclass `obj` outside its range (None passes:
+def check_ranges(obj: Record) -> None:
+    """Raise RangeError for the first numeric field of the record `obj` outside its range (None passes:
     an optional setting left unset). NaN/inf are refused wherever a number is expected."""
-    for f in dataclasses.fields(obj):  # type: ignore[arg-type]
+    for f in fields(obj):
         rng = f.metadata.get("range")
         v = getattr(obj, f.name)
         if rng is None:
@@ -88,8 +88,8 @@ def check_ranges(obj: object) -> None:
             raise RangeError(key, f"expected {what} in {rng}, got {_fmt(x)}")
 
 
-class Section:
-    """Base of every settings section (a keyword-only dataclass): numeric ranges checked when it is made."""
+class Section(Record):
+    """Base of every settings section (a keyword-only record): numeric ranges checked when it is made."""
 
     def __post_init__(self) -> None:
         check_ranges(self)

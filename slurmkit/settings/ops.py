@@ -3,7 +3,7 @@ job, syncs checkpoints, submits, installs and audits."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from ..record import field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -12,7 +12,6 @@ if TYPE_CHECKING:
 from .fields import DAY, TRIGGER_FORBIDDEN, RangeError, Section, _check_signal, num
 
 
-@dataclass(kw_only=True)
 class SlurmSettings(Section):
     """How slurmkit calls Slurm."""
 
@@ -21,7 +20,6 @@ class SlurmSettings(Section):
     bin_dir: str | None = None  # where sbatch/scontrol/sinfo live when they are not on PATH
 
 
-@dataclass(kw_only=True)
 class ToolsSettings(Section):
     """The node tools the checks run: a path (absolute recommended: prolog/epilog get no PATH), or an argv list
     the tool's own arguments are appended to, e.g. [env, SLURMKIT_FAKEGPU_SCENARIO=/x, /opt/fake/nvidia-smi]."""
@@ -34,7 +32,6 @@ class ToolsSettings(Section):
     perfquery: str | list[str] = "perfquery"  # infiniband-diags' perfquery, for the ib check's counters (ib.counters)
 
 
-@dataclass(kw_only=True)
 class PathsSettings(Section):
     """Where slurmkit keeps its state and its health log on a node."""
 
@@ -44,14 +41,12 @@ class PathsSettings(Section):
     health_log: str = "/var/log/slurmkit/health/"
 
 
-@dataclass(kw_only=True)
 class DrainSettings(Section):
     """The drain etiquette: the prefix that marks a reason as slurmkit's."""
 
     prefix: str = "slurmkit:"  # every reason slurmkit writes starts with this; the only reasons it may undo
 
 
-@dataclass(kw_only=True)
 class RunSettings(Section):
     """`slurmkit run`, the job wrapper. Submit with `--signal=B:USR2@LEAD` where LEAD > grace + 30 s."""
 
@@ -98,7 +93,6 @@ class RunSettings(Section):
             )
 
 
-@dataclass(kw_only=True)
 class TopologySettings(Section):
     """`slurmkit topo` on a node: how long nvidia-smi/lscpu may take, where the CPU layout and GPU devices are."""
 
@@ -129,7 +123,6 @@ S3_MIN_PART = 5 << 20  # the S3 minimum multipart part size
 S3_DEFAULT_PART = 64 << 20
 
 
-@dataclass(kw_only=True)
 class SyncSettings(Section):
     """The epilog's checkpoint sync (slurmkit/checkpoint/). Patterns may use only the variables in
     slurmkit.checkpoint.layout.VARIABLES ($SLURM_JOB_USER, $SLURM_JOB_ID, $SLURM_JOB_NAME, ...)."""
@@ -157,7 +150,6 @@ class SyncSettings(Section):
             raise RangeError("algo", f"expected one of {', '.join(HASH_ALGOS)}, got {self.algo!r}")
 
 
-@dataclass(kw_only=True)
 class SubmitSettings(Section):
     """`slurmkit submit` / `render`: where templates and node topology profiles live, and the site's defaults."""
 
@@ -179,7 +171,6 @@ class SubmitSettings(Section):
     switch_wait: int = num(300, 0, DAY)
 
 
-@dataclass(kw_only=True)
 class InstallSettings(Section):
     """`slurmkit install`: where things go on a node, how to reach it. Every target path may contain `{node}`."""
 
@@ -239,7 +230,6 @@ class InstallSettings(Section):
                 raise ValueError(f"{name}: expected an absolute path, got {v!r}")
 
 
-@dataclass(kw_only=True)
 class AgentSettings(Section):
     """The node's hook agent (slurmkit/agent/server.py): the prolog and epilog run in a child of it, at a fraction
     of their CPU; without it they run in their own processes, with the same verdicts. See docs/hooks.md."""
@@ -258,7 +248,6 @@ class AgentSettings(Section):
             raise ValueError(f"socket: expected an absolute path without shell characters, got {v!r}")
 
 
-@dataclass(kw_only=True)
 class AuditSettings(Section):
     """`slurmkit audit`: what a drained GPU costs, how to re-run a check on a node, where node logs live."""
 

@@ -15,8 +15,7 @@ every value out. `slurmkit install` writes each node its merged settings; `slurm
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+from ..record import field, replace
 from typing import TYPE_CHECKING
 
 from .fields import Section
@@ -27,7 +26,6 @@ if TYPE_CHECKING:
 NOT_PER_NODE = ("install",)  # one install run has one install section: how nodes are reached is not per node
 
 
-@dataclass(kw_only=True)
 class Override(Section):
     """Settings for some nodes only, NHC-style: each entry of the `overrides:` list selects nodes by hostlist
     (`nodes`) or by Slurm node feature (`features`) and sets keys of any section but `install` (`set`); later
@@ -123,7 +121,7 @@ def merge(settings, node: str, features: list[str] | None = None):
                 line = settings.lines.get(f"overrides[{i}].set.{sec}.{key}", o.line)
                 sources[f"{sec}.{key}"] = f"{settings.source}:{line} ({o.describe(i)})"
     if not applied:
-        merged = dataclasses.replace(settings, overrides=[])
+        merged = replace(settings, overrides=[])
         return merged, sources
     try:
         merged = from_dict({s: data[s] for s in SECTIONS}, source=settings.source, lines=settings.lines)

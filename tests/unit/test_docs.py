@@ -57,20 +57,18 @@ def test_generated_pages_are_current_and_every_config_key_is_described():
 
 def test_a_key_without_a_comment_is_reported(monkeypatch):
     sys.path.insert(0, str(REPO / "dev"))
-    import dataclasses
-
     import docs_gen
     from slurmkit import config
+    from slurmkit.record import field
+    from slurmkit.settings import Section
 
-    @dataclasses.dataclass
-    class Extra:
+    class Extra(Section):
         """A synthetic section."""
         said: int = 1          # described
         silent: int = 2
 
-    @dataclasses.dataclass
     class Settings(config.Settings):
-        extra: Extra = dataclasses.field(default_factory=Extra)
+        extra: Extra = field(default_factory=Extra)
 
     monkeypatch.setattr(docs_gen.config, "Settings", Settings)
     rows = {k: note for k, _, _, note in docs_gen.config_rows()}

@@ -245,7 +245,7 @@ def test_every_sbatch_value_survives_slurms_parser_and_bash(name, account, qos, 
 
 yaml_doc = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | value,
                         lambda c: st.lists(c, max_size=4) | st.dictionaries(value, c, max_size=4), max_leaves=20)
-KEYS = [f.name for f in specmod.JobSpec.__dataclass_fields__.values() if not f.metadata.get("internal")]
+KEYS = [f.name for f in specmod.JobSpec.__fields__.values() if not f.metadata.get("internal")]
 
 
 @PROPS

@@ -5,13 +5,12 @@ program's non-disruptive set, the default profiles, the drain tags and `slurmkit
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ...record import Record
 
 PROFILES = ("prolog", "epilog", "full", "health")
 
 
-@dataclass(frozen=True)
-class CheckInfo:
+class CheckInfo(Record, frozen=True, kw_only=False):
     name: str
     source: str | None  # the command its live run reads first (the runner prefetches them together); None: its own
     disruptive: bool  # uses the GPUs (memory, compute): never beside a job, its heavy run is a sweep job

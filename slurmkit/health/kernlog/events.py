@@ -9,7 +9,7 @@ no `PCI:` in old drivers) is accepted.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from ...record import Record, field
 
 from . import anchors, logline, signatures
 
@@ -30,8 +30,7 @@ _PID_RE = re.compile(r"pid=(?:\d+|'[^',]{0,32}'|<[^>,]{0,32}>)\s*,\s*")
 COMM_MAX = 15  # the kernel's TASK_COMM_LEN less its NUL: a process name (prctl PR_SET_NAME) is at most this long
 
 
-@dataclass
-class Event:
+class Event(Record, kw_only=False):
     """One kernel-log event: an Xid or SXid line, a signature match, or an Xid line that did not parse."""
 
     kind: str  # "xid" | "sxid" | "sig" (a signature) | "unparsed" (looked like an Xid, did not parse)

@@ -12,7 +12,7 @@ short-iso `2024-04-05T21:29:39.123+00:00 host kernel:` (a comma decimal too), `d
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from ...record import Record as RecordBase
 
 
 from typing import TYPE_CHECKING
@@ -45,8 +45,7 @@ _CLOCK_RE = re.compile(
 )
 
 
-@dataclass
-class Record:
+class Record(RecordBase, kw_only=False):
     """One kernel message: its first physical line (number, text) and the continuation lines joined to it."""
 
     lineno: int  # 1-based, in the text parsed (kernlog.native: exact within a window, ordered across)

@@ -7,7 +7,7 @@ import bisect
 import json
 import os
 import re
-from dataclasses import dataclass
+from ...record import Record
 
 from . import anchors
 
@@ -41,8 +41,7 @@ def norm_pci(pci: str) -> str:
     return f"{int(m.group('dom'), 16):04x}:{m.group('bus').lower()}:{m.group('dev').lower()}"
 
 
-@dataclass(frozen=True)
-class Signature:
+class Signature(Record, frozen=True, kw_only=False):
     """A GPU failure logged without an Xid: the pattern that finds it and what it means."""
 
     id: str
@@ -114,8 +113,7 @@ def active(extra=(), ignore=()) -> tuple:
     return tuple(s for s in sigs if s.id not in set(ignore or ()))
 
 
-@dataclass
-class Match:
+class Match(Record, kw_only=False):
     """A signature found in one kernel message record, with the GPU it names."""
 
     sig: Signature

@@ -1,7 +1,6 @@
 """Issue 17 W2/H2/H7/H8/T1/T4 and issue 16's one settings type: the config refuses nonsense numbers with
 file:line, every numeric key has a documented range, hostile inputs are bounded, and the hooks' cache gives the
-same dataclasses as the YAML loader."""
-import dataclasses
+same records as the YAML loader."""
 import json
 import os
 import subprocess
@@ -11,7 +10,7 @@ import typing
 
 import pytest
 
-from slurmkit import config, settings
+from slurmkit import config, record, settings
 from slurmkit.errors import UsageError
 
 PATH = "/etc/slurmkit/config.yaml"
@@ -62,7 +61,7 @@ def test_every_numeric_key_has_a_documented_range():
     missing = []
     for name, cls in settings.SECTIONS.items():
         hints = settings.type_hints(cls)
-        for f in dataclasses.fields(cls):
+        for f in record.fields(cls):
             if _numeric(hints[f.name]) and "range" not in f.metadata:
                 missing.append(f"{name}.{f.name}")
     assert missing == []
@@ -90,8 +89,7 @@ def test_alias_bomb_in_a_mapping_key_is_refused():
     assert msg == "bomb.yaml:3: a key must be a plain string, got a list"
 
 
-@dataclasses.dataclass
-class Deep:
+class Deep(record.Record):
     x: list[list[list[list[list[list[list[list[list[str]]]]]]]]]
 
 

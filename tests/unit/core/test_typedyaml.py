@@ -3,8 +3,6 @@ and messages. Property tests: any text is a value or a UsageError naming the fil
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pytest
 import yaml
 from hypothesis import example, given, settings, strategies as st
@@ -13,10 +11,10 @@ from slurmkit import typedyaml
 from slurmkit.checkpoint.jobfile import read_job_file
 from slurmkit.checkpoint.report import SyncError
 from slurmkit.errors import UsageError
+from slurmkit.record import Record, field
 
 
-@dataclass
-class Small:
+class Small(Record):
     name: str = "x"
     count: int = 1
     tags: list[str] = field(default_factory=list)

@@ -4,7 +4,6 @@ stays quiet on other real output. Property tests for every parser."""
 import json
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from hypothesis import given, settings, strategies as st
 from slurmkit.efficiency.parse import parse_file, parse_text
 from slurmkit.efficiency.verdict import Thresholds, summarize
 from slurmkit.errors import UsageError
+from slurmkit.record import replace
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
 G = FIX / "gpuutil"

@@ -25,7 +25,7 @@ SCEN = REPO / "dev" / "fakegpu" / "scenarios" / "healthy-h100x8"
 # library's (any other module, a new slurmkit one included, fails the test until it is added here on purpose: each
 # costs every node CPU on every job). No third-party module at all (PyYAML only when install's settings file is stale or missing).
 SLURMKIT_ALLOWED = {
-    "slurmkit", "slurmkit.bounded", "slurmkit.drain", "slurmkit.errors", "slurmkit.files", "slurmkit.proc",
+    "slurmkit", "slurmkit.bounded", "slurmkit.drain", "slurmkit.errors", "slurmkit.files", "slurmkit.proc", "slurmkit.record",
     "slurmkit.signals", "slurmkit.times", "slurmkit.healthlog", "slurmkit.agent", "slurmkit.agent.client", "slurmkit.nodeconf", "slurmkit.hooks",
     "slurmkit.hooks.common", "slurmkit.hooks.prolog", "slurmkit.hooks.epilog",  # imported by bin/slurmkit-hook
     "slurmkit.nodesettings", "slurmkit.config", "slurmkit.typedyaml", "slurmkit.settings", "slurmkit.settings.checks", "slurmkit.settings.fields",
@@ -57,12 +57,14 @@ SLURMKIT_ALLOWED = {
 from slurmkit.health.checks.registry import CHECKS  # noqa: E402
 
 HOOK_CHECKS = {f"slurmkit.health.checks.{c.name}" for c in CHECKS if {"prolog", "epilog"} & set(c.profiles)}
+# Not `dataclasses`: it imports `inspect` (and with it ast, dis, tokenize) and compiles three methods per class; the
+# hooks' records are slurmkit.record's (issue 27)
 STDLIB_ALLOWED = {
-    "__future__", "abc", "ast", "bisect", "codecs", "collections", "contextlib", "copy", "copyreg", "dataclasses",
-    "dis", "encodings", "enum", "errno", "fcntl", "functools", "gc", "genericpath", "hashlib", "importlib", "inspect", "io",
-    "itertools", "json", "keyword", "linecache", "locale", "marshal", "math", "opcode", "operator", "os", "posix",
+    "__future__", "abc", "bisect", "codecs", "collections", "contextlib", "copy", "copyreg",
+    "encodings", "enum", "errno", "fcntl", "functools", "gc", "genericpath", "hashlib", "importlib", "io",
+    "itertools", "json", "keyword", "locale", "marshal", "math", "operator", "os", "posix",
     "posixpath", "re", "reprlib", "select", "selectors", "signal", "socket", "stat", "struct",
-    "subprocess", "threading", "time", "token", "tokenize", "types", "typing", "warnings", "weakref", "zipimport",
+    "subprocess", "threading", "time", "types", "typing", "warnings", "weakref", "zipimport",
 }
 
 
@@ -82,23 +84,10 @@ def _env(tmp_path: Path, job: int) -> dict:
             "SLURM_JOB_GPUS": "0,1", "SLURMKIT_PYTHON": str(tmp_path / "python-importtime")}
 
 
-DOCUMENTED_DATACLASS = """
-import dataclasses
-
-
-@dataclasses.dataclass
-class D:
-    \"\"\"doc\"\"\"
-
-    x: int = 0
-"""
-
-
-def _stdlib_imports(*mods: str, define: bool = True) -> set[str]:
-    """Modules the standard library itself imports with these and one documented dataclass: those are not the
-    hooks' to avoid (dataclasses imports inspect, and with it ast, on every Python)."""
+def _stdlib_imports(*mods: str) -> set[str]:
+    """Modules the standard library itself imports with these: those are not the hooks' to avoid."""
     code = (f"import sys\nsys.path.insert(0, {str(REPO)!r})\n"
-            f"import {', '.join(mods)}\n{DOCUMENTED_DATACLASS if define else ''}\nprint(*sys.modules)")
+            f"import {', '.join(mods)}\nprint(*sys.modules)")
     r = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     return set(r.stdout.split())

@@ -20,7 +20,7 @@ from sitesettings import make_settings
 REPO = Path(__file__).resolve().parents[3]
 GOLDEN = REPO / "tests" / "golden" / "submit"
 SETTINGS = config.loads((GOLDEN / "site.yaml").read_text(), str(GOLDEN / "site.yaml"))
-FIELDS = {f for f in specmod.JobSpec.__dataclass_fields__}
+FIELDS = set(specmod.JobSpec.__fields__)
 
 
 @pytest.fixture(autouse=True, scope="module")

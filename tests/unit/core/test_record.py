@@ -1,0 +1,103 @@
+"""slurmkit.record: the hooks' records behave as the dataclasses they replace (init, defaults, repr, equality,
+frozen, replace, asdict), and making one costs no `dataclasses` (the hooks never import it)."""
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, strategies as st
+
+from slurmkit.record import Record, asdict, field, fields, replace
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+class Point(Record, kw_only=False):
+    x: int
+    y: int = 0
+    tags: list[str] = field(default_factory=list)
+    note: object = field(default=None, repr=False, compare=False)
+
+
+@dataclasses.dataclass
+class DPoint:
+    x: int
+    y: int = 0
+    tags: list[str] = dataclasses.field(default_factory=list)
+    note: object = dataclasses.field(default=None, repr=False, compare=False)
+
+
+class Frozen(Record, frozen=True):
+    name: str
+    n: int = 1
+
+
+@given(st.integers(), st.integers(), st.lists(st.text(max_size=3), max_size=3), st.integers())
+def test_a_record_reads_and_compares_as_the_dataclass_it_replaces(x, y, tags, note):
+    r, d = Point(x, y=y, tags=tags, note=note), DPoint(x, y=y, tags=tags, note=note)
+    assert repr(r) == repr(d).replace("DPoint", "Point")
+    assert asdict(r) == dataclasses.asdict(d)
+    assert (r == Point(x, y, list(tags), note=None)) == (d == DPoint(x, y, list(tags), note=None)) is True
+    assert (r == Point(x + 1, y)) is False
+    assert replace(r, y=y + 1).y == y + 1 and r.y == y
+
+
+def test_defaults_factories_and_the_errors_a_caller_sees():
+    a, b = Point(1), Point(1)
+    assert a.tags == [] and a.tags is not b.tags and Point.y == 0
+    with pytest.raises(TypeError, match="missing keyword argument 'x'"):
+        Point()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'z'"):
+        Point(1, z=2)
+    with pytest.raises(TypeError, match="multiple values for argument 'x'"):
+        Point(1, x=2)
+    with pytest.raises(TypeError, match="takes 0 positional arguments"):
+        Frozen("a")
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(a)
+    with pytest.raises(TypeError, match="has no field 'z'"):
+        replace(a, z=1)
+    assert [f.name for f in fields(Point)] == ["x", "y", "tags", "note"]
+
+
+def test_frozen_refuses_assignment_and_hashes_by_value():
+    f = Frozen(name="a")
+    with pytest.raises(AttributeError, match="Frozen is frozen"):
+        f.n = 2
+    assert hash(f) == hash(Frozen(name="a", n=1)) and {f, Frozen(name="a")} == {f}
+
+
+def test_class_statements_a_dataclass_refuses_are_refused():
+    with pytest.raises(TypeError, match="mutable default"):
+        class Bad(Record):
+            items: list = []  # noqa: RUF012 - the mistake under test
+    with pytest.raises(TypeError, match="required field 'b' follows 'a'"):
+        class Order(Record, kw_only=False):
+            a: int = 1
+            b: int
+
+
+def test_inheritance_and_post_init():
+    class Base(Record):
+        a: int = 1
+
+        def __post_init__(self):
+            if self.a < 0:
+                raise ValueError("a must be >= 0")
+
+    class Child(Base):
+        b: str = "x"
+
+    assert repr(Child(b="y")) == "test_inheritance_and_post_init.<locals>.Child(a=1, b='y')"
+    with pytest.raises(ValueError, match="a must be >= 0"):
+        Child(a=-1)
+
+
+def test_making_records_imports_no_dataclasses():
+    code = (f"import sys; sys.path.insert(0, {str(REPO)!r})\n"
+            "import slurmkit.settings, slurmkit.health.base, slurmkit.proc, slurmkit.drain\n"
+            "slurmkit.settings.Settings()\n"
+            "print('dataclasses' in sys.modules, 'inspect' in sys.modules)")
+    r = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stdout.split() == ["False", "False"], r.stderr
