@@ -8,13 +8,13 @@
 
 The same path as `slurmkit submit` (slurmkit.jobs.pipeline.build): validation, templates, topology binding and the
 check against the cluster. What does not change between submissions is kept for the life of the process: the site
-config, the Slurm backend and the cluster's nodes (sinfo), so the 2nd..Nth submit costs the render and one sbatch.
+config, the Slurm backend and the cluster's nodes (scontrol), so the 2nd..Nth submit costs the render and one sbatch.
 `refresh()` forgets them (after the cluster changed: a node drained, a partition added).
 
 Overrides are spec keys as keyword arguments; `__` reaches into a nested key (`preemption__signal_lead=60` is
 `--set preemption.signal_lead=60`); a value is plain data (JSON-able) and is checked like a `--set` value.
 Errors: SpecError (a UsageError) for a bad spec or a request the cluster cannot hold, with `.path` and `.line`;
-UsageError for a bad site config; SlurmkitError when sbatch/sinfo fail, SlurmUnavailable (exit 3) when Slurm could
+UsageError for a bad site config; SlurmkitError when sbatch/scontrol fail, SlurmUnavailable (exit 3) when Slurm could
 not be asked (no controller, munge refused). The Job handle is slurmkit/jobs/handle.py (docs/python-api.md).
 """
 
@@ -43,7 +43,7 @@ class Client:
         self._lock = threading.Lock()
         self._settings = None
         self._backend = None
-        self._nodes = None  # a function returning the node records (joins the first sinfo's thread)
+        self._nodes = None  # a function returning the node records (joins the first listing's thread)
         self._slurm: Slurm | None = None
 
     # --- what is cached for the process ---------------------------------------------------------------------------
@@ -78,7 +78,7 @@ class Client:
             return self._slurm
 
     def cluster_nodes(self) -> list:
-        """The cluster's node records (sinfo), asked once and kept until refresh()."""
+        """The cluster's node records (the cluster check's listing), asked once and kept until refresh()."""
         return self._nodes_fn()()
 
     def _nodes_fn(self):
@@ -87,7 +87,7 @@ class Client:
             if self._nodes is None:
                 from .jobs.pipeline import background
 
-                self._nodes = _remember(background(backend.nodes), self)
+                self._nodes = _remember(background(backend.nodes_for_check), self)
             return self._nodes
 
     def refresh(self) -> None:
@@ -117,7 +117,7 @@ class Client:
 
         settings = self.settings
         check = settings.submit.check_cluster if self.check is None else self.check
-        nodes = self._nodes_fn() if check else None  # the first sinfo runs while the spec is read and rendered
+        nodes = self._nodes_fn() if check else None  # the first listing runs while the spec is read and rendered
         with slurm_said(self.slurm()):
             _, r = build(spec, settings, overrides_to_sets(overrides), nodes=nodes, topology=asker(self.slurm()))
         return Job(sbatch(self.backend, r.script, self.slurm()), slurm=self.slurm())

@@ -55,7 +55,8 @@ def submit(ctx: Ctx, spec_path, sets, dry_run, as_json, no_check):
     backend = ctx.backend()
     slurm = Slurm.from_settings(ctx.settings, say=ctx.say)
     check = ctx.settings.submit.check_cluster and not no_check
-    nodes = background(backend.nodes) if check else None  # sinfo runs while the spec is read and rendered
+    # the nodes' listing (one Slurm call) runs while the spec is read and rendered
+    nodes = background(backend.nodes_for_check) if check else None
     with slurm_said(slurm):
         _, r = build(spec_path, ctx.settings, sets, nodes=nodes, say=ctx.say, topology=asker(slurm))
     if dry_run:

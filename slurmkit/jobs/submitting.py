@@ -37,8 +37,8 @@ def sbatch(backend, script: str, slurm: Slurm) -> int:
 
 @contextmanager
 def slurm_said(slurm: Slurm) -> Iterator[None]:
-    """Around the cluster check: a Slurm failure that does not say why (`sinfo --json` exits 0 with only
-    "Unspecified error" when munge refuses) is explained by one `sinfo` whose stderr names the cause."""
+    """Around the cluster check: a Slurm failure that does not say why (pyslurm's error; `sinfo --json` exits 0
+    with only "Unspecified error" when munge refuses) is explained by one `sinfo` whose stderr names the cause."""
     try:
         yield
     except SlurmkitError as e:

@@ -130,25 +130,37 @@ class CliBackend:
         """Only the nodes in `names` (a hook asks about its own node on every job): `scontrol -o -d show node NAMES`,
         one line per node on every Slurm version, so neither `sinfo --version` first nor the whole cluster's
         listing. None when Slurm says a name is not a node: the full listing then answers (without it)."""
-        cmd = f"scontrol -o -d show node {names}"
-        if self._say:
-            self._say(f"nodes from `{cmd}`")
         try:
-            res = self._run(["scontrol", "-o", "-d", "show", "node", names], query=True)
+            records = self._oneline(["scontrol", "-o", "-d", "show", "node", names])
         except SlurmError as e:
             cause = e.__cause__
             if isinstance(cause, CommandError) and "not found" in cause.stderr + cause.stdout:
                 return None
             raise
+        from . import expand_hostlist
+
+        wanted = set(expand_hostlist(names))
+        return [r for r in records if r.name in wanted]
+
+    def nodes_for_check(self) -> list[NodeRecord]:
+        """Every node, for the cluster check before sbatch (jobs/check.py reads a node's name, partitions, Gres,
+        CPUs and state flags): `scontrol -o -d show node`, the one-node lookup's command, which prints those alike
+        on every Slurm version, so one Slurm call per submit and no `sinfo --version` first. nodes() reads the
+        version's JSON instead, for the reasons and times `slurmkit nodes` and audit show. An answer with no
+        NodeName= lines (none, or one slurmkit does not read) is a SlurmNoAnswer that says what it got."""
+        return self._oneline(["scontrol", "-o", "-d", "show", "node"])
+
+    def _oneline(self, argv: list[str]) -> list[NodeRecord]:
+        cmd = " ".join(argv)
+        if self._say:
+            self._say(f"nodes from `{cmd}`")
+        res = self._run(argv, query=True)
         records = parse_scontrol_nodes_oneliner(res.stdout)
         if not records:
             raise SlurmNoAnswer(
                 f"{cmd}: no NodeName= lines in {_excerpt(res.stdout + res.stderr)}; expected one line per node"
             )
-        from . import expand_hostlist
-
-        wanted = set(expand_hostlist(names))
-        return [r for r in records if r.name in wanted]
+        return records
 
     def job(self, job_id: int) -> JobRecord:
         res = self._run(["scontrol", "-o", "show", "job", str(int(job_id))])

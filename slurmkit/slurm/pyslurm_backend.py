@@ -162,3 +162,7 @@ class PyslurmBackend:
             wanted = set(expand_hostlist(names))
             out = [r for r in out if r.name in wanted]
         return out
+
+    def nodes_for_check(self) -> list[NodeRecord]:
+        """The submit's cluster check: the same records as nodes(), from pyslurm's API (no Slurm command)."""
+        return self.nodes()

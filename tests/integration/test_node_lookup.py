@@ -1,6 +1,7 @@
 """One node's record from the real controller: what the drain path and the health program ask on every job and
 every interval. They ask `scontrol -o -d show node NAME` (only that node, on every Slurm version) and must get
-the same record the whole cluster's listing gives, a drained node's reason with its spaces and `=` included."""
+the same record the whole cluster's listing gives, a drained node's reason with its spaces and `=` included; so
+must the submit's cluster check, which lists every node with `scontrol -o -d show node`."""
 from __future__ import annotations
 
 import pytest
@@ -27,6 +28,11 @@ def test_one_nodes_record_is_the_listings_record_and_asks_only_that_node(clean):
     assert one[0].drained and one[0].reason == REASON
     two = CliBackend(timeout=15).nodes("n[1-2]")
     assert [r.to_dict() for r in two] == [full["n1"].to_dict(), full["n2"].to_dict()]
+    # the submit's cluster check lists every node with the same command, one call on every version
+    said.clear()
+    check = CliBackend(timeout=15, say=said.append).nodes_for_check()
+    assert said == ["nodes from `scontrol -o -d show node`"]
+    assert {r.name: r.to_dict() for r in check} == {n: r.to_dict() for n, r in full.items()}
 
 
 def test_a_name_that_is_no_node_is_an_unknown_node_not_a_failed_drain(clean):
