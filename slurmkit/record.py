@@ -1,5 +1,6 @@
-"""Records: the typed, keyword-only classes that every hook makes on every job (the settings sections, a check's
-result, a drain's action, a kernel-log event), and the schemas typed YAML loads (the site config, the job spec).
+"""Records: slurmkit's one kind of typed record class: the ones every hook makes on every job (the settings
+sections, a check's result, a drain's action, a kernel-log event), the schemas typed YAML loads (the site config,
+the job spec), and every other record of the package.
 
 A Record's fields are its annotated class attributes, in order, each with a default, a `field(default_factory=...)`
 or neither (required). `__init__`, `__repr__` and `__eq__` are one generic method each on the base class, and
@@ -10,7 +11,7 @@ default). Type checkers read a Record as a dataclass (`dataclass_transform`).
 Why not `dataclasses`: the decorator writes and compiles three methods for every class it makes (about 0.3 ms
 each class on Python 3.11) and imports `inspect` (about 8 ms more), and the hooks make about 45 such classes
 before their first check runs, on every node, for every job. A Record costs a dictionary of its fields.
-Modules off the hooks' path keep using `dataclasses`.
+slurmkit defines no dataclass: every record in it is a Record.
 """
 
 from __future__ import annotations
@@ -130,9 +131,9 @@ class Record:
         if cls.__frozen__:
             cls.__setattr__ = _refuse_assignment  # type: ignore[method-assign,assignment]
             cls.__delattr__ = _refuse_assignment  # type: ignore[method-assign,assignment]
-            cls.__hash__ = Record._hash  # type: ignore[method-assign,assignment]
-        else:
-            cls.__hash__ = None  # type: ignore[assignment]  # mutable and compared by value: unhashable
+        if "__hash__" not in cls.__dict__:  # a class's own __hash__ stays, as with a dataclass
+            # frozen: hashed by value; mutable and compared by value: unhashable
+            cls.__hash__ = Record._hash if cls.__frozen__ else None  # type: ignore[method-assign,assignment]
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         if args:

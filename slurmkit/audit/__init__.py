@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field, replace
+from ..record import Record, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from collections.abc import Iterable
@@ -32,8 +32,7 @@ OK_STATUSES = ("ok", "warn")
 # --- the cause table ----------------------------------------------------------------------------------------------
 
 
-@dataclass
-class Cause:
+class Cause(Record, kw_only=False):
     id: str
     by: str
     title: str
@@ -45,8 +44,7 @@ class Cause:
     text: str | None = None
 
 
-@dataclass
-class CauseTable:
+class CauseTable(Record, kw_only=False):
     slurmkit: list[Cause]
     slurm: list[Cause]
     admin: Cause
@@ -237,8 +235,7 @@ def find_evidence(
 # --- the audit --------------------------------------------------------------------------------------------------
 
 
-@dataclass
-class Entry:
+class Entry(Record, kw_only=False):
     node: NodeRecord
     cause: Cause
     tag: str | None

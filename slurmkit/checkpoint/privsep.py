@@ -9,7 +9,7 @@ import pwd
 import select
 import signal
 import time
-from dataclasses import dataclass
+from ..record import Record
 from typing import TYPE_CHECKING
 
 from ..signals import signame
@@ -60,7 +60,6 @@ def preload(dest: str, settings: SyncSettings | None = None) -> None:
     interpreter's own files may be unreadable (a Python under /root), and root never reads user files anyway."""
     import concurrent.futures.thread  # noqa: F401
     import ctypes  # noqa: F401 - syncfs
-    import dataclasses  # noqa: F401
 
     import yaml  # noqa: F401 - the job file
 
@@ -133,8 +132,7 @@ def run_as(
         os.close(r)
 
 
-@dataclass
-class Collected:
+class Collected(Record, kw_only=False):
     """What the parent saw of its sync child: the report bytes, the wait status (None: not reaped, it is still
     there), whether it was killed at the deadline, and what /proc said of it when it would not stop ("D
     (percpu_rwsem_wait)": asleep in the kernel, uninterruptibly; "" when none of its threads was)."""

@@ -19,7 +19,7 @@ and line; so does a capture cut inside a record. Bounds: `MAX_BYTES` of text, `M
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from ..record import Record, field
 
 from ..errors import UsageError
 
@@ -46,8 +46,7 @@ class ParseError(UsageError):
     """A capture slurmkit cannot read: `.path` and `.line` say where (exit 2)."""
 
 
-@dataclass
-class Node:
+class Node(Record, kw_only=False):
     key: str  # unique in the capture: "S-<guid>", "H-<guid>", "L<lid>" (iblinkinfo), "H-b83f<redacted>#desc"
     kind: str  # "switch", "ca" or "router"
     desc: str = ""
@@ -56,8 +55,7 @@ class Node:
     line: int = 0
 
 
-@dataclass(frozen=True)
-class Sighting:
+class Sighting(Record, frozen=True, kw_only=False):
     """One port as its own node reports it: the peer and the trained width/speed (None when unknown)."""
 
     node: str
@@ -73,8 +71,7 @@ class Sighting:
     phys_state: str = ""  # iblinkinfo's physical state (LinkUp, Polling, Disabled ...); "" where not printed
 
 
-@dataclass
-class Capture:
+class Capture(Record, kw_only=False):
     path: str
     fmt: str  # "ibnetdiscover", "ibnetdiscover-ports", "iblinkinfo"
     nodes: dict[str, Node] = field(default_factory=dict)

@@ -15,7 +15,7 @@ reports: no multi-node domain, so no block. Findings:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from ..record import Record, field
 
 from .ibnet import ParseError
 from .tree import Finding
@@ -25,8 +25,7 @@ _KV = re.compile(r"(\s*)(State|Status|CliqueId|ClusterUUID)\s*:\s*(.*?)\s*")
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
-@dataclass
-class GpuFabric:
+class GpuFabric(Record, kw_only=False):
     line: int
     state: str = ""
     status: str = ""
@@ -34,8 +33,7 @@ class GpuFabric:
     uuid: str = ""
 
 
-@dataclass
-class Domains:
+class Domains(Record, kw_only=False):
     blocks: dict[str, list[str]] = field(default_factory=dict)  # block name -> nodes
     domain_of: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> (ClusterUUID, CliqueId)
     findings: list[Finding] = field(default_factory=list)

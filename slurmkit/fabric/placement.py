@@ -9,7 +9,7 @@ For `submit` and `render` (slurmkit/jobs/placing.py): the site setting submit.pl
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from ..record import Record, field
 
 from .. import hostlist
 from .ibnet import ParseError
@@ -17,8 +17,7 @@ from .ibnet import ParseError
 MAX_WAIT = re.compile(r"(\d{1,2}:)?\d{1,2}:\d{2}|\d{1,6}")  # Slurm's max-time: minutes, MM:SS or HH:MM:SS
 
 
-@dataclass
-class Topology:
+class Topology(Record, kw_only=False):
     kind: str | None = None  # "tree", "block" or None (flat: nothing listed)
     leaves: dict[str, int] = field(default_factory=dict)  # leaf switch or block -> node count
     base: int | None = None  # topology/block: the base block size (the smallest BlockSize= shown)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from ..record import Record, field
 
 from .ibnet import SPEEDS, Capture, Node, Sighting
 
@@ -30,8 +30,7 @@ _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 MIN_CLASS = 4  # links a class (host links, switch links) needs to have a common speed of its own
 
 
-@dataclass
-class Link:
+class Link(Record, kw_only=False):
     a: str
     a_port: int
     b: str
@@ -48,8 +47,7 @@ class Link:
         return f"{self.width or '?'}x{self.speed or '???'}"
 
 
-@dataclass
-class Switch:
+class Switch(Record, kw_only=False):
     key: str
     name: str
     desc: str
@@ -61,8 +59,7 @@ class Switch:
     virtual: bool = False  # not on the fabric: a top that joins leaves no one switch reaches (see _tops)
 
 
-@dataclass
-class Finding:
+class Finding(Record, kw_only=False):
     kind: str
     message: str
     line: int | None = None
@@ -71,8 +68,7 @@ class Finding:
         return {"kind": self.kind, "message": self.message, "line": self.line}
 
 
-@dataclass
-class Fabric:
+class Fabric(Record, kw_only=False):
     path: str
     fmt: str
     switches: dict[str, Switch]  # key -> switch

@@ -12,7 +12,7 @@ pair is at fault, so the default here is the ring: n pairs, every node in two wi
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from ..record import Record, field
 
 MODES = ("ring", "all")
 # without a site figure the reference is the best pair (not the median: one bad node in a ring of 3 makes 2 of
@@ -36,8 +36,7 @@ def plan(nodes: list[str], mode: str = "ring") -> list[tuple[str, str]]:
     return [(uniq[i], uniq[(i + 1) % len(uniq)]) for i in range(len(uniq))]
 
 
-@dataclass
-class PairResult:
+class PairResult(Record, kw_only=False):
     a: str
     b: str
     busbw: float | None = None  # nccl-tests' "Avg bus bandwidth" (GB/s); None: no figure (see error)
@@ -72,8 +71,7 @@ def result(a: str, b: str, text: str | None, source: str = "") -> PairResult:
     return PairResult(a, b, busbw=p["avg_bus_bandwidth_gbps"])
 
 
-@dataclass
-class Verdict:
+class Verdict(Record, kw_only=False):
     pairs: list[dict] = field(default_factory=list)  # {a, b, busbw, status: ok|slow|failed|missing, why}
     reference: float | None = None  # GB/s the pairs are judged against
     reference_source: str = ""  # "nccl.pairs_expected_busbw_gbps" or "the best of N pairs"

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from ..record import Record
 from ..times import parse_utc_iso, utc_iso
 
 CHECK = "remediate"
@@ -103,8 +103,7 @@ def after_reboot(records, boot_id: str | None) -> dict | None:
     return last if before and before != boot_id else None
 
 
-@dataclass
-class Decision:
+class Decision(Record, kw_only=False):
     """What remediation does with a drained node now: nothing, a reboot, or flapping."""
 
     step: str  # none | reboot | flapping | resume

@@ -13,7 +13,7 @@ import os
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from ..record import Record, field
 from pathlib import Path
 
 from ..files import publish
@@ -24,8 +24,7 @@ from .layout import Layout
 SOURCE_DATE_EPOCH = "315532800"  # 1980-01-01: wheels built twice from the same tree are byte-identical
 
 
-@dataclass(frozen=True)
-class Artifact:
+class Artifact(Record, frozen=True, kw_only=False):
     """One file as it must be on the node."""
 
     role: str  # prolog | epilog | config | settings | wheel | payload | stamp
@@ -39,8 +38,7 @@ class Artifact:
         return self.digest or hashlib.sha256(self.data).hexdigest()
 
 
-@dataclass(frozen=True)
-class Wheelhouse:
+class Wheelhouse(Record, frozen=True, kw_only=False):
     directory: Path
     wheels: tuple[Path, ...]  # every wheel, sorted by name
     version: str  # slurmkit's version in it

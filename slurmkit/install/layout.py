@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from ..record import Record
 
 PREV = ".slurmkit-prev"  # suffix of the kept previous version of a file (and of the venv link)
 COMPLETE = ".slurmkit-bundle"  # file inside a finished venv: the bundle id it was built from
 PAYLOAD = "slurmkit-venv.tar.gz"  # the prebuilt venv's tarball, in install.wheel_dir
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(Record, frozen=True, kw_only=False):
     node: str
     root: str
     prolog: str

@@ -26,7 +26,7 @@ import sys
 import sysconfig
 import tarfile
 import tempfile
-from dataclasses import dataclass, field
+from ..record import Record, field
 from pathlib import Path
 
 from ..errors import SlurmkitError
@@ -57,8 +57,7 @@ print(json.dumps({"cache_tag": sys.implementation.cache_tag, "soabi": sysconfig.
 TRAMPOLINE = '#!/bin/sh\n\'\'\'exec\' "$(dirname -- "$(realpath -- "$0")")/python" "$0" "$@"\n\' \'\'\'\n'
 
 
-@dataclass(frozen=True)
-class PyId:
+class PyId(Record, frozen=True, kw_only=False):
     """What a tree of installed files and bytecode needs of the interpreter that runs it."""
 
     cache_tag: str  # cpython-311: bytecode magic and implementation
@@ -176,8 +175,7 @@ def site_packages(py: PyId) -> str:
     return f"lib/python{py.minor}/site-packages"
 
 
-@dataclass(frozen=True)
-class Payload:
+class Payload(Record, frozen=True, kw_only=False):
     path: Path  # the tarball on the admin host (in the cache)
     sha256: str
     python: PyId  # the admin interpreter it was built with

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import posixpath
-from dataclasses import dataclass, field
+from ..record import Record, field
 
 from .bundle import Artifact
 from .layout import COMPLETE, PREV, Layout
 
 
-@dataclass(frozen=True)
-class RemoteFile:
+class RemoteFile(Record, frozen=True, kw_only=False):
     path: str
     exists: bool
     kind: str = "file"  # file | dir | link | other
@@ -29,8 +28,7 @@ class RemoteFile:
 MISSING = RemoteFile("", False)
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(Record, frozen=True, kw_only=False):
     action: str  # create | update | fix-mode | build-venv | switch-venv | restore
     path: str
     detail: str = ""
@@ -39,8 +37,7 @@ class Change:
         return {"action": self.action, "path": self.path, "detail": self.detail}
 
 
-@dataclass
-class NodePlan:
+class NodePlan(Record, kw_only=False):
     node: str
     changes: list[Change] = field(default_factory=list)
     uploads: list[Artifact] = field(default_factory=list)  # files to stage, verify and commit, stamp last
@@ -153,8 +150,7 @@ def parse_stamp(data: bytes | None) -> dict | None:
     return doc
 
 
-@dataclass
-class RollbackPlan:
+class RollbackPlan(Record, kw_only=False):
     node: str
     target: dict | None = None  # the stamp the node goes back to
     swaps: list[str] = field(default_factory=list)  # paths whose .slurmkit-prev is the wanted version

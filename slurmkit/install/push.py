@@ -20,7 +20,7 @@ import posixpath
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from ..record import Record, field
 from typing import TYPE_CHECKING
 
 from . import pin
@@ -37,8 +37,7 @@ if TYPE_CHECKING:
     from ..settings import AgentSettings, InstallSettings
 
 
-@dataclass
-class NodeResult:
+class NodeResult(Record, kw_only=False):
     node: str
     status: str  # unchanged | changed | would-change | rolled-back | removed | held | failed | refused
     changes: list[Change] = field(default_factory=list)
@@ -341,8 +340,7 @@ def rollback(t: Transport, lay: Layout, rb: RollbackPlan, remote: dict[str, Remo
 # -- the whole job for one node ---------------------------------------------------------------------------------
 
 
-@dataclass
-class Job:
+class Job(Record, kw_only=False):
     """What every node gets; `connect(node) -> Transport` is the edge (paramiko, or a local stand-in)."""
 
     install: InstallSettings

@@ -12,7 +12,7 @@ import posixpath
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from ..record import Record, field
 from pathlib import Path
 
 from ..errors import CommandError, SlurmkitError, UsageError
@@ -36,8 +36,7 @@ def target_nodes(nodelist: str | None, partition: str | None, backend_nodes: Cal
     return nodes
 
 
-@dataclass
-class Bundle:
+class Bundle(Record, kw_only=False):
     """What every node gets: the hook scripts, the site config, the wheelhouse and (optionally) the prebuilt venv.
     Empty for a rollback, which puts back what each node had."""
 
@@ -77,8 +76,7 @@ def prepare(settings, say: Callable[[str], None] = lambda m: None) -> Bundle:
     return Bundle(psrc.read_bytes(), esrc.read_bytes(), hsrc.read_bytes(), site_config, wh, pl)
 
 
-@dataclass
-class Report:
+class Report(Record, kw_only=False):
     """One install or rollback: every node's result, the retry line, the slurm.conf advice."""
 
     results: list

@@ -11,14 +11,13 @@ the node's own hook; install.slurm_prolog/slurm_epilog say which path slurm.conf
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from ..record import Record
 
 LIST_KEYS = ("PrologFlags", "SchedulerParameters")
 NO_TIMEOUT = (None, "", "(null)", "65534")  # 65534: Slurm's "no timeout"
 
 
-@dataclass(frozen=True)
-class Line:
+class Line(Record, frozen=True, kw_only=False):
     key: str
     value: str
     why: str

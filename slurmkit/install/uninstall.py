@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, field
+from ..record import Record, field
 
 from ..nodesettings import settings_path
 from .layout import PREV, Layout
@@ -30,8 +30,7 @@ TMP_MARK = ".slurmkit-tmp-"
 STATE_EXT = (".json", ".lock")
 
 
-@dataclass(frozen=True)
-class NodeView:
+class NodeView(Record, frozen=True, kw_only=False):
     """What uninstall needs to know about one node: its paths and what it holds (read by `gather`)."""
 
     lay: Layout
@@ -45,8 +44,7 @@ class NodeView:
     systemd: bool = False  # the node runs systemd (/run/systemd/system) and the root is its own /
 
 
-@dataclass
-class UninstallPlan:
+class UninstallPlan(Record, kw_only=False):
     node: str
     changes: list[Change] = field(default_factory=list)
     files: list[str] = field(default_factory=list)  # rm -f
@@ -271,8 +269,7 @@ def run_uninstall(t, pl: UninstallPlan, timeout: float) -> None:
         t.run(["systemctl", "daemon-reload"], timeout=timeout)
 
 
-@dataclass(frozen=True)
-class Options:
+class Options(Record, frozen=True, kw_only=False):
     """An uninstall run: `paths_for(node)` -> (paths.state_dir, paths.health_log) of that node's settings."""
 
     paths_for: object  # Callable[[str], tuple[str, str]]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from ..record import Record, field
 
 from ..errors import UsageError
 from .spec import JobSpec
@@ -27,8 +27,7 @@ SETUP_MARK = "# setup from the spec"  # the base template's line before the setu
 ARGS = ' "$@"'  # bash -c 'launcher ... "$@"' NAME ARGV...: the argv reaches the launcher unquoted by a shell
 
 
-@dataclass
-class Rendered:
+class Rendered(Record, kw_only=False):
     """An sbatch script rendered from a spec, with what went into it (template, context, profile, notes)."""
 
     script: str

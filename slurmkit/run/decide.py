@@ -4,7 +4,7 @@ notice's text."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from ..record import Record
 from datetime import datetime
 
 
@@ -29,8 +29,7 @@ def classify(elapsed: float | None, limit: float | None, window: float = 600.0, 
     return "timeout" if elapsed >= guaranteed else "preemption"
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(Record, frozen=True, kw_only=False):
     requeue: bool
     why: str
 

@@ -15,13 +15,12 @@ capture -> decide -> act:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..record import Record
 
 FAULT_CHECKS = ("xid", "gpu_count")
 
 
-@dataclass(frozen=True)
-class Fault:
+class Fault(Record, frozen=True, kw_only=False):
     fault: bool
     why: str
     checks: tuple[str, ...] = ()

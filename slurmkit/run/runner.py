@@ -12,7 +12,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from ..record import Record, field
 from collections.abc import Callable
 
 from ..times import duration_or_none as parse_duration, utc_iso
@@ -25,8 +25,7 @@ from .imds import Imds, SpotWatcher
 # --- the wrapper ------------------------------------------------------------------------------------------------
 
 
-@dataclass
-class RunOptions:
+class RunOptions(Record, kw_only=False):
     signal: str = "USR2"
     checkpoint_signal: str = "TERM"  # or "none"
     grace: float = 60.0

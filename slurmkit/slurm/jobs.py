@@ -9,7 +9,7 @@ lines `slurmkit run` writes into a job's output. Nothing here runs a command (sl
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from ..record import Record, asdict
 
 from .records import parse_kv_line
 
@@ -63,8 +63,7 @@ NOT_FOUND_RE = re.compile(r"Invalid job id specified", re.I)
 NO_ACCOUNTING_RE = re.compile(r"accounting storage is disabled", re.I)
 
 
-@dataclass
-class JobStatus:
+class JobStatus(Record, kw_only=False):
     """One job (or one array task) as Slurm last reported it."""
 
     id: str  # "123", or "120_3" for an array task

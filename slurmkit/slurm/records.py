@@ -6,7 +6,7 @@ Parsers take text and return data; nothing here runs a command. They are tested 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from ..record import Record, asdict, field
 
 # State words Slurm prints (scontrol upper case; sinfo %T long and %t short forms, lower case) -> base + flags.
 STATE_WORDS = {
@@ -85,8 +85,7 @@ _REASON_RE = re.compile(r"^(?P<text>.*?)\s*\[(?P<user>[^\[\]@]+)@(?P<time>\d{4}-
 _GRES_ITEM_RE = re.compile(r"^(?P<name>[^:(]+)(?::(?P<type>[^:(]+))?(?::(?P<count>\d+))?(?P<rest>\(.*\))?$")
 
 
-@dataclass
-class NodeRecord:
+class NodeRecord(Record, kw_only=False):
     """One node as the controller reports it (whichever backend read it)."""
 
     name: str
@@ -125,8 +124,7 @@ class NodeRecord:
         return d
 
 
-@dataclass
-class JobRecord:
+class JobRecord(Record, kw_only=False):
     """One job as the controller reports it (whichever backend read it)."""
 
     job_id: int

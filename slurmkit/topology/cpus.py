@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from ..record import Record, field
 
 from ..errors import UsageError
 from .model import Topology, format_cpulist, parse_cpulist, small_int
 
 
-@dataclass
-class CpuLayout:
+class CpuLayout(Record, kw_only=False):
     sockets: int
     cores_per_socket: int
     threads_per_core: int

@@ -12,7 +12,7 @@ profile and that `binding.plan_binding` and `slurmkit submit` consume:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from ..record import Record, field
 
 # Path kinds from nearest to farthest (nvidia-smi legend). SOC is the pre-2017 name of SYS.
 PATH_RANK = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5, "SOC": 5}
@@ -37,8 +37,7 @@ def nvlink_count(token: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-@dataclass
-class Gpu:
+class Gpu(Record, kw_only=False):
     index: int
     cpus: list[int] = field(default_factory=list)  # OS CPU ids (empty when unknown)
     numa: list[int] = field(default_factory=list)  # NUMA nodes (empty when unknown)
@@ -51,8 +50,7 @@ class Gpu:
         return {"index": self.index, "cpus": list(self.cpus), "numa": list(self.numa), "links": dict(self.links)}
 
 
-@dataclass
-class Nic:
+class Nic(Record, kw_only=False):
     name: str  # the matrix's column name: NIC0 or mlx5_0
     device: str | None  # mlx5_0 (from the NIC Legend, or the column name itself); None when unknown
 
@@ -60,8 +58,7 @@ class Nic:
         return {"name": self.name, "device": self.device}
 
 
-@dataclass
-class Topology:
+class Topology(Record, kw_only=False):
     gpus: list[Gpu]
     nics: list[Nic]
     warnings: list[str] = field(default_factory=list)

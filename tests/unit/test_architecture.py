@@ -124,3 +124,15 @@ def test_one_rename_into_place():
     # files.publish is the rename; fsdest's is relative to directory descriptors (no path a link could redirect)
     users = sorted(str(p.relative_to(PKG)) for p in PKG.rglob("*.py") if "os.replace(" in p.read_text())
     assert users == ["checkpoint/fsdest.py", "files.py"]
+
+
+def test_one_record_type():
+    # slurmkit.record.Record is every record's base: `dataclasses` would bring inspect back onto the hooks' path
+    users = sorted(
+        str(p.relative_to(PKG))
+        for p in PKG.rglob("*.py")
+        for node in ast.walk(ast.parse(p.read_text(), str(p)))
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        and "dataclasses" in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module])
+    )
+    assert users == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from ...record import Record
 
 from . import signatures
 from .events import Event
@@ -27,8 +27,7 @@ def catalog() -> dict:
     return _CATALOG
 
 
-@dataclass
-class Verdict:
+class Verdict(Record, kw_only=False):
     """How one kernel-log event is graded: status, catalog name, the action it asks for, and why."""
 
     status: str  # ok | warn | fail

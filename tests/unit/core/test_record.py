@@ -101,3 +101,14 @@ def test_making_records_imports_no_dataclasses():
             "print('dataclasses' in sys.modules, 'inspect' in sys.modules)")
     r = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stdout.split() == ["False", "False"], r.stderr
+
+
+def test_records_survive_pickle_and_copy():
+    import copy
+    import pickle
+
+    f = Frozen(name="a", n=2)
+    assert pickle.loads(pickle.dumps(f)) == f and copy.deepcopy(f) == f
+    p = Point(1, tags=["x"])
+    q = copy.deepcopy(p)
+    assert q == p and q.tags is not p.tags

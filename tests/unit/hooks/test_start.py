@@ -35,7 +35,7 @@ SLURMKIT_ALLOWED = {
     # the efficiency summary names clock event reasons from the clocks check's table (it imports nvsmi, base and
     # context only, all listed here)
     "slurmkit.health.checks.clocks", "slurmkit.health.dcgm", "slurmkit.health.heavycache",
-    # the ib check's ibstat parser (re and dataclasses only), imported only where ibstat runs and prints; the
+    # the ib check's ibstat parser (re and records only), imported only where ibstat runs and prints; the
     # fabric captures' parser (slurmkit.fabric.ibnet) is never imported by a hook
     "slurmkit.health.ibstat",
     "slurmkit.health.kernlog", "slurmkit.health.kernlog.anchors", "slurmkit.health.kernlog.events",
@@ -57,8 +57,8 @@ SLURMKIT_ALLOWED = {
 from slurmkit.health.checks.registry import CHECKS  # noqa: E402
 
 HOOK_CHECKS = {f"slurmkit.health.checks.{c.name}" for c in CHECKS if {"prolog", "epilog"} & set(c.profiles)}
-# Not `dataclasses`: it imports `inspect` (and with it ast, dis, tokenize) and compiles three methods per class; the
-# hooks' records are slurmkit.record's (issue 27)
+# Not `dataclasses`: it imports `inspect` (and with it ast, dis, tokenize) and compiles three methods per class;
+# slurmkit's records are slurmkit.record's (issue 27)
 STDLIB_ALLOWED = {
     "__future__", "abc", "bisect", "codecs", "collections", "contextlib", "copy", "copyreg",
     "encodings", "enum", "errno", "fcntl", "functools", "gc", "genericpath", "hashlib", "importlib", "io",

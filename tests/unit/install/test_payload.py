@@ -1,6 +1,5 @@
 """The prebuilt venv (payload.py): what a node's Python must answer to get it (pure; building it from a real
 wheelhouse and installing it: tests/integration/test_install_prebuilt.py)."""
-import dataclasses
 import json
 import os
 import subprocess
@@ -15,6 +14,7 @@ from slurmkit.install import payload
 from slurmkit.install.payload import Payload, PyId, misfit, parse_probe, pyvenv_cfg
 from slurmkit.install.push import run_node
 from slurmkit.install.ssh import LocalTransport, RunResult
+from slurmkit.record import replace
 from unit.install.test_push import fake_node  # noqa: F401  (the fixture: a node under tmp_path, its venv built)
 
 HERE = payload.here()
@@ -84,7 +84,7 @@ def test_a_node_whose_python_differs_gets_the_wheels_instead(fake_node, tmp_path
     lay, job, root = fake_node      # synthetic wheels whose venv is "built" already: the choice is the point
     j = job()
     synthetic = Payload(tmp_path / "unused.tar.gz", "0" * 64, HERE, j.wheelhouse.bundle_id, b"synthetic tarball")
-    j = dataclasses.replace(j, payload=synthetic, connect=lambda n: OtherPython(n))
+    j = replace(j, payload=synthetic, connect=lambda n: OtherPython(n))
     r = run_node("n1", j)
     assert r.status == "changed", r.error
     assert "from the wheels" in r.note and "3.99.0" in r.note
@@ -129,7 +129,7 @@ def test_a_node_python_other_users_cannot_run_is_warned_about(tmp_path):
     code = payload.PROBE.replace('getattr(sys, "_base_executable", "") or sys.executable', repr(str(private / "bin")))
     r = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60)
     assert parse_probe(r.stdout).shut == str(private)
-    node = dataclasses.replace(HERE, shut=str(private))
+    node = replace(HERE, shut=str(private))
     fits, note = venv_choice(None, [], node)
     assert "warning: other users cannot run" in note and "/usr/bin/python3" in note
     assert "warning" not in venv_choice(None, [], HERE)[1]
