@@ -17,7 +17,7 @@ slurmkit defines no dataclass: every record in it is a Record.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, get_origin
 
 if sys.version_info >= (3, 11):
     from typing import dataclass_transform
@@ -85,8 +85,11 @@ def field(
 
 
 def _is_classvar(annotation: object) -> bool:
-    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
-    return isinstance(text, str) and (text.startswith("ClassVar") or text.startswith("typing.ClassVar"))
+    """Whether a class annotation declares a class variable, not a field (a string under `from __future__ import
+    annotations`, else the typing object)."""
+    if isinstance(annotation, str):
+        return annotation.startswith(("ClassVar", "typing.ClassVar", "t.ClassVar"))
+    return annotation is ClassVar or get_origin(annotation) is ClassVar
 
 
 @dataclass_transform(kw_only_default=True, field_specifiers=(field, Field))

@@ -112,3 +112,13 @@ def test_records_survive_pickle_and_copy():
     p = Point(1, tags=["x"])
     q = copy.deepcopy(p)
     assert q == p and q.tags is not p.tags
+
+
+def test_class_variables_are_not_fields():
+    from typing import ClassVar
+
+    class WithClassVar(Record):
+        kinds: ClassVar[tuple[str, ...]] = ("a", "b")
+        name: str = "x"
+
+    assert [f.name for f in fields(WithClassVar)] == ["name"] and WithClassVar().kinds == ("a", "b")
