@@ -84,9 +84,27 @@ def field(
     return Field(default, default_factory, metadata, repr, compare)
 
 
+def _own_annotations(cls: type) -> dict[str, Any]:
+    """The annotations a class statement wrote itself, unevaluated where it can: strings under `from __future__
+    import annotations` (every slurmkit module), else (Python 3.14's deferred annotations, PEP 649, in a module
+    without that import) each name resolved where it is defined and a forward reference where it is not yet."""
+    own = cls.__dict__.get("__annotations__")
+    if own is not None:
+        return own
+    if sys.version_info >= (3, 14):
+        if "__annotate_func__" in cls.__dict__ or "__annotate__" in cls.__dict__:
+            # only a class from a module without the __future__ import comes here, never the hooks' own records:
+            # annotationlib imports ast, which the hook path does not pay for
+            import annotationlib
+
+            return annotationlib.get_annotations(cls, format=annotationlib.Format.FORWARDREF)
+    return {}
+
+
 def _is_classvar(annotation: object) -> bool:
     """Whether a class annotation declares a class variable, not a field (a string under `from __future__ import
-    annotations`, else the typing object)."""
+    annotations`, a forward reference's text, else the typing object)."""
+    annotation = getattr(annotation, "__forward_arg__", annotation)
     if isinstance(annotation, str):
         return annotation.startswith(("ClassVar", "typing.ClassVar", "t.ClassVar"))
     return annotation is ClassVar or get_origin(annotation) is ClassVar
@@ -103,7 +121,7 @@ class Record:
     def __init_subclass__(cls, *, frozen: bool | None = None, kw_only: bool | None = None, **kw: Any) -> None:
         super().__init_subclass__(**kw)
         fields = dict(cls.__fields__)  # the base classes' fields first, as in a dataclass
-        for name, annotation in cls.__dict__.get("__annotations__", {}).items():
+        for name, annotation in _own_annotations(cls).items():
             if _is_classvar(annotation):
                 continue
             value = cls.__dict__.get(name, MISSING)

@@ -43,15 +43,20 @@ def live_check(c, *only):
 @pytest.mark.compat("health")
 def test_ecc_failure_mid_job_drains_in_the_epilog_and_resumes_once_cleared(mock_node, tmp_path):
     c = mock_node
-    flag = tmp_path / "go"
+    flag, ready = tmp_path / "go", tmp_path / "read"
     out = tmp_path / "job.out"
     tmp_path.chmod(0o777)
     nvsmi = REPO / "dev" / "fakegpu" / "bin" / "nvidia-smi"
     q = f"{nvsmi} --query-gpu=index,ecc.errors.uncorrected.volatile.total --format=csv,noheader"
-    # the job reads its GPUs (the node's real nvidia-smi, in slurmd's job environment), waits for the fault, reads again
-    job = f"#!/bin/sh\n{q}\nwhile [ ! -e {flag} ]; do sleep 0.1; done\n{q}\n"
+    # the job reads its GPUs (the node's real nvidia-smi, in slurmd's job environment), says so, waits for the
+    # fault, reads again. RUNNING alone is not "read": Slurm reports it before the script's first line has run
+    job = f"#!/bin/sh\n{q}\ntouch {ready}\nwhile [ ! -e {flag} ]; do sleep 0.1; done\n{q}\n"
     jid = c.sbatch(job, "-w", NODE, "-o", str(out))
     c.wait_job(jid, states=("RUNNING",), timeout=30, interval=0.1)
+    deadline = time.monotonic() + 30
+    while not ready.exists():
+        assert time.monotonic() < deadline, f"job {jid} did not read its GPUs within 30 s: {c.job_state(jid)}"
+        time.sleep(0.1)
     assert live_check(c, "ecc")[1]["ecc"]["status"] == "ok"
     nvml(c, "fail", "--gpu", "1", "--mode", "ecc_uncorrectable", "--xid", "48")
     flag.touch()

@@ -122,3 +122,18 @@ def test_class_variables_are_not_fields():
         name: str = "x"
 
     assert [f.name for f in fields(WithClassVar)] == ["name"] and WithClassVar().kinds == ("a", "b")
+
+
+def test_a_record_in_a_module_without_the_future_import_reads_its_own_annotations():
+    # this test module has no `from __future__ import annotations`: on Python 3.14 its class annotations are
+    # deferred (PEP 649, no `__annotations__` in the class dictionary), and a name not yet defined is still a field
+    class Later(Record):
+        child: "Node | None" = None  # noqa: F821 (Node is defined after Later)
+        count: int = 0
+        limit: "ClassVar[int]" = 3  # noqa: F821 (a forward reference to ClassVar is a class variable too)
+
+    class Node(Record):
+        name: str
+
+    assert [f.name for f in fields(Later)] == ["child", "count"] and Later.limit == 3
+    assert Later(child=Node(name="n"), count=2) == Later(child=Node(name="n"), count=2)
