@@ -199,7 +199,7 @@ def fold(state: dict, records: list[dict]) -> dict:
         if action == "drained":
             cause = str(rec.get("code") or check)
             drained[cause] = 1
-        elif action in ("resumed", "resume"):
+        elif action in ("resumed", "resume", "returned"):
             drained.clear()
         idle = rec.get("idle_gpu_hours")
         if isinstance(idle, (int, float)) and not isinstance(idle, bool) and idle == idle and idle >= 0:

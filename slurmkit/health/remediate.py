@@ -9,12 +9,14 @@ reboot fixes, keeps it out of service until its recheck passes, and gives up on 
 - After the reboot (a new boot id) the health run first holds the node (a reboot that timed out comes back DOWN
   without the drain, and ReturnToService=2 would return it idle: `held` drains it again), then rechecks the whole
   profile. Once the recheck has passed and slurmd has registered, slurmkit resumes the node (`resumed`); a
-  recheck that fails leaves it drained, and the next run reboots it again.
+  recheck that fails leaves it drained, and the next run reboots it again. A node back in service after a passed
+  recheck without slurmkit's resume (Slurm times a reboot out and drops the drain after that first run; someone
+  resumed it) is logged once as `returned`.
 - The flap limit: after `health.remediate_flap_limit` reboots of one node within the window, no more reboots:
   the node stays drained as `slurmkit:flapping <cause> xN in 24h` for a human.
 
 Every step is a health-log record (check "remediate", action = the step: reboot-asked, reboot-failed: ...,
-held, hold-failed: ..., rebooted, recheck-passed, recheck-failed, resumed, resume-failed: ..., flapping,
+held, hold-failed: ..., rebooted, recheck-passed, recheck-failed, resumed, resume-failed: ..., returned, flapping,
 flap-drain-failed: ...; `slurmkit health --dry-run` prints the decision and logs nothing), and the count of
 reboots comes from those records: the policy is a pure function over the node's own log (`decide`,
 `after_reboot`). Light imports: the health hook runs it.
@@ -106,7 +108,7 @@ def after_reboot(records, boot_id: str | None) -> dict | None:
 class Decision(Record, kw_only=False):
     """What remediation does with a drained node now: nothing, a reboot, or flapping."""
 
-    step: str  # none | reboot | flapping | resume
+    step: str  # none | reboot | flapping | resume | returned
     why: str
     tag: str | None = None
     count: int = 0  # reboots within the window so far
@@ -120,12 +122,20 @@ def decide(
     if rec is None:
         return Decision("none", "the node's state is unknown")
     reason = (rec.reason or "").strip()
-    if "DRAIN" not in rec.flags or not reason.startswith(prefix):
-        return Decision("none", "not drained by slurmkit" if "DRAIN" in rec.flags else "not drained")
-    tag = reason[len(prefix) :].split(" ", 1)[0] or None
     last = next(iter(r for r in reversed(steps(records)) if r.get("action") != HELD), None)
+    if "DRAIN" not in rec.flags:
+        if last is not None and last.get("action") == PASSED and _in_service(rec):
+            # back in service, but not by slurmkit: Slurm ended a reboot it counted as timed out (it drops the
+            # drain; the first run of the new boot came before that, so there was nothing to hold) or someone
+            # resumed it. The story ends here, once: the next run's last step is this one
+            cause = (last.get("evidence") or {}).get("cause") or None
+            return Decision("returned", "back in service without slurmkit's resume; its recheck had passed", cause)
+        return Decision("none", "not drained")
+    if not reason.startswith(prefix):
+        return Decision("none", "not drained by slurmkit")
+    tag = reason[len(prefix) :].split(" ", 1)[0] or None
     if last is not None and last.get("action") == PASSED and tag != FLAPPING_TAG:
-        if _REBOOTING & set(rec.flags) or rec.state == "DOWN" or "NOT_RESPONDING" in rec.flags:
+        if not _in_service(rec):
             return Decision("none", "the recheck after the reboot passed: resumed once slurmd has registered", tag)
         if healthy:
             return Decision("resume", "the recheck after slurmkit's reboot passed, and this run's checks too", tag)
@@ -143,6 +153,11 @@ def decide(
     if n >= limit:
         return Decision("flapping", f"{n} reboots in the window (limit {limit})", tag, n)
     return Decision("reboot", f"cause {tag}: {action}; reboot {n + 1} of at most {limit} in the window", tag, n)
+
+
+def _in_service(rec) -> bool:
+    """Up and registered: not rebooting, not DOWN, responding."""
+    return not (_REBOOTING & set(rec.flags)) and rec.state != "DOWN" and "NOT_RESPONDING" not in rec.flags
 
 
 def flapping_reason(prefix: str, tag: str, count: int, window_hours: float) -> str:
@@ -296,6 +311,8 @@ def act(settings, node: str, *, backend, boot_id: str | None, records, healthy: 
     except SlurmkitError:
         return None  # the next run decides; nothing is done on a state that could not be read
     d = decision(settings, rec, records, healthy)
+    if d.step == "returned" and rec is not None:
+        return _log(settings, node, "returned", "ok", d.why, {"cause": d.tag, "boot_id": boot_id, "state": rec.state})
     if d.step == "none" or rec is None or d.tag is None:  # decide() says "none" for an unknown node or cause
         return None
     if d.step == "resume":

@@ -109,6 +109,7 @@ def dry_run(settings, node: str, rec) -> int:
         "reboot": "reboot it (scontrol reboot: it stays drained until its recheck passes)",
         "flapping": "leave it drained as flapping",
         "resume": "resume it",
+        "returned": "log that it is back in service (not resumed by slurmkit)",
     }[d.step]
     off = "" if h.remediate else " (health.remediate is off: nothing would run)"
     print(f"{node}: remediation would do {what}: {d.why}{off}")

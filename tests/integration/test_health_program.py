@@ -218,11 +218,17 @@ def test_remediation_reboots_a_drained_node_and_it_returns_once_its_scenario_is_
     # the IDLE node (measured): either way it is in service, not drained
     assert not rec.drained and (rec.reason == "" or rec.reason.startswith("slurmkit:xid79 remediation reboot"))
     assert (c.dir / "fakegpu" / "boot" / "n2").read_text() != boot        # a new boot, made by the RebootProgram
-    # the health program logs "resumed" once `scontrol update` has returned: the node can read IDLE a moment before
-    steps = ["reboot-asked", "rebooted", "recheck-passed", "resumed"]
+    # the last step: "resumed" when slurmkit resumed the node once slurmd registered; "returned" when the first run
+    # of the new boot came before Slurm timed the reboot out and dropped the drain itself (the dev cluster's reboot
+    # keeps the host's boot time, so Slurm never sees it complete: 22.05 CI, 2026-12-07). Either is logged a
+    # moment after the node reads IDLE
+    def story():
+        got = [s for s in remediation_steps(c, "n2", n) if s != "held"]
+        return got[:4] in (["reboot-asked", "rebooted", "recheck-passed", last] for last in ("resumed", "returned"))
+
     with contextlib.suppress(AssertionError):  # the assert below shows what was logged instead
-        c.wait(lambda: remediation_steps(c, "n2", n)[:4] == steps, timeout=30, what="n2's resumed record")
-    assert remediation_steps(c, "n2", n)[:4] == steps
+        c.wait(story, timeout=30, what="n2's last remediation step")
+    assert story(), remediation_steps(c, "n2", n)
     assert not c.node("n1").drained
 
 

@@ -194,7 +194,11 @@ def test_a_node_whose_recheck_passed_is_resumed_only_once_registered_and_healthy
         assert decide_now(waiting, done, healthy=True).step == "none"      # slurmd has not registered yet
     assert decide_now(node(reason=BACK), done, healthy=False).step == "reboot"   # failing again: reboot 2
     assert decide_now(node(reason="admin: PSU"), done, healthy=True).step == "none"   # never over an admin
-    assert decide_now(node(reason=BACK, flags=()), done, healthy=True).step == "none"  # back already
+    back = decide_now(node(reason=BACK, flags=()), done, healthy=True)  # back already, not by slurmkit
+    assert (back.step, back.tag) == ("returned", "xid79")
+    assert decide_now(node(reason=BACK, flags=()), done + [step("returned", NOW - 3, boot="b1")],
+                      healthy=True).step == "none"                               # said once
+    assert decide_now(node(reason="", state="DOWN", flags=()), done, healthy=True).step == "none"  # not up yet
     # a recheck that failed is no resume, however the later run went
     failed = done[:3] + [step("recheck-failed", NOW - 18, boot="b1")]
     assert decide_now(node(reason=BACK), failed, healthy=True).step == "reboot"
@@ -238,3 +242,20 @@ def test_the_hold_drains_a_node_back_without_its_drain_and_leaves_any_other(tmp_
     for kept in (node(state="DOWN", flags=("DRAIN", "REBOOT_ISSUED")), node(reason="admin: PSU")):
         b = DrainRecorder(kept)
         assert R.hold(s, "n1", asked, backend=b) is None and b.drains == []
+
+
+def test_a_node_slurm_returned_after_a_passed_recheck_is_logged_returned_once(tmp_path):
+    # the dev cluster's reboot keeps the host's boot time, so Slurm times it out and drops the drain after the first
+    # run of the new boot (22.05 CI, 2026-12-07): the node is in service, and its story ends with `returned`
+    from slurmkit import healthlog
+    from slurmkit.settings import Settings, PathsSettings
+    s = Settings(paths=PathsSettings(state_dir=str(tmp_path / "state"), health_log=str(tmp_path / "h") + "/"),
+                 health=HealthSettings(remediate=True))
+    done = [step("reboot-asked", NOW - 60), step("rebooted", NOW - 59, boot="b1"),
+            step("recheck-passed", NOW - 59, boot="b1")]
+    b = FakeBackend(node(reason="", flags=()))
+    got = R.act(s, "n1", backend=b, boot_id="b1", records=done)
+    assert got["action"] == "returned" and got["status"] == "ok" and b.reboots == []
+    (rec,) = list(healthlog.read(str(tmp_path / "h") + "/", node="n1"))
+    assert rec["action"] == "returned" and rec["evidence"]["cause"] == "xid79"
+    assert R.act(s, "n1", backend=b, boot_id="b1", records=done + [rec]) is None
